@@ -1,0 +1,43 @@
+# Two commands for a new user: `make run` and `make test`. Both set up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+STATE  := .state
+export PREFECT_HOME := $(CURDIR)/$(STATE)/prefect
+# Local mode: Prefect starts its own temporary API server; its first start can take ~20 s.
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+
+.PHONY: setup run test lint typecheck pytest sample clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+sample: setup
+	$(BIN)/python data/generate.py --rows 50000 --seed 20261121 --out data/sample/census.parquet
+
+run: setup sample
+	$(BIN)/dppub run configs/demo.yaml --ledger $(STATE)/ledger.sqlite --out $(STATE)/published
+	$(BIN)/dppub audit --ledger $(STATE)/ledger.sqlite
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(STATE) data/sample

@@ -1,0 +1,191 @@
+"""Noise mechanisms: Laplace, Gaussian and randomized response.
+
+Release-grade noise (``rng=None``, what every flow uses) comes from OpenDP's samplers: discrete
+constructions driven by the operating system's CSPRNG, so that the floating-point output does not
+leak the input through its low-order bits (Mironov 2012). The Laplace scale is re-checked through
+OpenDP's own privacy map before sampling.
+
+Passing a seeded ``numpy.random.Generator`` as ``rng`` selects a *reproducible* sampler with the
+same discrete construction (a two-sided geometric on a power-of-two grid) but a non-cryptographic
+bit source. It exists for tests and benchmarks only; flows never pass one, and a seed is never a
+flow parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import opendp.prelude as odp
+
+from dp.calibration import gaussian_sigma, laplace_scale
+from dp.errors import ConfigError, InvariantError
+from dp.validation import check_epsilon
+
+__all__ = [
+    "gaussian",
+    "laplace",
+    "randomized_response",
+    "rr_estimate_count",
+    "rr_keep_probability",
+]
+
+odp.enable_features("contrib")
+
+FloatArray = npt.NDArray[np.float64]
+# Grid of the reproducible sampler: 2^-30 of the noise scale. Rounding the input to it adds at
+# most one grid step per coordinate to the sensitivity, i.e. about 1e-9 of the scale.
+_GRID_BITS = 30
+
+
+def _finite_array(value: npt.ArrayLike, *, name: str) -> FloatArray:
+    arr = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ConfigError(f"{name} must be finite (no NaN or inf) before noise is added")
+    return arr
+
+
+@lru_cache(maxsize=64)
+def _opendp_laplace(scale: float) -> Any:
+    return odp.m.make_laplace(
+        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+        odp.l1_distance(T=float),
+        scale=scale,
+    )
+
+
+def _calibrated_laplace(sensitivity: float, epsilon: float) -> Any:
+    """OpenDP Laplace measurement whose privacy map certifies ``epsilon`` at ``sensitivity``."""
+    meas = _opendp_laplace(laplace_scale(sensitivity=sensitivity, epsilon=epsilon))
+    if meas.map(sensitivity) <= epsilon:
+        return meas
+    # OpenDP accounts for its rounding to a grid; if that pushes epsilon over, widen the scale.
+    scale = odp.binary_search_param(
+        lambda s: _opendp_laplace(float(s)), d_in=sensitivity, d_out=epsilon, T=float
+    )
+    meas = _opendp_laplace(float(scale))
+    if meas.map(sensitivity) > epsilon:
+        raise InvariantError("OpenDP Laplace calibration failed its own privacy map")
+    return meas
+
+
+def _grid(scale: float) -> float:
+    return 2.0 ** (math.floor(math.log2(scale)) - _GRID_BITS)
+
+
+def _two_sided_geometric(
+    shape: tuple[int, ...], *, scale_in_steps: float, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
+    # Discrete Laplace as the difference of two geometric variables (Inusah & Kozubowski 2006).
+    p = -math.expm1(-1.0 / scale_in_steps)
+    return rng.geometric(p, size=shape) - rng.geometric(p, size=shape)
+
+
+def laplace(
+    value: npt.ArrayLike,
+    *,
+    sensitivity: float,
+    epsilon: float,
+    rng: np.random.Generator | None = None,
+) -> FloatArray:
+    """Laplace mechanism: ``value + Lap(sensitivity / epsilon)`` per coordinate.
+
+    Args:
+        value: exact statistic (scalar or array), finite.
+        sensitivity: L1 global sensitivity of the statistic, derived from declared bounds.
+        epsilon: privacy parameter (> 0).
+        rng: ``None`` for release-grade noise (OpenDP); a seeded generator for tests only.
+
+    Returns:
+        The noisy statistic, same shape as ``value``.
+    """
+    eps = check_epsilon(epsilon)
+    x = _finite_array(value, name="value")
+    if rng is None:
+        meas = _calibrated_laplace(float(sensitivity), eps)
+        noisy = meas([float(v) for v in x.ravel()])
+        return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
+    scale = laplace_scale(sensitivity=sensitivity, epsilon=eps)
+    g = _grid(scale)
+    steps = np.rint(x / g) + _two_sided_geometric(x.shape, scale_in_steps=scale / g, rng=rng)
+    return np.asarray(steps * g, dtype=np.float64)
+
+
+@lru_cache(maxsize=64)
+def _opendp_gaussian(scale: float) -> Any:
+    return odp.m.make_gaussian(
+        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+        odp.l2_distance(T=float),
+        scale=scale,
+    )
+
+
+def gaussian(
+    value: npt.ArrayLike,
+    *,
+    l2_sensitivity: float,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None = None,
+) -> FloatArray:
+    """Gaussian mechanism with the analytic calibration (Balle & Wang 2018).
+
+    The scale comes from :func:`dp.calibration.gaussian_sigma`; samples are OpenDP's discrete
+    Gaussian (Canonne, Kamath & Steinke 2020) for releases, or a rounded seeded normal for tests.
+    """
+    sigma = gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta)
+    x = _finite_array(value, name="value")
+    if rng is None:
+        noisy = _opendp_gaussian(sigma)([float(v) for v in x.ravel()])
+        return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
+    g = _grid(sigma)
+    steps = np.rint(x / g) + np.rint(rng.normal(0.0, sigma / g, size=x.shape))
+    return np.asarray(steps * g, dtype=np.float64)
+
+
+def rr_keep_probability(epsilon: float) -> float:
+    """Probability of reporting the true bit: ``e^eps / (1 + e^eps)`` (Warner 1965).
+
+    >>> round(rr_keep_probability(math.log(2)), 6)  # the seeds' 2/3 example is ln(2)-DP
+    0.666667
+    """
+    eps = check_epsilon(epsilon)
+    return 1.0 / (1.0 + math.exp(-eps))
+
+
+@lru_cache(maxsize=16)
+def _opendp_rr(p_keep: float) -> Any:
+    return odp.m.make_randomized_response_bool(prob=p_keep)
+
+
+def randomized_response(
+    bits: npt.ArrayLike, *, epsilon: float, rng: np.random.Generator | None = None
+) -> npt.NDArray[np.bool_]:
+    """Randomized response: each bit is kept with probability ``e^eps/(1+e^eps)``, else flipped.
+
+    Each respondent's report is ``epsilon``-DP (local model).
+    """
+    b = np.asarray(bits)
+    if b.dtype != np.bool_:
+        raise ConfigError(f"randomized_response needs boolean bits, got dtype {b.dtype}")
+    p = rr_keep_probability(epsilon)
+    if rng is None:
+        meas = _opendp_rr(p)
+        return np.fromiter((meas(bool(v)) for v in b.ravel()), dtype=np.bool_).reshape(b.shape)
+    keep = rng.random(b.shape) < p
+    return np.where(keep, b, ~b)
+
+
+def rr_estimate_count(observed_ones: float, n: int, *, epsilon: float) -> float:
+    """Unbiased estimate of the true number of ones from ``observed_ones`` reports out of ``n``.
+
+    ``E[observed] = p t + (1 - p)(n - t)``, so ``t_hat = (observed - (1 - p) n) / (2p - 1)``.
+
+    >>> round(rr_estimate_count(2 / 3 * 90 + 1 / 3 * 10, 100, epsilon=math.log(2)), 6)
+    90.0
+    """
+    p = rr_keep_probability(epsilon)
+    return (observed_ones - (1.0 - p) * n) / (2.0 * p - 1.0)
