@@ -4,7 +4,9 @@ Gaussian mechanism (Dwork & Roth 2014, Thm A.1; Balle & Wang 2018, "Improving th
 mechanism", Thm 8): adding ``N(0, sigma^2)`` to a function of L2 sensitivity ``Delta`` is
 ``(epsilon, delta)``-DP iff
 
-    delta >= Phi(Delta/(2 sigma) - epsilon sigma/Delta) - e^epsilon Phi(-Delta/(2 sigma) - epsilon sigma/Delta).
+    delta >= Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D),
+
+with ``D`` the L2 sensitivity and ``s`` = sigma.
 
 The classic bound ``sigma = sqrt(2 ln(1.25/delta)) Delta / epsilon`` holds only for epsilon < 1;
 the analytic calibration is exact for every epsilon and never larger.

@@ -1,0 +1,454 @@
+"""The privacy-budget ledger: a persistent, append-only, hash-chained SQLite log.
+
+Every change is a new row (an *event*); nothing is ever updated or deleted:
+
+* ``reserve`` — a run's planned, composed cost is held against its dataset's budget. The check
+  "already spent + held + requested <= budget" and the insert happen in one ``BEGIN IMMEDIATE``
+  transaction, so concurrent processes are serialized by SQLite and can never overspend.
+* ``release`` — one row per release a run has computed (name, kind, mechanism, epsilon, delta,
+  sensitivity, disjoint partition, output hash), written *before* publication so that the
+  composition check can recompute the run's cost from the ledger itself.
+* ``commit`` — the run was published.
+* ``abort`` — the run failed before publication; its hold is released.
+
+A reserved run that is neither committed nor aborted (e.g. the process was killed) keeps counting
+as spent: a crash can over-count, never under-count.
+
+Each row stores ``hash = sha256(prev_hash, canonical row)``; :meth:`Ledger.verify` recomputes the
+chain and detects any edited, inserted or deleted row. Deleting rows at the *end* is only
+detectable against a head kept elsewhere, so every run's manifest records the head it saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dp.budget import PlannedCost, PrivacyCost, compose
+from dp.errors import BudgetExceededError, ConfigError, LedgerError
+
+__all__ = [
+    "GENESIS",
+    "ChainReport",
+    "DatasetSpending",
+    "Ledger",
+    "ReleaseRecord",
+    "check_run_id",
+]
+
+GENESIS = "0" * 64
+_FORMAT = "dppub-ledger/1"
+_FIELDS = (
+    "seq",
+    "ts",
+    "event",
+    "dataset",
+    "run_id",
+    "release",
+    "kind",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "sensitivity",
+    "partition",
+    "is_dp",
+    "budget_epsilon",
+    "budget_delta",
+    "config_hash",
+    "output_hash",
+    "prev_hash",
+)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY, ts TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('reserve', 'release', 'commit', 'abort')),
+    dataset TEXT NOT NULL, run_id TEXT NOT NULL, release TEXT, kind TEXT, mechanism TEXT,
+    epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
+    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL,
+    config_hash TEXT, output_hash TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
+CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, event);
+INSERT OR IGNORE INTO meta VALUES ('format', '{_FORMAT}');
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRecord:
+    """One computed release, as the ledger records it."""
+
+    name: str
+    """Release name, unique within the run."""
+    kind: str
+    """What was released: ``workload``, ``regression``, ``k-anonymity``..."""
+    mechanism: str
+    """The mechanism, e.g. ``laplace`` or ``generalization``."""
+    cost: PrivacyCost
+    """The release's own (epsilon, delta); zero for non-DP releases."""
+    sensitivity: float | None = None
+    """Sensitivity the noise was calibrated to (None for non-DP releases)."""
+    partition: tuple[str, str] | None = None
+    """Disjoint row partition ``(key, part)`` the release reads, for parallel composition."""
+    is_dp: bool = True
+    """False for syntactic releases (a k-anonymous table), which are *not* DP."""
+    output_hash: str = ""
+    """SHA-256 of the released files."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetSpending:
+    """What the ledger says about one dataset."""
+
+    dataset: str
+    budget: PrivacyCost | None
+    """The budget declared by the most recent reservation."""
+    spent: PrivacyCost
+    """Committed plus still-pending reservations (pending runs count until resolved)."""
+    runs: int
+    """Committed runs."""
+    pending_runs: int
+    """Reserved runs neither committed nor aborted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainReport:
+    """Result of :meth:`Ledger.verify`."""
+
+    ok: bool
+    rows: int
+    head: str
+    problems: tuple[str, ...]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _row_hash(row: dict[str, object]) -> str:
+    payload = json.dumps([row[f] for f in _FIELDS], separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _partition_text(partition: tuple[str, str] | None) -> str | None:
+    return None if partition is None else json.dumps(list(partition))
+
+
+class Ledger:
+    """A budget ledger stored in one SQLite file (WAL journal, serialized writers).
+
+    Args:
+        path: the ledger file. It is created if it does not exist; an existing file that is
+            not a dppub ledger, or is unreadable, raises :class:`LedgerError` — it is never
+            silently recreated.
+        timeout: seconds to wait for another process holding the write lock.
+        create: create a missing ledger (False: a missing file is an error, e.g. for audits).
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
+        self.path = Path(path)
+        self._timeout = timeout
+        if not self.path.exists():
+            if not create:
+                raise LedgerError(f"no ledger at {self.path}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Idempotent, so two processes creating the same ledger at once both succeed.
+            with self._connect(create=True) as con:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.executescript(_SCHEMA)
+        with self._connect() as con:
+            try:
+                fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
+            if fmt is None or fmt[0] != _FORMAT:
+                raise LedgerError(f"{self.path} is not a dppub ledger (format {fmt!r})")
+
+    @contextmanager
+    def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
+        mode = "rwc" if create else "rw"
+        try:
+            con = sqlite3.connect(
+                f"file:{self.path}?mode={mode}",
+                uri=True,
+                timeout=self._timeout,
+                isolation_level=None,
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
+        con.row_factory = sqlite3.Row
+        try:
+            yield con
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(f"ledger {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"ledger {self.path} is corrupted: {exc}") from None
+        finally:
+            con.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """An exclusive write transaction: other writers wait, readers see the old state."""
+        with self._connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    def _append(self, con: sqlite3.Connection, **values: object) -> str:
+        last = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        row: dict[str, object] = dict.fromkeys(_FIELDS)
+        row.update(values)
+        row["seq"] = 1 if last is None else last["seq"] + 1
+        row["ts"] = _now()
+        row["prev_hash"] = GENESIS if last is None else last["hash"]
+        digest = _row_hash(row)
+        cols = ", ".join((*_FIELDS, "hash"))
+        marks = ", ".join("?" * (len(_FIELDS) + 1))
+        con.execute(f"INSERT INTO entries ({cols}) VALUES ({marks})", [*row.values(), digest])
+        return digest
+
+    @staticmethod
+    def _run_state(con: sqlite3.Connection, run_id: str) -> set[str]:
+        rows = con.execute("SELECT DISTINCT event FROM entries WHERE run_id = ?", (run_id,))
+        return {r["event"] for r in rows}
+
+    @staticmethod
+    def _spent(con: sqlite3.Connection, dataset: str) -> PrivacyCost:
+        eps, delta = con.execute(
+            """SELECT COALESCE(SUM(epsilon), 0), COALESCE(SUM(delta), 0) FROM entries
+               WHERE event = 'reserve' AND dataset = ? AND run_id NOT IN
+               (SELECT run_id FROM entries WHERE event = 'abort')""",
+            (dataset,),
+        ).fetchone()
+        return PrivacyCost(epsilon=float(eps), delta=float(delta))
+
+    def _check_fits(
+        self, con: sqlite3.Connection, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost
+    ) -> PrivacyCost:
+        spent = self._spent(con, dataset)
+        if not (spent + cost).fits_within(budget):
+            raise BudgetExceededError(
+                f"budget exceeded for dataset {dataset!r}: budget epsilon={budget.epsilon:g}"
+                f" delta={budget.delta:g}, spent epsilon={spent.epsilon:g}"
+                f" delta={spent.delta:g}, requested epsilon={cost.epsilon:g}"
+                f" delta={cost.delta:g}"
+            )
+        return spent
+
+    def check_fits(self, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost) -> None:
+        """Raise :class:`BudgetExceededError` if ``cost`` does not fit now (writes nothing).
+
+        Advisory only: :meth:`reserve` repeats the check atomically.
+        """
+        with self._connect() as con:
+            self._check_fits(con, dataset=dataset, cost=cost, budget=budget)
+
+    def reserve(
+        self,
+        *,
+        dataset: str,
+        run_id: str,
+        cost: PrivacyCost,
+        budget: PrivacyCost,
+        config_hash: str,
+    ) -> PrivacyCost:
+        """Atomically hold ``cost`` against ``dataset``'s ``budget``; return what is left.
+
+        Raises:
+            BudgetExceededError: the cost does not fit; nothing is written.
+        """
+        with self._write() as con:
+            if self._run_state(con, run_id):
+                raise LedgerError(f"run id {run_id!r} is already in the ledger")
+            spent = self._check_fits(con, dataset=dataset, cost=cost, budget=budget)
+            self._append(
+                con,
+                event="reserve",
+                dataset=dataset,
+                run_id=run_id,
+                epsilon=cost.epsilon,
+                delta=cost.delta,
+                is_dp=1,
+                budget_epsilon=budget.epsilon,
+                budget_delta=budget.delta,
+                config_hash=config_hash,
+            )
+            return budget - (spent + cost)
+
+    def _reservation(self, con: sqlite3.Connection, run_id: str) -> sqlite3.Row:
+        row: sqlite3.Row | None = con.execute(
+            "SELECT * FROM entries WHERE run_id = ? AND event = 'reserve'", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise LedgerError(f"run {run_id!r} has no reservation")
+        return row
+
+    def record_releases(self, *, run_id: str, releases: Sequence[ReleaseRecord]) -> str:
+        """Append one ``release`` row per computed release; return the new head hash."""
+        with self._write() as con:
+            res = self._reservation(con, run_id)
+            state = self._run_state(con, run_id)
+            if state & {"commit", "abort", "release"}:
+                raise LedgerError(f"run {run_id!r} cannot record releases (state {sorted(state)})")
+            head = res["hash"]
+            for r in releases:
+                head = self._append(
+                    con,
+                    event="release",
+                    dataset=res["dataset"],
+                    run_id=run_id,
+                    release=r.name,
+                    kind=r.kind,
+                    mechanism=r.mechanism,
+                    epsilon=r.cost.epsilon,
+                    delta=r.cost.delta,
+                    sensitivity=r.sensitivity,
+                    partition=_partition_text(r.partition),
+                    is_dp=int(r.is_dp),
+                    config_hash=res["config_hash"],
+                    output_hash=r.output_hash,
+                )
+            return str(head)
+
+    def recorded_cost(self, run_id: str) -> tuple[PrivacyCost, PrivacyCost]:
+        """``(reserved, recomputed)``: the held cost and the composition of the release rows.
+
+        The recomputation uses only what the ledger stores (not the planner's numbers).
+        """
+        with self._connect() as con:
+            reserved_row = self._reservation(con, run_id)
+            rows = con.execute(
+                "SELECT * FROM entries WHERE run_id = ? AND event = 'release' AND is_dp = 1",
+                (run_id,),
+            ).fetchall()
+        planned = [
+            PlannedCost(
+                name=r["release"],
+                cost=PrivacyCost(epsilon=r["epsilon"], delta=r["delta"]),
+                partition=None if r["partition"] is None else tuple(json.loads(r["partition"])),
+            )
+            for r in rows
+        ]
+        reserved = PrivacyCost(epsilon=reserved_row["epsilon"], delta=reserved_row["delta"])
+        return reserved, compose(planned)
+
+    def commit(self, *, run_id: str, output_hash: str) -> str:
+        """Mark a reserved run as published; return the new head hash."""
+        with self._write() as con:
+            res = self._reservation(con, run_id)
+            state = self._run_state(con, run_id)
+            if state & {"commit", "abort"}:
+                raise LedgerError(f"run {run_id!r} cannot be committed (state {sorted(state)})")
+            return self._append(
+                con,
+                event="commit",
+                dataset=res["dataset"],
+                run_id=run_id,
+                epsilon=res["epsilon"],
+                delta=res["delta"],
+                is_dp=1,
+                config_hash=res["config_hash"],
+                output_hash=output_hash,
+            )
+
+    def abort(self, *, run_id: str) -> None:
+        """Release a run's hold (it published nothing). A committed run cannot be aborted."""
+        with self._write() as con:
+            res = self._reservation(con, run_id)
+            state = self._run_state(con, run_id)
+            if "commit" in state:
+                raise LedgerError(f"run {run_id!r} is committed and cannot be aborted")
+            if "abort" not in state:
+                self._append(
+                    con,
+                    event="abort",
+                    dataset=res["dataset"],
+                    run_id=run_id,
+                    epsilon=0.0,
+                    delta=0.0,
+                    is_dp=1,
+                    config_hash=res["config_hash"],
+                )
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the last row (``(0, GENESIS)`` when empty)."""
+        with self._connect() as con:
+            row = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        return (0, GENESIS) if row is None else (int(row["seq"]), str(row["hash"]))
+
+    def verify(self, *, expected_head: tuple[int, str] | None = None) -> ChainReport:
+        """Recompute the hash chain; optionally check it still contains a known head."""
+        problems: list[str] = []
+        prev, n = GENESIS, 0
+        seen: dict[int, str] = {}
+        with self._connect() as con:
+            for row in con.execute("SELECT * FROM entries ORDER BY seq"):
+                n += 1
+                values = {f: row[f] for f in _FIELDS}
+                if row["seq"] != n:
+                    problems.append(f"row {n}: sequence gap (found seq {row['seq']})")
+                if row["prev_hash"] != prev:
+                    problems.append(f"row {row['seq']}: does not chain to the previous row")
+                if _row_hash(values) != row["hash"]:
+                    problems.append(f"row {row['seq']}: contents do not match its hash")
+                prev = row["hash"]
+                seen[int(row["seq"])] = str(row["hash"])
+        if expected_head is not None and expected_head[0] > 0:
+            seq, digest = expected_head
+            if seen.get(seq) != digest:
+                problems.append(f"head recorded at seq {seq} is missing or altered")
+        return ChainReport(ok=not problems, rows=n, head=prev, problems=tuple(problems))
+
+    def spending(self, dataset: str | None = None) -> dict[str, DatasetSpending]:
+        """Spending per dataset: budget, spent (incl. pending), committed and pending runs."""
+        out: dict[str, DatasetSpending] = {}
+        with self._connect() as con:
+            rows = con.execute(
+                """SELECT r.dataset AS dataset,
+                          SUM(CASE WHEN a.run_id IS NULL THEN r.epsilon ELSE 0 END) AS eps,
+                          SUM(CASE WHEN a.run_id IS NULL THEN r.delta ELSE 0 END) AS delta,
+                          SUM(c.run_id IS NOT NULL) AS runs,
+                          SUM(c.run_id IS NULL AND a.run_id IS NULL) AS pending,
+                          MAX(r.seq) AS last_seq
+                   FROM entries r
+                   LEFT JOIN entries c ON c.run_id = r.run_id AND c.event = 'commit'
+                   LEFT JOIN entries a ON a.run_id = r.run_id AND a.event = 'abort'
+                   WHERE r.event = 'reserve' AND (? IS NULL OR r.dataset = ?)
+                   GROUP BY r.dataset ORDER BY r.dataset""",
+                (dataset, dataset),
+            ).fetchall()
+            for r in rows:
+                b = con.execute(
+                    "SELECT budget_epsilon, budget_delta FROM entries WHERE seq = ?",
+                    (r["last_seq"],),
+                ).fetchone()
+                out[r["dataset"]] = DatasetSpending(
+                    dataset=r["dataset"],
+                    budget=PrivacyCost(epsilon=b[0], delta=b[1]),
+                    spent=PrivacyCost(epsilon=float(r["eps"]), delta=float(r["delta"])),
+                    runs=int(r["runs"]),
+                    pending_runs=int(r["pending"]),
+                )
+        return out
+
+    def remaining(self, *, dataset: str, budget: PrivacyCost) -> PrivacyCost:
+        """What ``budget`` leaves after everything the ledger holds for ``dataset``."""
+        with self._connect() as con:
+            return budget - self._spent(con, dataset)
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids become folder names: letters, digits, ``-`` and ``_`` only."""
+    if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
+        raise ConfigError(f"run id must be letters, digits, '-' or '_', got {run_id!r}")
+    return run_id

@@ -1,0 +1,226 @@
+"""The ``dppub`` command line: plan, run, audit, serve.
+
+Prefect runs in its local mode (a temporary API server, no network); unless ``PREFECT_HOME`` is
+set, its state lives in ``./.state/prefect``. Every error dppub raises on purpose is printed as
+one line on stderr with a non-zero exit code (2 for configuration/input/ledger errors, 3 when the
+budget refuses a run, 1 when an audit finds a broken chain).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+STATE = Path(".state")
+DEFAULT_LEDGER = STATE / "ledger.sqlite"
+DEFAULT_OUT = STATE / "published"
+
+app = typer.Typer(
+    name="dppub",
+    help="Differentially private data publishing with a tamper-evident budget ledger.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+LedgerOpt = Annotated[Path, typer.Option("--ledger", help="Budget ledger (SQLite file).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _prefect_env() -> None:
+    """Local-mode Prefect settings; must run before prefect is imported."""
+    os.environ.setdefault("PREFECT_HOME", str((STATE / "prefect").resolve()))
+    # The temporary server's first start with a fresh home takes ~20 s here (default limit: 20 s).
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(f"dppub: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn``; turn dppub's own errors into one line and an exit code."""
+    from dp.errors import BudgetExceededError, DPPubError
+
+    try:
+        return fn(*args, **kwargs)
+    except BudgetExceededError as exc:
+        _fail(str(exc), 3)
+    except DPPubError as exc:
+        _fail(str(exc), 2)
+
+
+def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
+    from dp.ledger import Ledger
+    from flows.config import load_config, plan_releases
+
+    cfg = load_config(config)
+    plan, total = plan_releases(cfg)
+    spent_eps = 0.0
+    if ledger.exists():
+        spending = Ledger(ledger, create=False).spending(cfg.dataset.name)
+        if cfg.dataset.name in spending:
+            spent_eps = spending[cfg.dataset.name].spent.epsilon
+    return {
+        "dataset": cfg.dataset.name,
+        "releases": [
+            {"name": p.name, "kind": p.kind, "epsilon": p.epsilon, "delta": p.delta} for p in plan
+        ],
+        "total_epsilon": total.epsilon,
+        "total_delta": total.delta,
+        "budget_epsilon": cfg.budget.epsilon,
+        "remaining_epsilon": max(0.0, cfg.budget.epsilon - spent_eps),
+    }
+
+
+@app.command()
+def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False) -> None:
+    """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
+    payload = _guard(_plan_payload, config, ledger)
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    typer.echo(f"dataset {payload['dataset']}")
+    for r in payload["releases"]:
+        typer.echo(
+            f"  {r['name']:<28} {r['kind']:<12} epsilon={r['epsilon']:g} delta={r['delta']:g}"
+        )
+    typer.echo(
+        f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "
+        f"remaining before this run: epsilon={payload['remaining_epsilon']:g} "
+        f"of {payload['budget_epsilon']:g}"
+    )
+
+
+def _precheck(config: Path, ledger: Path) -> None:
+    """Refuse an over-budget run before starting Prefect (the flow re-checks atomically)."""
+    from dp.ledger import Ledger
+    from flows.config import load_config, plan_releases
+
+    cfg = load_config(config)
+    _, total = plan_releases(cfg)
+    Ledger(ledger).check_fits(dataset=cfg.dataset.name, cost=total, budget=cfg.budget)
+
+
+@app.command()
+def run(
+    config: Path,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    out: Annotated[Path, typer.Option("--out", help="Publication folder.")] = DEFAULT_OUT,
+) -> None:
+    """Run the publishing flow once; prints the run id."""
+    _guard(_precheck, config, ledger)
+    _prefect_env()
+    from flows.publish import publish
+
+    run_id = _guard(publish, str(config.resolve()), str(ledger.resolve()), str(out.resolve()))
+    typer.echo(f"published to {out / '<dataset>' / run_id}", err=True)
+    typer.echo(run_id)
+
+
+def _audit_payload(ledger: Path, dataset: str | None) -> dict[str, Any]:
+    from dp.ledger import Ledger
+
+    book = Ledger(ledger, create=False)
+    chain = book.verify()
+    datasets = {}
+    for name, s in book.spending(dataset).items():
+        budget = s.budget
+        datasets[name] = {
+            "budget_epsilon": None if budget is None else budget.epsilon,
+            "budget_delta": None if budget is None else budget.delta,
+            "spent_epsilon": s.spent.epsilon,
+            "spent_delta": s.spent.delta,
+            "remaining_epsilon": None
+            if budget is None
+            else max(0.0, budget.epsilon - s.spent.epsilon),
+            "runs": s.runs,
+            "pending_runs": s.pending_runs,
+        }
+    return {
+        "chain_ok": chain.ok,
+        "rows": chain.rows,
+        "head": chain.head,
+        "problems": list(chain.problems),
+        "datasets": datasets,
+    }
+
+
+@app.command()
+def audit(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify the ledger's hash chain and report spending per dataset."""
+    payload = _guard(_audit_payload, ledger, dataset)
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        header = ("dataset", "budget", "spent", "remaining", "runs", "pending")
+        typer.echo("{:<24} {:>8} {:>8} {:>9} {:>5} {:>7}".format(*header))
+        for name, d in payload["datasets"].items():
+            typer.echo(
+                f"{name:<24} {d['budget_epsilon']:>8g} {d['spent_epsilon']:>8g} "
+                f"{d['remaining_epsilon']:>9g} {d['runs']:>5} {d['pending_runs']:>7}"
+            )
+        state = "ok" if payload["chain_ok"] else "BROKEN"
+        typer.echo(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
+        for p in payload["problems"]:
+            typer.echo(f"  {p}")
+    if not payload["chain_ok"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    configs: list[Path],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    out: Annotated[Path, typer.Option("--out", help="Publication folder.")] = DEFAULT_OUT,
+) -> None:
+    """Serve the publishing flow on each config's schedule (runs until interrupted)."""
+    from flows.config import load_config
+
+    cfgs = [(c, _guard(load_config, c)) for c in configs]
+    missing = [str(c) for c, cfg in cfgs if cfg.schedule is None]
+    if missing:
+        _fail(f"no schedule in {', '.join(missing)}", 2)
+    _prefect_env()
+    from prefect import serve as prefect_serve
+
+    from flows.publish import publish
+
+    deployments = []
+    for path, cfg in cfgs:
+        sched = cfg.schedule
+        if sched is None:  # narrowed above; keeps the type checker informed
+            continue
+        params = {
+            "config_path": str(path.resolve()),
+            "ledger_path": str(ledger.resolve()),
+            "out_dir": str(out.resolve()),
+        }
+        if sched.cron is not None:
+            dep = publish.to_deployment(name=cfg.dataset.name, parameters=params, cron=sched.cron)
+        else:
+            dep = publish.to_deployment(
+                name=cfg.dataset.name, parameters=params, interval=sched.interval_seconds
+            )
+        deployments.append(dep)
+    prefect_serve(*deployments)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

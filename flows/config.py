@@ -1,0 +1,285 @@
+"""Pipeline configuration: YAML validated once, at the flow boundary, with pydantic.
+
+Every DP stage declares its epsilon (and delta) here, so the plan — and its cost — is known
+before any private data is read. Paths are relative to the config file's folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dp.budget import PlannedCost, PrivacyCost, compose
+from dp.errors import ConfigError
+from dp.schema import ColumnSpec, TableSchema
+from dp.validation import check_delta, check_epsilon
+
+__all__ = ["PipelineConfig", "PlannedRelease", "load_config", "plan_releases"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BudgetModel(_Model):
+    epsilon: float
+    delta: float = 0.0
+
+    @field_validator("epsilon")
+    @classmethod
+    def _eps(cls, v: float) -> float:
+        return check_epsilon(v)
+
+    @field_validator("delta")
+    @classmethod
+    def _delta(cls, v: float) -> float:
+        return check_delta(v)
+
+
+class ColumnModel(_Model):
+    type: Literal["int", "float", "category", "string"]
+    bounds: tuple[float, float] | None = None
+    categories: list[str] | None = None
+
+
+class DatasetModel(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    path: Path
+    budget: BudgetModel
+    columns: dict[str, ColumnModel]
+
+
+class HierarchyModel(_Model):
+    """Exactly one of: ``bands`` (int columns), ``prefix_mask``, ``levels``, ``file``."""
+
+    bands: list[int] | None = None
+    prefix_mask: bool | None = None
+    levels: dict[str, list[str]] | None = None
+    file: Path | None = None
+    sep: str = ";"
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> HierarchyModel:
+        given = [k for k in ("bands", "prefix_mask", "levels", "file") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of bands, prefix_mask, levels, file; got {given}")
+        return self
+
+
+class DPStage(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    epsilon: float
+    delta: float = 0.0
+
+    @field_validator("epsilon")
+    @classmethod
+    def _eps(cls, v: float) -> float:
+        return check_epsilon(v)
+
+    @field_validator("delta")
+    @classmethod
+    def _delta(cls, v: float) -> float:
+        return check_delta(v)
+
+
+class AnonymizeModel(_Model):
+    name: str = Field(default="k_anonymous_table", pattern=r"^[A-Za-z0-9_-]+$")
+    quasi_identifiers: list[str] = Field(min_length=1)
+    k: int = Field(ge=1)
+    max_suppression: float = Field(default=0.0, ge=0.0, le=1.0)
+    metric: Literal["loss", "dm", "dm_star", "entropy"] = "loss"
+    include: list[str] = []
+    """Further columns released unchanged beside the generalized quasi-identifiers."""
+    publish: bool = True
+
+
+class AxisModel(_Model):
+    """One histogram axis: bins of a numeric column, categories, or a fixed hierarchy level."""
+
+    column: str
+    bins: int | None = Field(default=None, ge=1)
+    level: int | None = Field(default=None, ge=0)
+
+
+class WorkloadModel(DPStage):
+    attributes: list[AxisModel] = Field(min_length=1)
+    workload: Literal["identity", "total", "prefix", "all_range", "marginals"] = "identity"
+    marginal_k: int = Field(default=1, ge=1)
+    strategy: Literal["auto", "identity", "hierarchical"] = "auto"
+    reconstruction: Literal["nonneg-l1", "least-squares"] = "nonneg-l1"
+
+
+class RegressionModel(DPStage):
+    target: str
+    features: list[str] = Field(min_length=1)
+    method: Literal["functional"] = "functional"
+    fit_intercept: bool = True
+
+
+class ScheduleModel(_Model):
+    cron: str | None = None
+    interval_seconds: float | None = Field(default=None, gt=0)
+    timezone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _one(self) -> ScheduleModel:
+        if (self.cron is None) == (self.interval_seconds is None):
+            raise ValueError("a schedule needs exactly one of cron, interval_seconds")
+        return self
+
+
+class PipelineConfig(_Model):
+    dataset: DatasetModel
+    hierarchies: dict[str, HierarchyModel] = {}
+    anonymize: AnonymizeModel | None = None
+    workloads: list[WorkloadModel] = []
+    regressions: list[RegressionModel] = []
+    schedule: ScheduleModel | None = None
+    base_dir: Path = Path(".")
+    """Folder of the config file; relative paths resolve against it (set by the loader)."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> PipelineConfig:
+        cols = self.dataset.columns
+        names = [s.name for s in (*self.workloads, *self.regressions)]
+        if self.anonymize is not None and self.anonymize.publish:
+            names.append(self.anonymize.name)
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"release names must be unique, got {dupes} more than once")
+        if not self.workloads and not self.regressions and self.anonymize is None:
+            raise ValueError("the config declares no release")
+        used = [a.column for w in self.workloads for a in w.attributes]
+        used += [c for r in self.regressions for c in (r.target, *r.features)]
+        used += list(self.hierarchies)
+        if self.anonymize is not None:
+            used += [*self.anonymize.quasi_identifiers, *self.anonymize.include]
+            missing_h = [q for q in self.anonymize.quasi_identifiers if q not in self.hierarchies]
+            if missing_h:
+                raise ValueError(f"quasi-identifiers without a hierarchy: {missing_h}")
+        undeclared = sorted({c for c in used if c not in cols})
+        if undeclared:
+            raise ValueError(f"columns used but not declared in dataset.columns: {undeclared}")
+        for w in self.workloads:
+            for a in w.attributes:
+                if a.level is not None and a.column not in self.hierarchies:
+                    raise ValueError(
+                        f"workload {w.name!r}: {a.column!r} has a level but no hierarchy"
+                    )
+        return self
+
+    @property
+    def schema(self) -> TableSchema:
+        return TableSchema(
+            columns=tuple(
+                ColumnSpec(
+                    name=n,
+                    type=c.type,
+                    bounds=c.bounds,
+                    categories=None if c.categories is None else tuple(c.categories),
+                )
+                for n, c in self.dataset.columns.items()
+            )
+        )
+
+    @property
+    def budget(self) -> PrivacyCost:
+        return PrivacyCost(epsilon=self.dataset.budget.epsilon, delta=self.dataset.budget.delta)
+
+    def resolve(self, path: Path) -> Path:
+        return path if path.is_absolute() else (self.base_dir / path).resolve()
+
+    @property
+    def config_hash(self) -> str:
+        payload = self.model_dump(mode="json", exclude={"base_dir"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class PlannedRelease(_Model):
+    """A release the run will make, with its declared cost."""
+
+    name: str
+    kind: Literal["workload", "regression", "k-anonymity"]
+    mechanism: str
+    epsilon: float
+    delta: float
+    is_dp: bool
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+
+
+def plan_releases(cfg: PipelineConfig) -> tuple[list[PlannedRelease], PrivacyCost]:
+    """The run's releases and their composed DP cost (reads no data)."""
+    plan: list[PlannedRelease] = []
+    if cfg.anonymize is not None and cfg.anonymize.publish:
+        plan.append(
+            PlannedRelease(
+                name=cfg.anonymize.name,
+                kind="k-anonymity",
+                mechanism="generalization",
+                epsilon=0.0,
+                delta=0.0,
+                is_dp=False,
+            )
+        )
+    for w in cfg.workloads:
+        plan.append(
+            PlannedRelease(
+                name=w.name,
+                kind="workload",
+                mechanism="laplace",
+                epsilon=w.epsilon,
+                delta=w.delta,
+                is_dp=True,
+            )
+        )
+    for r in cfg.regressions:
+        plan.append(
+            PlannedRelease(
+                name=r.name,
+                kind="regression",
+                mechanism=f"{r.method}-laplace",
+                epsilon=r.epsilon,
+                delta=r.delta,
+                is_dp=True,
+            )
+        )
+    total = compose(PlannedCost(name=p.name, cost=p.cost) for p in plan if p.is_dp)
+    return plan, total
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{path}: {loc}: {msg}{more}"
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a pipeline config; raise :class:`ConfigError` with one clear line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+    try:
+        raw: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{p}:{where}: YAML error: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: the config must be a YAML mapping")
+    try:
+        return PipelineConfig.model_validate({**raw, "base_dir": p.resolve().parent})
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(p, exc)) from None

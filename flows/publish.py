@@ -1,0 +1,194 @@
+"""The ``publish`` flow: plan -> reserve -> execute -> compose -> publish -> commit.
+
+Orchestration only: every step is a task (``tasks/``) around the privacy core (``dp/``).
+
+* plan: the config declares every release's epsilon/delta; the composed total is known before
+  any private data is read;
+* reserve: the total is held in the ledger atomically (concurrent runs cannot overspend);
+* execute: releases are computed into a private staging folder;
+* compose: release rows are written to the ledger and the run's cost is recomputed from them;
+* publish: the staging folder is renamed into place (atomic);
+* commit: the ledger records the publication.
+
+A failure before publication aborts the reservation and removes the staging folder; a crash
+after the reservation leaves the hold in place (counted as spent, never under-counted).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from dp.budget import PrivacyCost
+from dp.ledger import Ledger
+from dp.publication import Staging, sha256_files
+from flows.config import PipelineConfig, load_config, plan_releases
+from flows.report import budget_table, render_report
+from flows.stages import (
+    anonymity_hierarchies,
+    regression_bounds,
+    workload_axes,
+    workload_operator,
+)
+from tasks.anonymize import anonymize_release
+from tasks.ledger import abort_run, check_composition, commit_run, reserve_budget
+from tasks.read import read_private_table
+from tasks.regression import fit_regression
+from tasks.workload import answer_workload
+
+__all__ = ["new_run_id", "publish"]
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC timestamp plus 32 random bits."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
+
+
+def _columns(cfg: PipelineConfig) -> list[str]:
+    used: list[str] = []
+    if cfg.anonymize is not None:
+        used += [*cfg.anonymize.quasi_identifiers, *cfg.anonymize.include]
+    used += [a.column for w in cfg.workloads for a in w.attributes]
+    used += [c for r in cfg.regressions for c in (*r.features, r.target)]
+    return list(dict.fromkeys(used))
+
+
+def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
+    """Compute every release into the staging folder; returns their summaries."""
+    frame = read_private_table(cfg.resolve(cfg.dataset.path), cfg.schema, _columns(cfg))
+    summaries: list[dict[str, Any]] = []
+    if cfg.anonymize is not None and cfg.anonymize.publish:
+        a = cfg.anonymize
+        summaries.append(
+            anonymize_release(
+                frame,
+                name=a.name,
+                hierarchies=anonymity_hierarchies(cfg, frame),
+                k=a.k,
+                max_suppression=a.max_suppression,
+                metric=a.metric,
+                include=a.include,
+                staging=staging,
+            )
+        )
+    for w in cfg.workloads:
+        axes = workload_axes(cfg, w)
+        W, A = workload_operator(w, axes)
+        summaries.append(
+            answer_workload(
+                frame,
+                name=w.name,
+                epsilon=w.epsilon,
+                axes=axes,
+                workload=W,
+                strategy=A,
+                reconstruction=w.reconstruction,
+                staging=staging,
+            )
+        )
+    for r in cfg.regressions:
+        bounds_X, bounds_y = regression_bounds(cfg, r)
+        summaries.append(
+            fit_regression(
+                frame,
+                name=r.name,
+                epsilon=r.epsilon,
+                features=r.features,
+                target=r.target,
+                bounds_X=bounds_X,
+                bounds_y=bounds_y,
+                fit_intercept=r.fit_intercept,
+                method=r.method,
+                staging=staging,
+            )
+        )
+    return summaries
+
+
+@flow(name="dppub-publish", persist_result=False, validate_parameters=False)
+def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None = None) -> str:
+    """Run one private publication; returns the run id. See the module docstring."""
+    logger = get_run_logger()
+    cfg = load_config(config_path)
+    plan, total = plan_releases(cfg)
+    dataset = cfg.dataset.name
+    run_id = run_id or new_run_id()
+    ledger = Ledger(ledger_path)
+    staging = Staging(out_dir, dataset=dataset, run_id=run_id)
+    logger.info("run %s: %d release(s), epsilon=%g planned", run_id, len(plan), total.epsilon)
+
+    remaining = reserve_budget(
+        ledger,
+        dataset=dataset,
+        run_id=run_id,
+        cost=total,
+        budget=cfg.budget,
+        config_hash=cfg.config_hash,
+    )
+    try:
+        staging.create()
+        summaries = _execute(cfg, staging)
+        head = check_composition(ledger, run_id=run_id, summaries=summaries, planned=total)
+        table = budget_table(summaries, total=total, budget=cfg.budget, remaining=remaining)
+        manifest = _manifest(cfg, run_id, summaries, total, head, remaining)
+        report = render_report(
+            dataset=dataset, run_id=run_id, summaries=summaries, table=table, ledger_head=head
+        )
+        final = staging.publish(manifest=manifest, report=report)
+    except BaseException:
+        abort_run(ledger, run_id=run_id)
+        staging.discard()
+        raise
+    commit_run(ledger, run_id=run_id, output_hash=sha256_files(final))
+    create_markdown_artifact(
+        key=f"dppub-budget-{dataset.lower().replace('_', '-')}",
+        markdown=f"# dppub run `{run_id}` on `{dataset}`\n\n{table}\n\n"
+        f"Ledger head: seq {head[0]}, `{head[1]}`\n",
+        description=f"Privacy budget of run {run_id}",
+    )
+    logger.info("published run %s to %s", run_id, final)
+    return run_id
+
+
+def _manifest(
+    cfg: PipelineConfig,
+    run_id: str,
+    summaries: list[dict[str, Any]],
+    total: PrivacyCost,
+    head: tuple[int, str],
+    remaining: PrivacyCost,
+) -> dict[str, Any]:
+    keys = (
+        "name",
+        "kind",
+        "mechanism",
+        "epsilon",
+        "delta",
+        "sensitivity",
+        "is_dp",
+        "files",
+        "output_hash",
+    )
+    return {
+        "run_id": run_id,
+        "dataset": cfg.dataset.name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config_hash": cfg.config_hash,
+        "releases": [{k: s.get(k) for k in keys} for s in summaries],
+        "total_epsilon": total.epsilon,
+        "total_delta": total.delta,
+        "budget_epsilon": cfg.budget.epsilon,
+        "budget_delta": cfg.budget.delta,
+        "remaining_epsilon": remaining.epsilon,
+        "ledger_head": {"seq": head[0], "hash": head[1]},
+    }
+
+
+def publish_path(out_dir: str | Path, dataset: str, run_id: str) -> Path:
+    """Where a published run lives."""
+    return Path(out_dir) / dataset / run_id

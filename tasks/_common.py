@@ -1,0 +1,25 @@
+"""Settings shared by every task that touches private data.
+
+* ``cache_policy=NONE``: no cache key is ever computed from (hashed) private inputs — a key
+  derived from an exact count can be inverted by brute force.
+* ``persist_result=False``: nothing a task returns (tables, exact statistics) reaches Prefect's
+  result storage.
+* No retries on tasks that draw noise: a retry would draw a second, independent noisy answer.
+  Only pure I/O (reading the input) retries, and only on I/O errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.cache_policies import NONE
+
+from dp.errors import DPPubError
+
+PRIVATE: dict[str, Any] = {"cache_policy": NONE, "persist_result": False, "retries": 0}
+
+
+def retry_on_io_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry condition: transient OS errors only; validation errors are final."""
+    exc = state.result(raise_on_failure=False)
+    return isinstance(exc, OSError) and not isinstance(exc, DPPubError)

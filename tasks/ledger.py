@@ -1,0 +1,86 @@
+"""Tasks: the ledger steps of a run (reserve, composition check, commit, abort).
+
+None of them retries: a reservation or commit that might have gone through must not be repeated
+blindly (the ledger itself refuses a second reservation for the same run id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prefect import get_run_logger, task
+
+from dp.budget import PrivacyCost
+from dp.errors import InvariantError
+from dp.ledger import Ledger, ReleaseRecord
+from tasks._common import PRIVATE
+
+
+@task(name="reserve-budget", **PRIVATE)
+def reserve_budget(
+    ledger: Ledger,
+    *,
+    dataset: str,
+    run_id: str,
+    cost: PrivacyCost,
+    budget: PrivacyCost,
+    config_hash: str,
+) -> PrivacyCost:
+    """Atomically hold the run's planned cost; raises BudgetExceededError if it does not fit."""
+    left = ledger.reserve(
+        dataset=dataset, run_id=run_id, cost=cost, budget=budget, config_hash=config_hash
+    )
+    get_run_logger().info(
+        "reserved epsilon=%g delta=%g on %r; %g epsilon left",
+        cost.epsilon,
+        cost.delta,
+        dataset,
+        left.epsilon,
+    )
+    return left
+
+
+def _record(summary: dict[str, Any]) -> ReleaseRecord:
+    return ReleaseRecord(
+        name=summary["name"],
+        kind=summary["kind"],
+        mechanism=summary["mechanism"],
+        cost=PrivacyCost(epsilon=summary["epsilon"], delta=summary["delta"]),
+        sensitivity=summary.get("sensitivity"),
+        is_dp=bool(summary["is_dp"]),
+        output_hash=summary["output_hash"],
+    )
+
+
+@task(name="composition-check", **PRIVATE)
+def check_composition(
+    ledger: Ledger, *, run_id: str, summaries: Sequence[dict[str, Any]], planned: PrivacyCost
+) -> tuple[int, str]:
+    """Record the computed releases, recompute the run's cost *from the ledger rows*, and block
+    publication unless it equals both the plan and the reservation. Returns the ledger head."""
+    ledger.record_releases(run_id=run_id, releases=[_record(s) for s in summaries])
+    reserved, recomputed = ledger.recorded_cost(run_id)
+    for label, other in (("planned", planned), ("reserved", reserved)):
+        if (
+            abs(recomputed.epsilon - other.epsilon) > 1e-9
+            or abs(recomputed.delta - other.delta) > 1e-12
+        ):
+            raise InvariantError(
+                f"composition check failed: releases cost epsilon={recomputed.epsilon:g} "
+                f"delta={recomputed.delta:g}, {label} epsilon={other.epsilon:g} "
+                f"delta={other.delta:g}; nothing was published"
+            )
+    get_run_logger().info("composition check passed: epsilon=%g", recomputed.epsilon)
+    return ledger.head()
+
+
+@task(name="commit-run", **PRIVATE)
+def commit_run(ledger: Ledger, *, run_id: str, output_hash: str) -> tuple[int, str]:
+    ledger.commit(run_id=run_id, output_hash=output_hash)
+    return ledger.head()
+
+
+@task(name="abort-run", **PRIVATE)
+def abort_run(ledger: Ledger, *, run_id: str) -> None:
+    ledger.abort(run_id=run_id)

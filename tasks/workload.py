@@ -1,0 +1,71 @@
+"""Task: answer a linear-query workload through the matrix mechanism."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import get_run_logger, task
+
+from dp import matrix
+from dp.histogram import Axis, histogram
+from dp.publication import Staging
+from tasks._common import PRIVATE
+
+
+@task(name="answer-workload", **PRIVATE)
+def answer_workload(
+    frame: pd.DataFrame,
+    *,
+    name: str,
+    epsilon: float,
+    axes: Sequence[Axis],
+    workload: Any,
+    strategy: Any | None,
+    reconstruction: str,
+    staging: Staging,
+) -> dict[str, Any]:
+    """Histogram over the declared domain, Laplace measurement of the strategy, reconstruction.
+
+    Only the noisy answers and the reconstructed histogram (post-processing) are staged; the
+    exact histogram lives in memory only.
+    """
+    done = staging.completed(name)
+    if done is not None:
+        return done
+    x = histogram(frame, axes)
+    result = matrix.answer(
+        workload, x, epsilon=epsilon, strategy=strategy, reconstruction=reconstruction
+    )
+    del x
+    staging.write_frame(
+        name,
+        "answers.parquet",
+        pd.DataFrame({"query": np.arange(len(result.answers)), "answer": result.answers}),
+    )
+    cells = list(itertools.product(*(a.labels for a in axes)))
+    estimate = pd.DataFrame(cells, columns=[a.column for a in axes])
+    estimate["estimate"] = result.estimate
+    staging.write_frame(name, "estimate.parquet", estimate)
+    get_run_logger().info("workload %r answered with strategy %s", name, result.strategy)
+    return staging.complete(
+        name,
+        {
+            "name": name,
+            "kind": "workload",
+            "mechanism": "laplace",
+            "epsilon": epsilon,
+            "delta": 0.0,
+            "sensitivity": float(result.sensitivity),
+            "is_dp": True,
+            "strategy": str(result.strategy),
+            "reconstruction": reconstruction,
+            "queries": len(result.answers),
+            "cells": len(result.estimate),
+            "expected_rmse": float(result.expected_rmse),
+            "svd_bound_rmse": float(matrix.svd_bound_rmse(workload, epsilon)),
+        },
+    )

@@ -1,0 +1,47 @@
+"""Test-wide setup: an isolated Prefect home (set before prefect is imported) and sample data."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# prefect_test_harness isolates Prefect's database but not its cached results: give every test
+# session its own PREFECT_HOME. The temporary server's first start can take ~20 s on 2 cores.
+_PREFECT_HOME = tempfile.mkdtemp(prefix="dppub-prefect-")
+os.environ["PREFECT_HOME"] = _PREFECT_HOME
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def _load_generator():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("dppub_generate", ROOT / "data" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dppub_generate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = _load_generator()
+
+
+@pytest.fixture(scope="session")
+def census_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3,000-row census-like Parquet file (seeded)."""
+    path = tmp_path_factory.mktemp("data") / "census.parquet"
+    generate.write(3000, 7, path, row_group_size=1000)
+    return path
+
+
+@pytest.fixture(scope="session")
+def census_frame(census_small: Path) -> pd.DataFrame:
+    return pd.read_parquet(census_small)

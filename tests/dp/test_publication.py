@@ -1,0 +1,46 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dp.errors import ConfigError
+from dp.publication import Staging, sha256_files
+
+
+def test_publish_is_a_single_rename(tmp_path: Path) -> None:
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    st.write_frame("q", "answers.parquet", pd.DataFrame({"a": [1.0]}))
+    done = st.complete("q", {"name": "q", "epsilon": 0.5})
+    assert done["files"] == ["q/answers.parquet"] and len(done["output_hash"]) == 64
+    assert not (tmp_path / "d" / "r1").exists()  # nothing visible before publication
+    final = st.publish(manifest={"run_id": "r1"}, report="# r\n")
+    assert final == tmp_path / "d" / "r1"
+    assert json.loads((final / "manifest.json").read_text()) == {"run_id": "r1"}
+    assert not st.dir.exists()
+
+
+def test_completed_release_is_reused_not_recomputed(tmp_path: Path) -> None:
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    assert st.completed("q") is None
+    st.write_json("q", "model.json", {"w": 1})
+    first = st.complete("q", {"name": "q"})
+    assert st.completed("q") == first
+
+
+def test_discard_and_collisions(tmp_path: Path) -> None:
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    st.discard()
+    assert not st.dir.exists() and not (tmp_path / "d" / "r1").exists()
+    (tmp_path / "d" / "r2").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="already exists"):
+        Staging(tmp_path, dataset="d", run_id="r2").create()
+    with pytest.raises(ConfigError, match="run id must be"):
+        Staging(tmp_path, dataset="d", run_id="../escape")
+
+
+def test_hash_covers_names_and_bytes(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("x")
+    h1 = sha256_files(tmp_path)
+    (tmp_path / "a").write_text("y")
+    assert sha256_files(tmp_path) != h1
