@@ -10,9 +10,12 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test lint typecheck pytest sample clean
+.PHONY: setup run test lint typecheck pytest clean
 
-setup: $(STAMP)
+SAMPLE    := data/sample/census.parquet
+PREFECTDB := $(PREFECT_HOME)/prefect.db
+
+setup: $(STAMP) $(PREFECTDB)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,10 +23,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-sample: setup
-	$(BIN)/python data/generate.py --rows 50000 --seed 20261121 --out data/sample/census.parquet
+# Prefect's local mode migrates its database on first start (~10 s); do it once here.
+$(PREFECTDB): $(STAMP)
+	mkdir -p $(PREFECT_HOME)
+	$(BIN)/prefect server database upgrade -y > /dev/null
 
-run: setup sample
+$(SAMPLE): data/generate.py $(STAMP)
+	$(BIN)/python data/generate.py --rows 50000 --seed 20261121 --out $(SAMPLE)
+
+run: setup $(SAMPLE)
 	$(BIN)/dppub run configs/demo.yaml --ledger $(STATE)/ledger.sqlite --out $(STATE)/published
 	$(BIN)/dppub audit --ledger $(STATE)/ledger.sqlite
 

@@ -118,8 +118,10 @@ def run(
     """Run the publishing flow once; prints the run id."""
     _guard(_precheck, config, ledger)
     _prefect_env()
+    from flows.logs import quiet_expected_errors
     from flows.publish import publish
 
+    quiet_expected_errors()
     run_id = _guard(publish, str(config.resolve()), str(ledger.resolve()), str(out.resolve()))
     typer.echo(f"published to {out / '<dataset>' / run_id}", err=True)
     typer.echo(run_id)
@@ -195,8 +197,10 @@ def serve(
     _prefect_env()
     from prefect import serve as prefect_serve
 
+    from flows.logs import quiet_expected_errors
     from flows.publish import publish
 
+    quiet_expected_errors()
     deployments = []
     for path, cfg in cfgs:
         sched = cfg.schedule

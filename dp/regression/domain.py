@@ -1,0 +1,157 @@
+"""Declared data domains of a regression: a feature box or ball, and a target interval.
+
+Every sensitivity in :mod:`dp.regression` is a function of these declared bounds, never of the
+data (SPEC §1: bounds never come from the data). Rows are clipped *into* the domain before any
+statistic is computed, so the bounds hold for every row by construction; that clip is what makes
+the sensitivity derivations true for arbitrary input (diffprivlib's ``LinearRegression`` skips it
+when ``fit_intercept=False``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.errors import ConfigError, InputError
+from dp.validation import check_bounds, check_positive
+
+__all__ = ["FeatureDomain", "TargetDomain", "check_training_data"]
+
+FloatArray = npt.NDArray[np.float64]
+BoundLike = float | Sequence[float] | npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureDomain:
+    """Where a feature vector may lie: the box ``lower <= x <= upper`` or the ball ``||x||_2 <= R``.
+
+    >>> FeatureDomain.box(0.0, 1.0, d=2).upper
+    (1.0, 1.0)
+    >>> FeatureDomain.ball(1.0, d=3).radius
+    1.0
+    """
+
+    kind: Literal["box", "ball"]
+    """``"box"`` (per-feature bounds) or ``"ball"`` (an L2 bound on the whole feature vector)."""
+    lower: tuple[float, ...]
+    """Per-feature lower bounds; for a ball, ``-radius`` (the box that contains the ball)."""
+    upper: tuple[float, ...]
+    """Per-feature upper bounds; for a ball, ``+radius``."""
+    radius: float
+    """L2 radius of the ball; for a box, the norm of its farthest corner from the origin."""
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return len(self.lower)
+
+    @classmethod
+    def box(cls, lower: BoundLike, upper: BoundLike, *, d: int) -> FeatureDomain:
+        """Per-feature box; scalar bounds are broadcast to all ``d`` features."""
+        lo = _broadcast(lower, d=d, name="bounds_X[0]")
+        hi = _broadcast(upper, d=d, name="bounds_X[1]")
+        for j, (a, b) in enumerate(zip(lo, hi, strict=True)):
+            check_bounds((a, b), name=f"bounds_X for feature {j}")
+        far = math.sqrt(sum(max(a * a, b * b) for a, b in zip(lo, hi, strict=True)))
+        return cls(kind="box", lower=lo, upper=hi, radius=far)
+
+    @classmethod
+    def ball(cls, radius: float, *, d: int) -> FeatureDomain:
+        """Centred L2 ball of radius ``radius`` in ``d`` dimensions."""
+        r = check_positive(radius, name="data_norm")
+        return cls(kind="ball", lower=(-r,) * d, upper=(r,) * d, radius=r)
+
+    def midpoint(self) -> FloatArray:
+        """Centre of the domain (public): the box midpoint, or the origin for a ball."""
+        mid = (np.asarray(self.lower) + np.asarray(self.upper)) / 2.0
+        return np.asarray(mid, dtype=np.float64)
+
+    def translated(self, shift: FloatArray, scale: FloatArray | None = None) -> FeatureDomain:
+        """The domain of ``(x - shift) / scale`` (a ball is only ever used as declared)."""
+        if self.kind == "ball":
+            if np.any(shift != 0.0) or (scale is not None and np.any(scale != 1.0)):
+                raise ConfigError("a ball domain can only be used centred and unscaled")
+            return self
+        div = np.ones(self.dim) if scale is None else scale
+        lo = tuple(float(v) for v in (np.asarray(self.lower) - shift) / div)
+        hi = tuple(float(v) for v in (np.asarray(self.upper) - shift) / div)
+        far = math.sqrt(sum(max(a * a, b * b) for a, b in zip(lo, hi, strict=True)))
+        return FeatureDomain(kind="box", lower=lo, upper=hi, radius=far)
+
+    def clip(self, X: FloatArray) -> FloatArray:
+        """Project every row into the domain (box: coordinate clamp; ball: radial shrink)."""
+        if self.kind == "box":
+            return np.clip(X, np.asarray(self.lower), np.asarray(self.upper))
+        norms = np.linalg.norm(X, axis=1)
+        # Rows inside the ball are untouched; rows outside are scaled onto its surface.
+        scale = np.minimum(1.0, self.radius / np.maximum(norms, np.finfo(np.float64).tiny))
+        return np.asarray(X * scale[:, None], dtype=np.float64)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready description of the declared bounds."""
+        if self.kind == "ball":
+            return {"kind": "ball", "data_norm": self.radius}
+        return {"kind": "box", "lower": list(self.lower), "upper": list(self.upper)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetDomain:
+    """The declared interval ``[lower, upper]`` of the target ``y``."""
+
+    lower: float
+    """Smallest possible target value."""
+    upper: float
+    """Largest possible target value."""
+
+    @classmethod
+    def from_bounds(cls, bounds: Sequence[object] | None) -> TargetDomain:
+        """Validate ``bounds_y``; a missing value is a configuration error, never data-derived."""
+        if bounds is None:
+            raise ConfigError(
+                "bounds_y is required (declare [lo, hi]); bounds never come from data"
+            )
+        lo, hi = check_bounds(bounds, name="bounds_y")
+        return cls(lower=lo, upper=hi)
+
+    @property
+    def midpoint(self) -> float:
+        """Centre of the interval (public)."""
+        return (self.lower + self.upper) / 2.0
+
+    def clip(self, y: FloatArray) -> FloatArray:
+        """Clamp targets into the declared interval."""
+        return np.clip(y, self.lower, self.upper)
+
+
+def _broadcast(value: BoundLike, *, d: int, name: str) -> tuple[float, ...]:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(d, float(arr))
+    if arr.shape != (d,):
+        raise ConfigError(f"{name} must be a scalar or have length {d}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ConfigError(f"{name} must be finite, got {arr.tolist()!r}")
+    return tuple(float(v) for v in arr)
+
+
+def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:
+    """Return ``(X, y)`` as float arrays of shapes ``(n, d)`` and ``(n,)``, or raise InputError.
+
+    Messages name shapes only, never a data value.
+    """
+    Xa = np.asarray(X, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    if Xa.ndim != 2:
+        raise InputError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
+    if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
+        raise InputError(f"y must be a 1-d array of length {Xa.shape[0]}, got shape {ya.shape}")
+    if Xa.shape[0] == 0 or Xa.shape[1] == 0:
+        raise InputError(f"X must have at least one row and one column, got shape {Xa.shape}")
+    if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
+        raise InputError("X and y must be finite (no NaN or inf)")
+    return Xa, ya

@@ -1,0 +1,187 @@
+"""The functional mechanism for least squares (Zhang et al., VLDB 2012), with spectral trimming.
+
+Privacy. The objective ``theta^T G theta - 2 m^T theta + const`` is determined by four parts of
+the sufficient statistics (:meth:`SufficientStatistics.parts`): the upper triangle of
+``sum x x^T``, ``sum x`` and ``sum y`` (with an intercept) and ``sum y x``. Each part gets Laplace
+noise scaled to its own L1 sensitivity (:func:`dp.regression.sensitivity.l1_sensitivity`) over its
+own share ``epsilon_k`` with ``sum_k epsilon_k = epsilon``. With an intercept ``sum y`` is released
+first and its noisy value steers the split of the rest; choosing later shares from earlier DP
+outputs, with a fixed total, is covered by basic sequential composition for pure DP (Dwork &
+Roth 2014, Thm 3.16; as a privacy filter, Rogers et al. 2016). The whole release is therefore
+epsilon-DP, and everything after it (trimming, solving, un-shifting, clipping predictions) is
+post-processing. Noise goes on each unordered pair once and is mirrored (diffprivlib draws both
+triangles of the matrix, paying for each entry twice).
+
+Budget split. To first order the excess risk is ``|| G^-1 (e_m - E theta) ||^2`` in the feature
+covariance metric. Per unit of noise variance the parts weigh ``||w||^2 T`` (quadratic), ``T``
+(cross), ``ybar^2 T + ||w||^2`` (feature sum: it enters the centred moment as ``-e_x ybar``) and
+``1`` (target sum: it moves only the intercept), with ``T = tr(Sigma^-1) >= d^2 / R^2``. Minimising
+``sum_k a_k^2 / epsilon_k^2`` under ``sum_k epsilon_k = epsilon`` gives ``epsilon_k`` proportional
+to ``a_k^(2/3)``. Public proxies: ``||w|| = B / R`` (the largest coefficient norm whose predictions
+on the declared domain stay in the declared target range, ``B = max |y - shift|``),
+``T = d^2 / R^2``, and for ``ybar`` first its worst case ``B``, then ``|noisy ybar|`` plus two noise
+standard deviations once ``sum y`` is out.
+
+Boundedness. The noisy ``G`` can be indefinite, and then the objective has no minimum. We
+eigendecompose it and raise every eigenvalue below a floor ``tau`` to ``tau`` (spectral trimming,
+Zhang et al. §6, raising rather than dropping): ``tau`` is the typical spectral norm of the noise
+matrix, ``2 sqrt(2 d) b_Q + sqrt(2 d) b_x`` for iid Laplace entries of scales ``b_Q``
+(quadratic) and ``b_x`` (feature sums) (Bai-Yin), a function of public quantities only.
+Directions whose curvature is far above the noise are untouched (no ridge bias at large
+``n``), directions drowned in noise are shrunk to zero, and ``||theta|| <= ||m_noisy|| / tau``
+is always finite.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.errors import InvariantError
+from dp.mechanisms import laplace
+from dp.regression.sensitivity import BlockSensitivity, l1_sensitivity
+from dp.regression.statistics import Design, SufficientStatistics
+
+__all__ = [
+    "FunctionalRelease",
+    "budget_shares",
+    "eigenvalue_floor",
+    "functional_release",
+    "trimmed_solve",
+]
+
+FloatArray = npt.NDArray[np.float64]
+PARTS = ("quadratic", "feature_sum", "cross", "target_sum")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class FunctionalRelease:
+    """Everything the functional mechanism released, and the public parameters it used."""
+
+    noisy: SufficientStatistics
+    """The perturbed statistics (the only data-dependent output)."""
+    sensitivity: BlockSensitivity
+    """L1 sensitivity of each part."""
+    epsilons: dict[str, float]
+    """Share of epsilon spent on each part (0 for parts not released); they sum to epsilon."""
+    scales: dict[str, float]
+    """Laplace scale of each part (0 for parts not released)."""
+
+
+def budget_shares(
+    sens: BlockSensitivity, design: Design, *, ybar: float | None
+) -> dict[str, float]:
+    """Fractions of epsilon per part, minimising the first-order excess risk (module doc).
+
+    ``ybar`` is a public proxy for the mean shifted target (``None``: its worst case).
+
+    >>> from dp.regression.domain import FeatureDomain, TargetDomain
+    >>> dsg = Design(features=FeatureDomain.ball(1.0, d=10),
+    ...              target=TargetDomain(lower=-1.0, upper=1.0), fit_intercept=True)
+    >>> s = l1_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=True)
+    >>> {k: round(v, 3) for k, v in budget_shares(s, dsg, ybar=None).items()}
+    {'quadratic': 0.359, 'feature_sum': 0.306, 'cross': 0.305, 'target_sum': 0.03}
+    """
+    d, r = design.features.dim, design.shifted_features.radius
+    t = design.shifted_target
+    b = max(abs(t.lower), abs(t.upper))
+    w = b / r
+    yb = b if ybar is None else min(b, abs(ybar))
+    weights = {
+        "quadratic": sens.quadratic * w,
+        "cross": sens.cross,
+        "feature_sum": sens.feature_sum * math.sqrt(yb * yb + (b / d) ** 2),
+        "target_sum": sens.target_sum * r / d,
+    }
+    if not design.fit_intercept:
+        weights["feature_sum"] = weights["target_sum"] = 0.0
+    powered = {k: weights[k] ** (2.0 / 3.0) for k in PARTS}
+    total = sum(powered.values())
+    return {k: v / total for k, v in powered.items()}
+
+
+def functional_release(
+    exact: SufficientStatistics,
+    design: Design,
+    *,
+    epsilon: float,
+    n: int,
+    rng: np.random.Generator | None = None,
+) -> FunctionalRelease:
+    """Perturb the four parts with Laplace noise; epsilon-DP in total.
+
+    Args:
+        exact: statistics of the clipped, shifted rows (:func:`sufficient_statistics`).
+        design: the public design the statistics were computed under.
+        epsilon: total privacy parameter of the release.
+        n: number of rows (public under replace-one neighbours).
+        rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+    """
+    sens = l1_sensitivity(
+        design.shifted_features, design.shifted_target, fit_intercept=exact.fit_intercept
+    )
+    part_sens = {
+        "quadratic": sens.quadratic,
+        "feature_sum": sens.feature_sum,
+        "cross": sens.cross,
+        "target_sum": sens.target_sum,
+    }
+    exact_parts = exact.parts()
+    noisy: dict[str, FloatArray] = {k: np.zeros(0) for k in PARTS}
+    eps = dict.fromkeys(PARTS, 0.0)
+    scales = dict.fromkeys(PARTS, 0.0)
+    remaining, ybar = epsilon, None
+    if exact.fit_intercept:
+        eps["target_sum"] = epsilon * budget_shares(sens, design, ybar=None)["target_sum"]
+        scales["target_sum"] = part_sens["target_sum"] / eps["target_sum"]
+        noisy["target_sum"] = laplace(
+            exact_parts["target_sum"],
+            sensitivity=sens.target_sum,
+            epsilon=eps["target_sum"],
+            rng=rng,
+        )
+        remaining = epsilon - eps["target_sum"]
+        # Post-processing of the released sum: a proxy for |mean y|, padded by two noise std devs.
+        ybar = (
+            abs(float(noisy["target_sum"][0])) / n + 2.0 * math.sqrt(2.0) * scales["target_sum"] / n
+        )
+    shares = budget_shares(sens, design, ybar=ybar)
+    rest = [k for k in PARTS if k != "target_sum" and shares[k] > 0.0]
+    norm = sum(shares[k] for k in rest)
+    for k in rest:
+        eps[k] = remaining * shares[k] / norm
+        scales[k] = part_sens[k] / eps[k]
+        noisy[k] = laplace(exact_parts[k], sensitivity=part_sens[k], epsilon=eps[k], rng=rng)
+    if not math.isclose(sum(eps.values()), epsilon, rel_tol=1e-12):
+        raise InvariantError(f"epsilon shares sum to {sum(eps.values())!r}, not {epsilon!r}")
+    return FunctionalRelease(
+        noisy=exact.with_parts(noisy), sensitivity=sens, epsilons=eps, scales=scales
+    )
+
+
+def eigenvalue_floor(scales: dict[str, float], d: int) -> float:
+    """The trimming floor ``tau`` from the public Laplace scales (module doc)."""
+    root = math.sqrt(2.0 * d)
+    return 2.0 * root * scales["quadratic"] + root * scales["feature_sum"]
+
+
+def trimmed_solve(gram: FloatArray, moment: FloatArray, *, floor: float) -> tuple[FloatArray, int]:
+    """Minimise ``w^T G w - 2 m^T w`` after raising the eigenvalues of ``G`` to at least ``floor``.
+
+    Returns the minimiser and the number of eigenvalues that were raised.
+
+    >>> w, k = trimmed_solve(np.diag([4.0, -1.0]), np.array([4.0, 1.0]), floor=2.0)
+    >>> w.tolist(), k
+    ([1.0, 0.5], 1)
+    """
+    if not floor > 0.0:
+        raise InvariantError(f"the eigenvalue floor must be > 0, got {floor!r}")
+    mu, vecs = np.linalg.eigh((gram + gram.T) / 2.0)
+    raised = mu < floor
+    theta = vecs @ ((vecs.T @ moment) / np.where(raised, floor, mu))
+    if not np.all(np.isfinite(theta)):
+        raise InvariantError("trimmed least squares produced a non-finite solution")
+    return np.asarray(theta, dtype=np.float64), int(raised.sum())

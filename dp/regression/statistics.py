@@ -1,0 +1,161 @@
+"""Sufficient statistics of least squares, computed from clipped rows in a public frame.
+
+The loss ``sum_i (y_i - x_i^T w - w_0)^2`` is a quadratic in ``(w, w_0)`` whose coefficients are
+``G = sum_i z_i z_i^T`` and ``m = sum_i y_i z_i`` with ``z_i = (x_i, 1)`` (Zhang et al., VLDB 2012,
+§4: the functional mechanism perturbs exactly these). The constant ``sum y_i^2`` does not move
+the minimizer and is never released.
+
+Before summing, rows are clipped into the declared domain and shifted by *public* constants: the
+box midpoint for features and the interval midpoint for the target, when there is an intercept
+(shifting without an intercept would change the model). Centring shrinks every sensitivity of
+:mod:`dp.regression.sensitivity` (``[0, 1]`` becomes ``[-1/2, 1/2]``). Box features are also
+divided by their public half-widths (or largest magnitudes, without an intercept), so that every
+feature lies in ``[-1, 1]``: noise of one scale on all entries then costs every feature the same
+relative accuracy, instead of drowning a feature declared in ``[0, 1]`` next to one declared in
+``[0, 10^5]``. Both maps are undone exactly on the coefficients afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.errors import InputError
+from dp.regression.domain import FeatureDomain, TargetDomain
+
+__all__ = ["Design", "SufficientStatistics", "sufficient_statistics"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Design:
+    """The public preprocessing of one fit: declared domains, intercept, centring shifts."""
+
+    features: FeatureDomain
+    """Declared feature domain (rows are clipped into it)."""
+    target: TargetDomain
+    """Declared target interval (targets are clipped into it)."""
+    fit_intercept: bool
+    """Whether a constant column is appended."""
+
+    @property
+    def feature_shift(self) -> FloatArray:
+        """Public shift subtracted from features: the domain midpoint with an intercept, else 0."""
+        if self.fit_intercept:
+            return self.features.midpoint()
+        return np.zeros(self.features.dim)
+
+    @property
+    def target_shift(self) -> float:
+        """Public shift subtracted from targets: the interval midpoint with an intercept, else 0."""
+        return self.target.midpoint if self.fit_intercept else 0.0
+
+    @property
+    def feature_scale(self) -> FloatArray:
+        """Public per-feature divisor: box half-widths (or magnitudes), 1 for a ball."""
+        if self.features.kind == "ball":
+            return np.ones(self.features.dim)
+        lo = np.asarray(self.features.lower) - self.feature_shift
+        hi = np.asarray(self.features.upper) - self.feature_shift
+        return np.asarray(np.maximum(np.abs(lo), np.abs(hi)), dtype=np.float64)
+
+    @property
+    def shifted_features(self) -> FeatureDomain:
+        """Domain of the shifted, scaled features that are actually summed."""
+        return self.features.translated(self.feature_shift, self.feature_scale)
+
+    @property
+    def shifted_target(self) -> TargetDomain:
+        """Domain of the shifted targets that are actually summed."""
+        m = self.target_shift
+        return TargetDomain(lower=self.target.lower - m, upper=self.target.upper - m)
+
+    @property
+    def n_params(self) -> int:
+        """Number of fitted parameters ``p`` (``d``, plus one with an intercept)."""
+        return self.features.dim + int(self.fit_intercept)
+
+    def unshift(self, theta: FloatArray) -> tuple[FloatArray, float]:
+        """Coefficients and intercept in the original frame from a solution in the shifted one.
+
+        ``y - m = ((x - c) / a)^T v + w_0`` gives ``y = x^T w + (w_0 + m - c^T w)``, ``w = v / a``.
+        """
+        d = self.features.dim
+        w = np.asarray(theta[:d] / self.feature_scale, dtype=np.float64)
+        if not self.fit_intercept:
+            return w, 0.0
+        return w, float(theta[d] + self.target_shift - self.feature_shift @ w)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class SufficientStatistics:
+    """``G = sum z z^T`` and ``m = sum y z`` in the shifted frame (exact or noisy)."""
+
+    gram: FloatArray
+    """Symmetric ``p x p`` matrix; with an intercept its last row is ``(sum x, n)``."""
+    moment: FloatArray
+    """Length-``p`` vector; with an intercept its last entry is ``sum y``."""
+    fit_intercept: bool
+    """Whether the last coordinate is the constant column."""
+
+    @property
+    def dim(self) -> int:
+        """Number of features ``d``."""
+        return int(self.gram.shape[0]) - int(self.fit_intercept)
+
+    def parts(self) -> dict[str, FloatArray]:
+        """The four released parts (see :mod:`dp.regression.sensitivity`).
+
+        ``quadratic`` is the upper triangle of ``sum x x^T`` (each unordered pair once),
+        ``feature_sum`` is ``sum x``, ``cross`` is ``sum y x`` and ``target_sum`` is ``[sum y]``;
+        the last two are empty without an intercept. The corner ``n`` is not a part: the row count
+        is public under replace-one neighbours.
+        """
+        d = self.dim
+        empty = np.zeros(0)
+        return {
+            "quadratic": self.gram[:d, :d][np.triu_indices(d)],
+            "feature_sum": self.gram[:d, d] if self.fit_intercept else empty,
+            "cross": self.moment[:d],
+            "target_sum": self.moment[d:] if self.fit_intercept else empty,
+        }
+
+    def with_parts(self, parts: dict[str, FloatArray]) -> SufficientStatistics:
+        """Same layout with every part replaced (e.g. by its noisy release)."""
+        d = self.dim
+        iu = np.triu_indices(d)
+        want = {k: v.shape for k, v in self.parts().items()}
+        got = {k: np.shape(parts[k]) if k in parts else None for k in want}
+        if got != want:
+            raise InputError(f"parts must have shapes {want}, got {got}")
+        gram = self.gram.copy()
+        upper = np.zeros((d, d))
+        upper[iu] = parts["quadratic"]
+        # Noise is drawn once per unordered pair and mirrored, so the matrix stays symmetric.
+        gram[:d, :d] = upper + np.triu(upper, 1).T
+        moment = self.moment.copy()
+        moment[:d] = parts["cross"]
+        if self.fit_intercept:
+            gram[:d, d] = gram[d, :d] = parts["feature_sum"]
+            moment[d:] = parts["target_sum"]
+        return SufficientStatistics(gram=gram, moment=moment, fit_intercept=self.fit_intercept)
+
+
+def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> SufficientStatistics:
+    """Clip rows into the declared domains, shift by the public midpoints, and sum.
+
+    Every row enters only after :meth:`FeatureDomain.clip` and :meth:`TargetDomain.clip`,
+    with or without an intercept: the sensitivities assume it.
+    """
+    if X.shape[1] != design.features.dim:
+        raise InputError(f"X has {X.shape[1]} columns, the domain declares {design.features.dim}")
+    Xc = (design.features.clip(X) - design.feature_shift) / design.feature_scale
+    yc = design.target.clip(y) - design.target_shift
+    if design.fit_intercept:
+        Xc = np.hstack([Xc, np.ones((Xc.shape[0], 1))])
+    return SufficientStatistics(
+        gram=Xc.T @ Xc, moment=Xc.T @ yc, fit_intercept=design.fit_intercept
+    )

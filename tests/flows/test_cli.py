@@ -1,0 +1,102 @@
+"""The ``dppub`` command line, run as a user would: real processes, real Prefect local mode."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dppub(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _ledger_rows(path: Path) -> int:
+    with sqlite3.connect(path) as con:
+        return int(con.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+
+def _published(out: Path) -> list[str]:
+    d = out / "census_demo"
+    return sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) if d.exists() else []
+
+
+def test_demo_runs_until_the_budget_refuses(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory(budget=3.2)  # the demo plan costs 1.5: two runs fit, not three
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+
+    plan = json.loads(dppub("plan", config, "--ledger", ledger, "--json").stdout)
+    assert plan["total_epsilon"] == pytest.approx(1.5)
+    assert plan["remaining_epsilon"] == pytest.approx(3.2)
+
+    run_ids = []
+    for _ in range(2):
+        done = dppub("run", config, "--ledger", ledger, "--out", out)
+        assert done.returncode == 0, done.stderr[-2000:]
+        run_ids.append(done.stdout.strip().splitlines()[-1])
+    assert _published(out) == sorted(run_ids)
+
+    rows = _ledger_rows(ledger)
+    refused = dppub("run", config, "--ledger", ledger, "--out", out)
+    assert refused.returncode == 3
+    line = refused.stderr.strip()
+    assert "\n" not in line
+    assert "budget epsilon=3.2" in line
+    assert "spent epsilon=3" in line
+    assert "requested epsilon=1.5" in line
+    assert _published(out) == sorted(run_ids)  # no new folder
+    assert _ledger_rows(ledger) == rows  # ledger unchanged
+
+    audit = dppub("audit", "--ledger", ledger, "--json")
+    assert audit.returncode == 0
+    report = json.loads(audit.stdout)
+    manifests = [
+        json.loads((out / "census_demo" / r / "manifest.json").read_text()) for r in run_ids
+    ]
+    assert report["chain_ok"] is True
+    spent = report["datasets"]["census_demo"]
+    assert spent["spent_epsilon"] == pytest.approx(sum(m["total_epsilon"] for m in manifests))
+    assert spent["runs"] == 2
+
+    with sqlite3.connect(ledger) as con:  # tamper: shrink what a release cost
+        con.execute("UPDATE entries SET epsilon = 0.1 WHERE event = 'reserve'")
+    tampered = dppub("audit", "--ledger", ledger, "--json")
+    assert tampered.returncode == 1
+    assert json.loads(tampered.stdout)["chain_ok"] is False
+
+
+def test_bad_input_is_one_line_and_publishes_nothing(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    bogus = tmp_path / "bogus.parquet"
+    bogus.write_text("not parquet at all")
+    config = config_factory()
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["path"] = str(bogus)
+    config.write_text(yaml.safe_dump(raw))
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    done = dppub("run", config, "--ledger", ledger, "--out", out)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("dppub: error: cannot read")
+    assert "Traceback" not in done.stderr
+    assert _published(out) == []
+    audit = json.loads(dppub("audit", "--ledger", ledger, "--json").stdout)
+    assert audit["datasets"]["census_demo"]["spent_epsilon"] == 0.0
+
+
+def test_config_errors_exit_2_without_starting_prefect(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dataset: [\n")
+    done = dppub("run", bad, "--ledger", tmp_path / "l.sqlite")
+    assert done.returncode == 2
+    assert "YAML error" in done.stderr
+    assert not (tmp_path / "l.sqlite").exists()

@@ -1,0 +1,86 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dp.errors import ConfigError
+from flows.config import load_config, plan_releases
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "configs" / "demo.yaml"
+
+
+def _write(tmp_path: Path, raw: dict) -> Path:  # type: ignore[type-arg]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _demo_raw() -> dict:  # type: ignore[type-arg]
+    return yaml.safe_load(DEMO.read_text())
+
+
+def test_demo_plan_is_known_before_reading_data() -> None:
+    cfg = load_config(DEMO)
+    plan, total = plan_releases(cfg)
+    assert plan[0].name == "k_anonymous_table"
+    assert not plan[0].is_dp
+    assert total.epsilon == pytest.approx(sum(p.epsilon for p in plan if p.is_dp))
+    assert cfg.resolve(cfg.dataset.path) == (ROOT / "data" / "sample" / "census.parquet")
+
+
+def test_yaml_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("dataset:\n  name: x\n  budget: {epsilon: 1\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: line 4, column 1: YAML error"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("eps", [0, -1, ".nan", ".inf"])
+def test_bad_epsilon_in_a_stage(tmp_path: Path, eps: object) -> None:
+    raw = _demo_raw()
+    raw["workloads"][0]["epsilon"] = eps if not isinstance(eps, str) else float(eps.strip("."))
+    with pytest.raises(ConfigError, match=r"workloads\.0\.epsilon: epsilon must be finite and > 0"):
+        load_config(_write(tmp_path, raw))
+
+
+def test_bad_delta_and_unknown_keys(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    raw["dataset"]["budget"]["delta"] = 1.5
+    with pytest.raises(ConfigError, match=r"dataset\.budget\.delta: delta must be in \[0, 1\)"):
+        load_config(_write(tmp_path, raw))
+    raw = _demo_raw()
+    raw["workloads"][0]["epsilom"] = 1.0
+    with pytest.raises(ConfigError, match="epsilom: Extra inputs are not permitted"):
+        load_config(_write(tmp_path, raw))
+
+
+def test_unknown_workload_name(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    raw["workloads"][0]["workload"] = "everything"
+    with pytest.raises(ConfigError, match=r"workloads\.0\.workload: Input should be"):
+        load_config(_write(tmp_path, raw))
+
+
+def test_cross_checks(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    raw["regressions"][0]["features"] = ["age", "salary"]
+    with pytest.raises(ConfigError, match=r"not declared in dataset.columns: \['salary'\]"):
+        load_config(_write(tmp_path, raw))
+    raw = _demo_raw()
+    raw["regressions"][0]["name"] = "age_cdf"
+    with pytest.raises(ConfigError, match=r"release names must be unique, got \['age_cdf'\]"):
+        load_config(_write(tmp_path, raw))
+    raw = _demo_raw()
+    raw["anonymize"]["quasi_identifiers"].append("race")
+    with pytest.raises(ConfigError, match=r"quasi-identifiers without a hierarchy: \['race'\]"):
+        load_config(_write(tmp_path, raw))
+
+
+def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    a = load_config(_write(tmp_path, raw))
+    raw["workloads"][0]["epsilon"] = 0.41
+    b = load_config(_write(tmp_path, raw))
+    assert a.config_hash != b.config_hash
+    assert load_config(DEMO).config_hash != ""

@@ -1,0 +1,96 @@
+"""The publish flow under prefect_test_harness (one temporary Prefect server per module)."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+from dp import matrix
+from dp.errors import InputError
+from dp.histogram import category_axis
+from dp.ledger import Ledger
+from dp.publication import Staging
+from dp.schema import ColumnSpec
+from flows.config import load_config, plan_releases
+from flows.publish import publish
+from tasks.workload import answer_workload
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory()
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    run_id = publish(str(config), str(ledger), str(out))
+    run_dir = out / "census_demo" / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    _, total = plan_releases(load_config(config))
+    assert manifest["run_id"] == run_id
+    assert manifest["total_epsilon"] == pytest.approx(total.epsilon)
+    names = [r["name"] for r in manifest["releases"]]
+    assert names == [
+        "k_anonymous_table",
+        "age_cdf",
+        "income_ranges",
+        "age_band_by_sex",
+        "income_model",
+    ]
+    for release in manifest["releases"]:
+        for f in release["files"]:
+            assert (run_dir / f).is_file()
+    assert (run_dir / "report.md").read_text().startswith("# dppub release")
+    assert not any((out / "census_demo" / ".staging").iterdir())
+    book = Ledger(ledger)
+    head = (manifest["ledger_head"]["seq"], manifest["ledger_head"]["hash"])
+    assert book.verify(expected_head=head).ok
+    spent = book.spending()["census_demo"]
+    assert spent.spent.epsilon == pytest.approx(total.epsilon)
+    assert (spent.runs, spent.pending_runs) == (1, 0)
+    kanon = next(r for r in manifest["releases"] if r["kind"] == "k-anonymity")
+    assert kanon["is_dp"] is False
+    answers = pd.read_parquet(run_dir / "age_cdf" / "answers.parquet")
+    assert len(answers) == 90 - 17 + 1  # one prefix query per declared year
+
+
+def test_failure_before_publication_releases_the_hold(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.parquet"
+    frame = pd.read_parquet(load_config(config_factory()).dataset.path)
+    frame.loc[0, "hours"] = np.nan
+    frame.to_parquet(bad)
+    config = config_factory()
+    text = config.read_text().replace(str(load_config(config).dataset.path), str(bad))
+    config.write_text(text)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    with pytest.raises(InputError, match="'hours' contains missing, NaN or inf"):
+        publish(str(config), str(ledger), str(out))
+    assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
+    spending = Ledger(ledger).spending()["census_demo"]
+    assert (spending.spent.epsilon, spending.runs, spending.pending_runs) == (0.0, 0, 0)
+
+
+def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None:
+    staging = Staging(tmp_path, dataset="d", run_id="r1").create()
+    spec = ColumnSpec(name="sex", type="category", categories=("F", "M"))
+    frame = pd.DataFrame({"sex": ["F", "M", "M"]})
+    kwargs = dict(
+        name="q",
+        epsilon=1.0,
+        axes=[category_axis(spec)],
+        workload=matrix.identity(2),
+        strategy=None,
+        reconstruction="least-squares",
+        staging=staging,
+    )
+    first = answer_workload.fn(frame, **kwargs)
+    answers = (staging.dir / "q" / "answers.parquet").read_bytes()
+    second = answer_workload.fn(frame, **kwargs)
+    assert second == first
+    assert (staging.dir / "q" / "answers.parquet").read_bytes() == answers
