@@ -1,0 +1,295 @@
+"""``anonymize``: the globally optimal k-anonymous (optionally l-diverse) full-domain release.
+
+Pipeline: validate -> encode QIs to leaf codes -> collapse to base rows -> lattice search
+(:mod:`dp.anonymity.search`) -> count the chosen node once more -> released table and report.
+Record suppression follows ARX: every record of a class smaller than k (or violating l) is
+removed, and a node is admissible only if that is at most ``floor(sigma * n)`` records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from dp.anonymity.classes import CodedTable, LDiversity, NodeClasses
+from dp.anonymity.generalize import encode_columns
+from dp.anonymity.hierarchy import Hierarchy
+from dp.anonymity.metrics import METRICS, MetricTables, class_size_summary, wsum
+from dp.anonymity.result import AnonymizationResult
+from dp.anonymity.search import greedy, optimal
+from dp.errors import ConfigError, InputError
+from dp.validation import check_probability
+
+__all__ = ["EXACT_MAX_NODES", "EXACT_MAX_QIS", "anonymize"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+EXACT_MAX_QIS = 10
+"""Above this many QIs the search is a bounded greedy heuristic (reported in ``metrics``)."""
+EXACT_MAX_NODES = 500_000
+"""Above this lattice size, likewise."""
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ConfigError(f"k must be an integer >= 1, got {k!r}")
+    return int(k)
+
+
+def _check_l(
+    spec: Mapping[str, object] | None, df: pd.DataFrame, qis: Sequence[str]
+) -> tuple[str, LDiversity] | None:
+    if spec is None:
+        return None
+    unknown = set(spec) - {"column", "l", "kind"}
+    if unknown:
+        raise ConfigError(f"l_diversity has unknown keys {sorted(unknown)}")
+    col, l_value, kind = spec.get("column"), spec.get("l"), spec.get("kind", "distinct")
+    if not isinstance(col, str):
+        raise ConfigError(f"l_diversity column must be a column name, got {col!r}")
+    if col in qis:
+        raise ConfigError(f"l_diversity column {col!r} must not be a quasi-identifier")
+    if col not in df.columns:
+        raise InputError(f"l_diversity column {col!r} is not in the table")
+    if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 1:
+        raise ConfigError(f"l_diversity l must be an integer >= 1, got {l_value!r}")
+    if kind not in ("distinct", "entropy"):
+        raise ConfigError(f"l_diversity kind must be 'distinct' or 'entropy', got {kind!r}")
+    return col, LDiversity(l=l_value, kind=str(kind))
+
+
+def anonymize(
+    df: pd.DataFrame,
+    hierarchies: Mapping[str, Hierarchy],
+    *,
+    k: int,
+    max_suppression: float,
+    metric: str = "loss",
+    l_diversity: Mapping[str, object] | None = None,
+    quasi_identifiers: Sequence[str] | None = None,
+) -> AnonymizationResult:
+    """Find the globally optimal full-domain generalization and release the table.
+
+    Args:
+        df: The private table. QI values must be leaves of their hierarchies (compared as text).
+        hierarchies: Column -> hierarchy; these columns are the quasi-identifiers.
+        k: Minimum size of every released equivalence class.
+        max_suppression: Fraction sigma in [0, 1]; at most ``floor(sigma * n)`` records removed.
+        metric: ``"loss"`` (ARX Loss), ``"dm"``, ``"dm_star"`` or ``"entropy"``; lower is better.
+        l_diversity: Optional ``{"column": name, "l": int, "kind": "distinct" | "entropy"}``.
+        quasi_identifiers: Optional subset/order of QIs; each must have a hierarchy.
+
+    Returns:
+        The release; ``metrics["search"]`` says whether the node is proven optimal.
+
+    Raises:
+        ConfigError: invalid k, sigma, metric, l-diversity spec, or a QI without hierarchy.
+        InputError: missing columns, non-leaf values, empty table, or no admissible node (even the
+            top node needs more suppression than allowed, e.g. ``n < k`` with ``sigma < 1``).
+    """
+    started = time.perf_counter()
+    k = _check_k(k)
+    sigma = check_probability(max_suppression, name="max_suppression")
+    if metric not in METRICS:
+        raise ConfigError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    qis = list(hierarchies) if quasi_identifiers is None else list(quasi_identifiers)
+    for col in qis:
+        if col not in hierarchies:
+            raise ConfigError(f"quasi-identifier {col!r} has no hierarchy")
+    if len(set(qis)) != len(qis):
+        raise ConfigError(f"quasi_identifiers must be distinct, got {qis}")
+    hier = {col: hierarchies[col] for col in qis}
+    leaf_codes = encode_columns(df, hier)
+    ldiv = _check_l(l_diversity, df, qis)
+    if len(df) == 0:
+        raise InputError("the table to anonymize is empty")
+    sensitive = None
+    if ldiv is not None:
+        sensitive, _ = pd.factorize(df[ldiv[0]])
+        if (sensitive < 0).any():
+            raise InputError(
+                f"l_diversity column {ldiv[0]!r}: {int((sensitive < 0).sum())} values are missing"
+            )
+        sensitive = sensitive.astype(np.int64)
+    table = CodedTable.build(leaf_codes, list(hier.values()), sensitive)
+    tables = MetricTables.build(table)
+    n = table.n
+    limit = math.floor(Fraction(repr(sigma)) * n)
+    check = ldiv[1] if ldiv is not None else None
+
+    def evaluate(levels: tuple[int, ...]) -> tuple[int, float | None]:
+        nc = table.classes(levels, k, check)
+        if nc.suppressed > limit:
+            return nc.suppressed, None
+        return nc.suppressed, tables.score(metric, levels, nc, table.counts)
+
+    def refine(levels: list[int], bound: float, suppressed: int) -> float:
+        return tables.refine(metric, levels, bound, suppressed, k)
+
+    heights = tuple(h.height for h in hier.values())
+    size = math.prod(heights)
+    exact = len(qis) <= EXACT_MAX_QIS and size <= EXACT_MAX_NODES
+    if exact:
+        outcome = optimal(
+            heights,
+            evaluate,
+            _bounds(metric, table, tables),
+            limit=limit,
+            monotone=check is None or check.kind == "distinct",
+            refine=refine,
+        )
+    else:
+        outcome = greedy(heights, evaluate)[0]
+    searched = time.perf_counter()
+    if outcome.levels is None:
+        lpart = f", l={check.l} ({check.kind})" if check is not None else ""
+        raise InputError(
+            f"no generalization satisfies k={k}{lpart} with at most {limit} suppressed records "
+            f"(max_suppression={sigma}); raise max_suppression or lower k"
+        )
+    best = outcome.levels
+    nc = table.classes(best, k, check)
+    released = _release(df, hier, leaf_codes, best, ~nc.bad[table.record_row])
+    metrics = _report(table, tables, hier, best, nc, k=k, limit=limit)
+    metrics.update(
+        metric=metric,
+        score=outcome.score,
+        k=k,
+        max_suppression=sigma,
+        l_diversity=None
+        if check is None or ldiv is None
+        else f"{check.kind}-{check.l} on {ldiv[0]!r}",
+        search="optimal"
+        if outcome.optimal
+        else "heuristic (greedy descent from the top node; not proven optimal)",
+        optimal=outcome.optimal,
+        nodes_checked=outcome.checked,
+        lattice_size=size,
+        search_seconds=searched - started,
+        input_sha256=_digest(df, hier, leaf_codes),
+        hierarchy_sha256={col: h.digest() for col, h in hier.items()},
+        differentially_private=False,
+    )
+    metrics["runtime_seconds"] = time.perf_counter() - started
+    return AnonymizationResult(
+        levels={col: int(lvl) for col, lvl in zip(qis, best, strict=True)},
+        table=released,
+        suppressed=nc.suppressed,
+        score=outcome.score,
+        metrics=metrics,
+    )
+
+
+def _bounds(
+    metric: str, table: CodedTable, tables: MetricTables
+) -> Callable[[IntArray], FloatArray]:
+    """Lower bounds that never decrease along lattice edges.
+
+    Loss and entropy: the exact unsuppressed score. DM and DM*: ``DM >= DM* >= DM*(m)`` for any
+    finer node ``m``; we use the nodes that keep one attribute at its level and the rest at 0.
+    """
+    if metric in ("loss", "entropy"):
+        return lambda nodes: tables.lower_bounds(metric, nodes)  # type: ignore[return-value]
+    d = len(table.hierarchies)
+    single = []
+    for i, h in enumerate(table.hierarchies):
+        per_level = []
+        for lvl in range(h.height):
+            node = tuple(lvl if j == i else 0 for j in range(d))
+            nc = table.classes(node, 1, None)
+            per_level.append(wsum(table.counts, nc.class_size))
+        single.append(np.maximum.accumulate(np.array(per_level)))
+
+    def bound(nodes: IntArray) -> FloatArray:
+        out = np.zeros(len(nodes))
+        for i, values in enumerate(single):
+            out = np.maximum(out, values[nodes[:, i]])
+        return out
+
+    return bound
+
+
+def _release(
+    df: pd.DataFrame,
+    hier: Mapping[str, Hierarchy],
+    leaf_codes: IntArray,
+    levels: Sequence[int],
+    keep: npt.NDArray[np.bool_],
+) -> pd.DataFrame:
+    # Positional take + reset index: the released row order must not reveal which rows went.
+    rows = np.flatnonzero(keep)
+    out = df.iloc[rows].reset_index(drop=True)
+    for i, (col, h) in enumerate(hier.items()):
+        codes = h.group_codes(levels[i])[leaf_codes[rows, i]]
+        out[col] = pd.Categorical.from_codes(codes, categories=pd.Index(h.labels(levels[i])))
+    return out
+
+
+def _risk(sizes: FloatArray, records: float) -> dict[str, float]:
+    # Prosecutor model: a record in class E is re-identified with probability 1/|E|.
+    if len(sizes) == 0:
+        return {"max": 0.0, "avg": 0.0}
+    return {"max": float(1.0 / sizes.min()), "avg": float(len(sizes) / records)}
+
+
+def _report(
+    table: CodedTable,
+    tables: MetricTables,
+    hier: Mapping[str, Hierarchy],
+    levels: Sequence[int],
+    nc: NodeClasses,
+    *,
+    k: int,
+    limit: int,
+) -> dict[str, Any]:
+    n = table.n
+    good = ~nc.bad
+    _, first = np.unique(nc.class_id[good], return_index=True)
+    sizes = nc.class_size[good][first]
+    released = n - nc.suppressed
+    summary = tables.summary(levels, nc, table.counts)
+    per_qi = tables.loss_per_qi(levels, nc, table.counts)
+    cols = list(hier)
+    return {
+        "levels": {c: int(lvl) for c, lvl in zip(cols, levels, strict=True)},
+        "labels_per_qi": {c: len(hier[c].labels(lvl)) for c, lvl in zip(cols, levels, strict=True)},
+        "k_achieved": int(sizes.min()) if len(sizes) else 0,
+        "records": n,
+        "released_records": released,
+        "suppressed": nc.suppressed,
+        "suppression_rate": nc.suppressed / n,
+        "suppression_limit": limit,
+        "class_size": class_size_summary(sizes, k),
+        "avg_class_size": released / len(sizes) if len(sizes) else 0.0,
+        # LeFevre et al. 2006: (records / classes) / k; 1.0 is ideal.
+        "c_avg": released / len(sizes) / k if len(sizes) else 0.0,
+        "loss": summary["loss"],
+        "loss_per_qi": {c: float(x) for c, x in zip(cols, per_qi, strict=True)},
+        "dm": summary["dm"],
+        "dm_star": summary["dm_star"],
+        "entropy": summary["entropy"],
+        "prosecutor_risk_before": _risk(table.counts.astype(np.float64), n),
+        "prosecutor_risk_after": _risk(sizes, released),
+    }
+
+
+def _digest(df: pd.DataFrame, hier: Mapping[str, Hierarchy], leaf_codes: IntArray) -> str:
+    """SHA-256 of the input: QIs through their leaf codes + hierarchy digests (cheaper than
+    hashing their text, and exact since values are compared as text), other columns hashed."""
+    h = hashlib.sha256(np.ascontiguousarray(leaf_codes).tobytes())
+    for hierarchy in hier.values():
+        h.update(hierarchy.digest().encode())
+    rest = [c for c in df.columns if c not in hier]
+    if rest:
+        h.update(pd.util.hash_pandas_object(df[rest], index=False).to_numpy().tobytes())
+    h.update("\x1f".join(map(str, df.columns)).encode())
+    return h.hexdigest()
