@@ -101,11 +101,13 @@ def workload_operator(w: WorkloadModel, axes: list[Axis]) -> tuple[Any, Any | No
         W = make(sizes[0]) if len(sizes) == 1 else matrix.kron(*(make(s) for s in sizes))
     if w.strategy == "auto":
         return W, None
+    if len(sizes) != 1:
+        raise ConfigError(
+            f"workload {w.name!r}: strategy {w.strategy!r} is for one attribute; use 'auto'"
+        )
     if w.strategy == "identity":
         return W, matrix.identity_strategy(n)
-    if len(sizes) != 1:
-        raise ConfigError(f"workload {w.name!r}: strategy 'hierarchical' is for one attribute")
-    return W, matrix.hierarchical(n, branching=2)
+    return W, matrix.hierarchical(n, 2)
 
 
 def regression_bounds(

@@ -10,9 +10,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from prefect import get_run_logger
 from prefect.cache_policies import NONE
+from prefect.exceptions import MissingContextError
 
 from dp.errors import DPPubError
 
@@ -23,3 +26,12 @@ def retry_on_io_error(task: Any, task_run: Any, state: Any) -> bool:
     """Retry condition: transient OS errors only; validation errors are final."""
     exc = state.result(raise_on_failure=False)
     return isinstance(exc, OSError) and not isinstance(exc, DPPubError)
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+    """Prefect's run logger inside a run; a plain ``dppub`` logger when a task body is called
+    directly (tests, or reuse outside Prefect)."""
+    try:
+        return get_run_logger()  # type: ignore[no-any-return]
+    except MissingContextError:
+        return logging.getLogger("dppub")

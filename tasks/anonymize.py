@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import task
 
 from dp.anonymity import Hierarchy, anonymize
 from dp.publication import Staging
-from tasks._common import PRIVATE
+from tasks._common import PRIVATE, run_logger
 
 
 @task(name="k-anonymize", **PRIVATE)
@@ -39,7 +39,7 @@ def anonymize_release(
     )
     staging.write_frame(name, "table.parquet", result.table)
     staging.write_json(name, "metrics.json", result.metrics)
-    get_run_logger().info("k-anonymity release %r staged (k=%d)", name, k)
+    run_logger().info("k-anonymity release %r staged (k=%d)", name, k)
     return staging.complete(
         name,
         {

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 
 from dp.budget import PrivacyCost
 from dp.errors import InvariantError
 from dp.ledger import Ledger, ReleaseRecord
-from tasks._common import PRIVATE
+from tasks._common import PRIVATE, run_logger
 
 
 @task(name="reserve-budget", **PRIVATE)
@@ -31,7 +31,7 @@ def reserve_budget(
     left = ledger.reserve(
         dataset=dataset, run_id=run_id, cost=cost, budget=budget, config_hash=config_hash
     )
-    get_run_logger().info(
+    run_logger().info(
         "reserved epsilon=%g delta=%g on %r; %g epsilon left",
         cost.epsilon,
         cost.delta,
@@ -71,7 +71,7 @@ def check_composition(
                 f"delta={recomputed.delta:g}, {label} epsilon={other.epsilon:g} "
                 f"delta={other.delta:g}; nothing was published"
             )
-    get_run_logger().info("composition check passed: epsilon=%g", recomputed.epsilon)
+    run_logger().info("composition check passed: epsilon=%g", recomputed.epsilon)
     return ledger.head()
 
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import task
 
 from dp.io import read_table
 from dp.schema import TableSchema
-from tasks._common import PRIVATE, retry_on_io_error
+from tasks._common import PRIVATE, retry_on_io_error, run_logger
 
 
 @task(
@@ -22,5 +22,5 @@ from tasks._common import PRIVATE, retry_on_io_error
 def read_private_table(path: Path, schema: TableSchema, columns: Sequence[str]) -> pd.DataFrame:
     """Read the declared ``columns``; values outside declared bounds are clamped (not logged)."""
     frame = read_table(path, schema, columns=columns).frame
-    get_run_logger().info("read %d declared column(s) from %s", len(columns), path.name)
+    run_logger().info("read %d declared column(s) from %s", len(columns), path.name)
     return frame

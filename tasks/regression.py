@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import task
 
 from dp.publication import Staging
 from dp.regression import LinearRegression
-from tasks._common import PRIVATE
+from tasks._common import PRIVATE, run_logger
 
 
 @task(name="fit-regression", **PRIVATE)
@@ -42,7 +42,7 @@ def fit_regression(
     staging.write_json(
         name, "model.json", {**model.to_dict(), "features": list(features), "target": target}
     )
-    get_run_logger().info("regression %r fitted (%s)", name, method)
+    run_logger().info("regression %r fitted (%s)", name, method)
     return staging.complete(
         name,
         {

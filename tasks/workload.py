@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import task
 
 from dp import matrix
 from dp.histogram import Axis, histogram
 from dp.publication import Staging
-from tasks._common import PRIVATE
+from tasks._common import PRIVATE, run_logger
 
 
 @task(name="answer-workload", **PRIVATE)
@@ -50,7 +50,7 @@ def answer_workload(
     estimate = pd.DataFrame(cells, columns=[a.column for a in axes])
     estimate["estimate"] = result.estimate
     staging.write_frame(name, "estimate.parquet", estimate)
-    get_run_logger().info("workload %r answered with strategy %s", name, result.strategy)
+    run_logger().info("workload %r answered with strategy %s", name, result.strategy)
     return staging.complete(
         name,
         {
@@ -66,6 +66,6 @@ def answer_workload(
             "queries": len(result.answers),
             "cells": len(result.estimate),
             "expected_rmse": float(result.expected_rmse),
-            "svd_bound_rmse": float(matrix.svd_bound_rmse(workload, epsilon)),
+            "svd_bound_rmse": float(result.svd_bound_rmse),
         },
     )
