@@ -4,15 +4,16 @@ Each of ``T`` iterations assigns rows to the nearest current centre and releases
 noisy count and a noisy coordinate sum; the new centre is ``noisy sum / noisy count``, or a fresh
 uniform draw from the declared domain when the noisy count is below 1 (re-seeding).
 
-Privacy (replace-one neighbours, rows clipped into the declared domain and shifted by its public
-midpoint so that ``|x_j| <= a_j``). For fixed centres, replacing one row ``x`` by ``x'`` moves one
-unit of count from a cluster to another (L1 change of the count vector <= 2) and changes the sum
-vectors by ``-x`` in one cluster and ``+x'`` in another (or by ``x' - x`` in the same cluster): an
-L1 change of at most ``||x||_1 + ||x'||_1 <= 2 sum_j a_j`` on a box, ``2 sqrt(d) R`` on a ball of
-radius ``R``. Per iteration the counts and the sums each get ``epsilon / (2T)`` with their *own*
-sensitivity (diffprivlib's KMeans swaps the two budgets), so an iteration is ``epsilon / T``-DP
-and ``T`` iterations are epsilon-DP by sequential composition; the assignment step only uses the
-previous (already private) centres. Initial and re-seeded centres are data-independent.
+Privacy (add/remove-one neighbours, the dppub-wide convention; rows clipped into the declared
+domain and shifted by its public midpoint so that ``|x_j| <= a_j``). For fixed centres, adding
+or removing one row ``x`` changes exactly one cluster's count by 1 (L1 sensitivity 1; replace-one
+needed 2) and that cluster's sum by ``x``: an L1 change of ``||x||_1 <= min(sum_j a_j, sqrt(d) R)``
+(replace-one needed ``||x||_1 + ||x'||_1``, twice that). Per iteration the counts and the sums
+each get ``epsilon / (2T)`` with their *own* sensitivity (diffprivlib's KMeans swaps the two
+budgets), so an iteration is ``epsilon / T``-DP and ``T`` iterations are epsilon-DP by sequential
+composition; the assignment step only uses the previous (already private) centres, and the
+number of rows is never used (only noisy counts are). Initial and re-seeded centres are
+data-independent.
 """
 
 from __future__ import annotations
@@ -29,24 +30,28 @@ from dp.mechanisms import laplace
 from dp.regression.domain import BoundLike, FeatureDomain
 from dp.validation import check_epsilon, check_positive
 
-__all__ = ["KMeans", "sum_sensitivity"]
+__all__ = ["COUNT_SENSITIVITY", "KMeans", "sum_sensitivity"]
 
 FloatArray = npt.NDArray[np.float64]
 
 
 def sum_sensitivity(domain: FeatureDomain) -> float:
-    """L1 sensitivity of the per-cluster sums of centred rows (module doc).
+    """L1 sensitivity of the per-cluster sums of centred rows: ``max ||x||_1`` (module doc).
 
-    >>> sum_sensitivity(FeatureDomain.box(0.0, 1.0, d=3))
-    3.0
+    >>> sum_sensitivity(FeatureDomain.box(-0.5, 0.5, d=3))
+    1.5
     >>> round(sum_sensitivity(FeatureDomain.ball(1.0, d=4)), 6)
-    4.0
+    2.0
     """
-    half = (np.asarray(domain.upper) - np.asarray(domain.lower)) / 2.0
-    box = 2.0 * float(half.sum())
+    a = np.maximum(np.abs(np.asarray(domain.lower)), np.abs(np.asarray(domain.upper)))
+    box = float(a.sum())
     if domain.kind == "ball":
-        return min(box, 2.0 * math.sqrt(domain.dim) * domain.radius)
+        return min(box, math.sqrt(domain.dim) * domain.radius)
     return box
+
+
+COUNT_SENSITIVITY = 1.0
+"""Adding or removing one row changes one cluster's count by one."""
 
 
 def _uniform(domain: FeatureDomain, k: int, rng: np.random.Generator) -> FloatArray:
@@ -128,7 +133,7 @@ class KMeans:
         reseeded = 0
         for _ in range(self.n_iter):
             counts, sums = _assign(rows, centres)
-            noisy_counts = laplace(counts, sensitivity=2.0, epsilon=eps_half, rng=rng)
+            noisy_counts = laplace(counts, sensitivity=COUNT_SENSITIVITY, epsilon=eps_half, rng=rng)
             noisy_sums = laplace(sums, sensitivity=s_sum, epsilon=eps_half, rng=rng)
             small = noisy_counts < 1.0
             reseeded += int(small.sum())
@@ -140,7 +145,7 @@ class KMeans:
             )
         self.cluster_centers_ = centres + shift
         self._record = {
-            "laplace_scale": {"counts": 2.0 / eps_half, "sums": s_sum / eps_half},
+            "laplace_scale": {"counts": COUNT_SENSITIVITY / eps_half, "sums": s_sum / eps_half},
             "epsilon_per_release": eps_half,
             "reseeded": reseeded,
             "sampler": "opendp" if rng is None else "seeded-test-only",
@@ -170,7 +175,7 @@ class KMeans:
             "n_iter": self.n_iter,
             "epsilon": self.epsilon,
             "delta": 0.0,
-            "neighbouring": "replace one row (row count treated as public)",
+            "neighbours": "add/remove one record",
             **self._record,
         }
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import BudgetExceededError, ConfigError, LedgerError
+from dp.periods import LIFETIME
 
 __all__ = [
     "GENESIS",
@@ -39,11 +40,12 @@ __all__ = [
     "DatasetSpending",
     "Ledger",
     "ReleaseRecord",
+    "Reservation",
     "check_run_id",
 ]
 
 GENESIS = "0" * 64
-_FORMAT = "dppub-ledger/1"
+_FORMAT = "dppub-ledger/2"
 _FIELDS = (
     "seq",
     "ts",
@@ -60,6 +62,8 @@ _FIELDS = (
     "is_dp",
     "budget_epsilon",
     "budget_delta",
+    "period",
+    "location",
     "config_hash",
     "output_hash",
     "prev_hash",
@@ -71,11 +75,11 @@ CREATE TABLE IF NOT EXISTS entries (
     event TEXT NOT NULL CHECK (event IN ('reserve', 'release', 'commit', 'abort')),
     dataset TEXT NOT NULL, run_id TEXT NOT NULL, release TEXT, kind TEXT, mechanism TEXT,
     epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
-    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL,
+    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL, period TEXT, location TEXT,
     config_hash TEXT, output_hash TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
-CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, event);
+CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, period, event);
 INSERT OR IGNORE INTO meta VALUES ('format', '{_FORMAT}');
 """
 
@@ -107,14 +111,33 @@ class DatasetSpending:
     """What the ledger says about one dataset."""
 
     dataset: str
+    period: str
+    """Budget period (``all`` for a lifetime budget, else e.g. ``2026`` or ``2026-11``)."""
     budget: PrivacyCost | None
-    """The budget declared by the most recent reservation."""
+    """The budget declared by the most recent reservation in this period."""
     spent: PrivacyCost
     """Committed plus still-pending reservations (pending runs count until resolved)."""
     runs: int
     """Committed runs."""
     pending_runs: int
     """Reserved runs neither committed nor aborted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reservation:
+    """A run's hold on the budget and where the run publishes."""
+
+    run_id: str
+    dataset: str
+    period: str
+    cost: PrivacyCost
+    location: str
+    """The dataset's publication folder (``OUT/<dataset>``)."""
+    config_hash: str
+    state: str
+    """``pending``, ``committed`` or ``aborted``."""
+    recorded: bool
+    """True once the run's release rows are written."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,35 +246,44 @@ class Ledger:
         return {r["event"] for r in rows}
 
     @staticmethod
-    def _spent(con: sqlite3.Connection, dataset: str) -> PrivacyCost:
+    def _spent(con: sqlite3.Connection, dataset: str, period: str) -> PrivacyCost:
         eps, delta = con.execute(
             """SELECT COALESCE(SUM(epsilon), 0), COALESCE(SUM(delta), 0) FROM entries
-               WHERE event = 'reserve' AND dataset = ? AND run_id NOT IN
+               WHERE event = 'reserve' AND dataset = ? AND period = ? AND run_id NOT IN
                (SELECT run_id FROM entries WHERE event = 'abort')""",
-            (dataset,),
+            (dataset, period),
         ).fetchone()
         return PrivacyCost(epsilon=float(eps), delta=float(delta))
 
     def _check_fits(
-        self, con: sqlite3.Connection, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost
+        self,
+        con: sqlite3.Connection,
+        *,
+        dataset: str,
+        period: str,
+        cost: PrivacyCost,
+        budget: PrivacyCost,
     ) -> PrivacyCost:
-        spent = self._spent(con, dataset)
+        spent = self._spent(con, dataset, period)
         if not (spent + cost).fits_within(budget):
+            scope = "" if period == LIFETIME else f" in period {period}"
             raise BudgetExceededError(
-                f"budget exceeded for dataset {dataset!r}: budget epsilon={budget.epsilon:g}"
-                f" delta={budget.delta:g}, spent epsilon={spent.epsilon:g}"
+                f"budget exceeded for dataset {dataset!r}{scope}: budget epsilon="
+                f"{budget.epsilon:g} delta={budget.delta:g}, spent epsilon={spent.epsilon:g}"
                 f" delta={spent.delta:g}, requested epsilon={cost.epsilon:g}"
                 f" delta={cost.delta:g}"
             )
         return spent
 
-    def check_fits(self, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost) -> None:
+    def check_fits(
+        self, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost, period: str = LIFETIME
+    ) -> None:
         """Raise :class:`BudgetExceededError` if ``cost`` does not fit now (writes nothing).
 
         Advisory only: :meth:`reserve` repeats the check atomically.
         """
         with self._connect() as con:
-            self._check_fits(con, dataset=dataset, cost=cost, budget=budget)
+            self._check_fits(con, dataset=dataset, period=period, cost=cost, budget=budget)
 
     def reserve(
         self,
@@ -261,8 +293,12 @@ class Ledger:
         cost: PrivacyCost,
         budget: PrivacyCost,
         config_hash: str,
+        period: str = LIFETIME,
+        location: str = "",
     ) -> PrivacyCost:
-        """Atomically hold ``cost`` against ``dataset``'s ``budget``; return what is left.
+        """Atomically hold ``cost`` against ``dataset``'s ``budget`` for ``period``.
+
+        Returns what is left of the period's budget after this hold.
 
         Raises:
             BudgetExceededError: the cost does not fit; nothing is written.
@@ -270,7 +306,7 @@ class Ledger:
         with self._write() as con:
             if self._run_state(con, run_id):
                 raise LedgerError(f"run id {run_id!r} is already in the ledger")
-            spent = self._check_fits(con, dataset=dataset, cost=cost, budget=budget)
+            spent = self._check_fits(con, dataset=dataset, period=period, cost=cost, budget=budget)
             self._append(
                 con,
                 event="reserve",
@@ -281,6 +317,8 @@ class Ledger:
                 is_dp=1,
                 budget_epsilon=budget.epsilon,
                 budget_delta=budget.delta,
+                period=period,
+                location=location,
                 config_hash=config_hash,
             )
             return budget - (spent + cost)
@@ -409,22 +447,22 @@ class Ledger:
                 problems.append(f"head recorded at seq {seq} is missing or altered")
         return ChainReport(ok=not problems, rows=n, head=prev, problems=tuple(problems))
 
-    def spending(self, dataset: str | None = None) -> dict[str, DatasetSpending]:
-        """Spending per dataset: budget, spent (incl. pending), committed and pending runs."""
-        out: dict[str, DatasetSpending] = {}
+    def spending(self, dataset: str | None = None) -> list[DatasetSpending]:
+        """Spending per dataset and budget period, oldest period first."""
+        out: list[DatasetSpending] = []
         with self._connect() as con:
             rows = con.execute(
-                """SELECT r.dataset AS dataset,
+                """SELECT r.dataset AS dataset, r.period AS period,
                           SUM(CASE WHEN a.run_id IS NULL THEN r.epsilon ELSE 0 END) AS eps,
                           SUM(CASE WHEN a.run_id IS NULL THEN r.delta ELSE 0 END) AS delta,
                           SUM(c.run_id IS NOT NULL) AS runs,
                           SUM(c.run_id IS NULL AND a.run_id IS NULL) AS pending,
-                          MAX(r.seq) AS last_seq
+                          MAX(r.seq) AS last_seq, MIN(r.seq) AS first_seq
                    FROM entries r
                    LEFT JOIN entries c ON c.run_id = r.run_id AND c.event = 'commit'
                    LEFT JOIN entries a ON a.run_id = r.run_id AND a.event = 'abort'
                    WHERE r.event = 'reserve' AND (? IS NULL OR r.dataset = ?)
-                   GROUP BY r.dataset ORDER BY r.dataset""",
+                   GROUP BY r.dataset, r.period ORDER BY r.dataset, first_seq""",
                 (dataset, dataset),
             ).fetchall()
             for r in rows:
@@ -432,19 +470,57 @@ class Ledger:
                     "SELECT budget_epsilon, budget_delta FROM entries WHERE seq = ?",
                     (r["last_seq"],),
                 ).fetchone()
-                out[r["dataset"]] = DatasetSpending(
-                    dataset=r["dataset"],
-                    budget=PrivacyCost(epsilon=b[0], delta=b[1]),
-                    spent=PrivacyCost(epsilon=float(r["eps"]), delta=float(r["delta"])),
-                    runs=int(r["runs"]),
-                    pending_runs=int(r["pending"]),
+                out.append(
+                    DatasetSpending(
+                        dataset=r["dataset"],
+                        period=r["period"],
+                        budget=PrivacyCost(epsilon=b[0], delta=b[1]),
+                        spent=PrivacyCost(epsilon=float(r["eps"]), delta=float(r["delta"])),
+                        runs=int(r["runs"]),
+                        pending_runs=int(r["pending"]),
+                    )
                 )
         return out
 
-    def remaining(self, *, dataset: str, budget: PrivacyCost) -> PrivacyCost:
-        """What ``budget`` leaves after everything the ledger holds for ``dataset``."""
+    def remaining(
+        self, *, dataset: str, budget: PrivacyCost, period: str = LIFETIME
+    ) -> PrivacyCost:
+        """What ``budget`` leaves after all the ledger holds for ``dataset`` in ``period``."""
         with self._connect() as con:
-            return budget - self._spent(con, dataset)
+            return budget - self._spent(con, dataset, period)
+
+    def reservation(self, run_id: str) -> Reservation:
+        """The reservation of ``run_id`` and the run's state."""
+        with self._connect() as con:
+            res = self._reservation(con, run_id)
+            state = self._run_state(con, run_id)
+        return Reservation(
+            run_id=run_id,
+            dataset=res["dataset"],
+            period=res["period"],
+            cost=PrivacyCost(epsilon=res["epsilon"], delta=res["delta"]),
+            location=res["location"] or "",
+            config_hash=res["config_hash"] or "",
+            state="committed"
+            if "commit" in state
+            else "aborted"
+            if "abort" in state
+            else "pending",
+            recorded="release" in state,
+        )
+
+    def pending(self) -> list[Reservation]:
+        """Runs that reserved budget and were neither committed nor aborted."""
+        with self._connect() as con:
+            ids = [
+                r["run_id"]
+                for r in con.execute(
+                    """SELECT run_id FROM entries WHERE event = 'reserve' AND run_id NOT IN
+                       (SELECT run_id FROM entries WHERE event IN ('commit', 'abort'))
+                       ORDER BY seq"""
+                )
+            ]
+        return [self.reservation(i) for i in ids]
 
 
 def check_run_id(run_id: str) -> str:

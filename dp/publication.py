@@ -4,6 +4,10 @@ Releases are written into ``OUT/<dataset>/.staging/<run_id>/``; publication is o
 ``os.rename`` of that folder to ``OUT/<dataset>/<run_id>/`` (atomic on one filesystem), so a
 published folder is never seen half-written, and a failed run leaves no published folder.
 
+A run holds an exclusive ``flock`` on ``OUT/<dataset>/.staging/<run_id>.lock`` from before its
+reservation until it ends; the kernel drops the lock when the process dies, so a pending
+reservation whose lock is free belongs to a dead run (see :mod:`dp.recovery`).
+
 Each release's folder gets a ``release.json`` written last: it marks the release as complete.
 A re-executed task finds it and reuses the stored answer instead of drawing new noise, so a
 retry can never publish a second, independently noised answer to the same query.
@@ -11,6 +15,7 @@ retry can never publish a second, independently noised answer to the same query.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -56,6 +61,35 @@ class Staging:
         self.dataset_dir = Path(out_dir) / dataset
         self.dir = self.dataset_dir / ".staging" / run_id
         self.final = self.dataset_dir / run_id
+        self._lock_path = self.dataset_dir / ".staging" / f"{run_id}.lock"
+        self._lock_fd: int | None = None
+
+    def try_lock(self) -> bool:
+        """Take the run's liveness lock without waiting; False if another process holds it."""
+        if self._lock_fd is not None:
+            return True
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        """Release the liveness lock (and remove its file)."""
+        if self._lock_fd is not None:
+            self._lock_path.unlink(missing_ok=True)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @property
+    def published(self) -> bool:
+        """True once the run folder is in place (publication is one rename)."""
+        return (self.final / MANIFEST).is_file()
 
     def create(self) -> Staging:
         if self.final.exists():

@@ -63,11 +63,10 @@ def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
 
     cfg = load_config(config)
     plan, total = plan_releases(cfg)
-    spent_eps = 0.0
+    remaining = cfg.budget
     if ledger.exists():
-        spending = Ledger(ledger, create=False).spending(cfg.dataset.name)
-        if cfg.dataset.name in spending:
-            spent_eps = spending[cfg.dataset.name].spent.epsilon
+        book = Ledger(ledger, create=False)
+        remaining = book.remaining(dataset=cfg.dataset.name, budget=cfg.budget, period=cfg.period())
     return {
         "dataset": cfg.dataset.name,
         "releases": [
@@ -76,7 +75,8 @@ def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
         "total_epsilon": total.epsilon,
         "total_delta": total.delta,
         "budget_epsilon": cfg.budget.epsilon,
-        "remaining_epsilon": max(0.0, cfg.budget.epsilon - spent_eps),
+        "budget_period": cfg.period(),
+        "remaining_epsilon": remaining.epsilon,
     }
 
 
@@ -99,14 +99,24 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
     )
 
 
-def _precheck(config: Path, ledger: Path) -> None:
-    """Refuse an over-budget run before starting Prefect (the flow re-checks atomically)."""
+def _open(config: Path, ledger: Path, out: Path) -> Any:
     from dp.ledger import Ledger
+    from dp.runs import open_run
     from flows.config import load_config, plan_releases
 
     cfg = load_config(config)
     _, total = plan_releases(cfg)
-    Ledger(ledger).check_fits(dataset=cfg.dataset.name, cost=total, budget=cfg.budget)
+    book = Ledger(ledger)
+    staging, _ = open_run(
+        book,
+        out,
+        dataset=cfg.dataset.name,
+        cost=total,
+        budget=cfg.budget,
+        config_hash=cfg.config_hash,
+        per=cfg.dataset.budget.per,
+    )
+    return book, staging
 
 
 @app.command()
@@ -115,16 +125,51 @@ def run(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     out: Annotated[Path, typer.Option("--out", help="Publication folder.")] = DEFAULT_OUT,
 ) -> None:
-    """Run the publishing flow once; prints the run id."""
-    _guard(_precheck, config, ledger)
-    _prefect_env()
-    from flows.logs import quiet_expected_errors
-    from flows.publish import publish
+    """Run the publishing flow once; prints the run id.
 
-    quiet_expected_errors()
-    run_id = _guard(publish, str(config.resolve()), str(ledger.resolve()), str(out.resolve()))
-    typer.echo(f"published to {out / '<dataset>' / run_id}", err=True)
-    typer.echo(run_id)
+    The run's cost is reserved atomically before Prefect starts: a run the budget refuses
+    exits 3 at once, writes nothing and publishes nothing.
+    """
+    from dp.runs import resolve
+    from flows.faults import fault_point
+
+    book, staging = _guard(_open, config, ledger, out)
+    try:
+        fault_point("reserved")
+        _prefect_env()
+        from flows.logs import quiet_expected_errors
+        from flows.publish import publish
+
+        quiet_expected_errors()
+        _guard(
+            publish,
+            str(config.resolve()),
+            str(ledger.resolve()),
+            str(out.resolve()),
+            run_id=staging.run_id,
+        )
+    finally:
+        # If the flow never ran (or died before its own clean-up), settle the reservation:
+        # committed if the folder was published, else released.
+        _guard(resolve, book, staging)
+        staging.unlock()
+    typer.echo(f"published to {staging.final}", err=True)
+    typer.echo(staging.run_id)
+
+
+@app.command()
+def recover(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
+) -> None:
+    """Resolve reservations left by dead runs: commit the published, release the rest."""
+    from dp.ledger import Ledger
+    from dp.runs import recover as recover_runs
+
+    done = _guard(lambda: recover_runs(Ledger(ledger, create=False), dataset=dataset))
+    for r in done:
+        typer.echo(f"{r.dataset} {r.run_id}: {r.action}")
+    typer.echo(f"{len(done)} pending run(s) examined")
 
 
 def _audit_payload(ledger: Path, dataset: str | None) -> dict[str, Any]:
@@ -132,20 +177,23 @@ def _audit_payload(ledger: Path, dataset: str | None) -> dict[str, Any]:
 
     book = Ledger(ledger, create=False)
     chain = book.verify()
-    datasets = {}
-    for name, s in book.spending(dataset).items():
-        budget = s.budget
-        datasets[name] = {
-            "budget_epsilon": None if budget is None else budget.epsilon,
-            "budget_delta": None if budget is None else budget.delta,
+    datasets: dict[str, Any] = {}
+    for s in book.spending(dataset):
+        entry = {
+            "period": s.period,
+            "budget_epsilon": None if s.budget is None else s.budget.epsilon,
+            "budget_delta": None if s.budget is None else s.budget.delta,
             "spent_epsilon": s.spent.epsilon,
             "spent_delta": s.spent.delta,
             "remaining_epsilon": None
-            if budget is None
-            else max(0.0, budget.epsilon - s.spent.epsilon),
+            if s.budget is None
+            else max(0.0, s.budget.epsilon - s.spent.epsilon),
             "runs": s.runs,
             "pending_runs": s.pending_runs,
         }
+        # The latest period is the dataset's headline; every period is listed under it.
+        periods = {**datasets.get(s.dataset, {}).get("periods", {}), s.period: entry}
+        datasets[s.dataset] = {**entry, "periods": periods}
     return {
         "chain_ok": chain.ok,
         "rows": chain.rows,
@@ -166,13 +214,22 @@ def audit(
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
     else:
-        header = ("dataset", "budget", "spent", "remaining", "runs", "pending")
-        typer.echo("{:<24} {:>8} {:>8} {:>9} {:>5} {:>7}".format(*header))
+        header = ("dataset", "period", "budget", "spent", "remaining", "runs", "pending")
+        line = "{:<24} {:<10} {:>8} {:>8} {:>9} {:>5} {:>7}"
+        typer.echo(line.format(*header))
         for name, d in payload["datasets"].items():
-            typer.echo(
-                f"{name:<24} {d['budget_epsilon']:>8g} {d['spent_epsilon']:>8g} "
-                f"{d['remaining_epsilon']:>9g} {d['runs']:>5} {d['pending_runs']:>7}"
-            )
+            for period, p in d["periods"].items():
+                typer.echo(
+                    line.format(
+                        name,
+                        period,
+                        f"{p['budget_epsilon']:g}",
+                        f"{p['spent_epsilon']:g}",
+                        f"{p['remaining_epsilon']:g}",
+                        p["runs"],
+                        p["pending_runs"],
+                    )
+                )
         state = "ok" if payload["chain_ok"] else "BROKEN"
         typer.echo(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
         for p in payload["problems"]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import ConfigError
+from dp.periods import Period, period_label
 from dp.schema import ColumnSpec, TableSchema
 from dp.validation import check_delta, check_epsilon
 
@@ -29,6 +30,9 @@ class _Model(BaseModel):
 class BudgetModel(_Model):
     epsilon: float
     delta: float = 0.0
+    per: Period | None = None
+    """Calendar period the allowance renews in (UTC): year, quarter, month, week, day, hour,
+    minute; omitted = one lifetime budget."""
 
     @field_validator("epsilon")
     @classmethod
@@ -190,6 +194,10 @@ class PipelineConfig(_Model):
     @property
     def budget(self) -> PrivacyCost:
         return PrivacyCost(epsilon=self.dataset.budget.epsilon, delta=self.dataset.budget.delta)
+
+    def period(self) -> str:
+        """The budget period a run starting now is charged to."""
+        return period_label(self.dataset.budget.per)
 
     def resolve(self, path: Path) -> Path:
         return path if path.is_absolute() else (self.base_dir / path).resolve()

@@ -16,9 +16,7 @@ after the reservation leaves the hold in place (counted as spent, never under-co
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -27,7 +25,9 @@ from prefect.artifacts import create_markdown_artifact
 from dp.budget import PrivacyCost
 from dp.ledger import Ledger
 from dp.publication import Staging, sha256_files
+from dp.runs import confirm_reservation
 from flows.config import PipelineConfig, load_config, plan_releases
+from flows.faults import fault_point
 from flows.report import budget_table, render_report
 from flows.stages import (
     anonymity_hierarchies,
@@ -41,12 +41,7 @@ from tasks.read import read_private_table
 from tasks.regression import fit_regression
 from tasks.workload import answer_workload
 
-__all__ = ["new_run_id", "publish"]
-
-
-def new_run_id() -> str:
-    """A sortable, unique run id: UTC timestamp plus 32 random bits."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
+__all__ = ["publish"]
 
 
 def _columns(cfg: PipelineConfig) -> list[str]:
@@ -112,39 +107,68 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
 
 @flow(name="dppub-publish", persist_result=False, validate_parameters=False)
 def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None = None) -> str:
-    """Run one private publication; returns the run id. See the module docstring."""
+    """Run one private publication; returns the run id. See the module docstring.
+
+    With ``run_id`` the caller (``dppub run``) has already locked the run and reserved its cost
+    (:func:`dp.runs.open_run`); the flow checks that reservation matches this plan.
+    """
     logger = get_run_logger()
     cfg = load_config(config_path)
     plan, total = plan_releases(cfg)
     dataset = cfg.dataset.name
-    run_id = run_id or new_run_id()
     ledger = Ledger(ledger_path)
-    staging = Staging(out_dir, dataset=dataset, run_id=run_id)
-    logger.info("run %s: %d release(s), epsilon=%g planned", run_id, len(plan), total.epsilon)
-
-    remaining = reserve_budget(
-        ledger,
-        dataset=dataset,
-        run_id=run_id,
-        cost=total,
-        budget=cfg.budget,
-        config_hash=cfg.config_hash,
-    )
-    try:
-        staging.create()
-        summaries = _execute(cfg, staging)
-        head = check_composition(ledger, run_id=run_id, summaries=summaries, planned=total)
-        table = budget_table(summaries, total=total, budget=cfg.budget, remaining=remaining)
-        manifest = _manifest(cfg, run_id, summaries, total, head, remaining)
-        report = render_report(
-            dataset=dataset, run_id=run_id, summaries=summaries, table=table, ledger_head=head
+    owned = run_id is None
+    if run_id is None:
+        staging, remaining = reserve_budget(
+            ledger,
+            out_dir,
+            dataset=dataset,
+            cost=total,
+            budget=cfg.budget,
+            config_hash=cfg.config_hash,
+            per=cfg.dataset.budget.per,
         )
-        final = staging.publish(manifest=manifest, report=report)
-    except BaseException:
-        abort_run(ledger, run_id=run_id)
-        staging.discard()
-        raise
-    commit_run(ledger, run_id=run_id, output_hash=sha256_files(final))
+        fault_point("reserved")
+    else:
+        remaining = confirm_reservation(
+            ledger,
+            run_id=run_id,
+            dataset=dataset,
+            cost=total,
+            config_hash=cfg.config_hash,
+            budget=cfg.budget,
+        )
+        staging = Staging(out_dir, dataset=dataset, run_id=run_id)
+    run_id = staging.run_id
+    period = ledger.reservation(run_id).period
+    logger.info("run %s: %d release(s), epsilon=%g planned", run_id, len(plan), total.epsilon)
+    try:
+        try:
+            staging.create()
+            summaries = _execute(cfg, staging)
+            fault_point("staged")
+            head = check_composition(ledger, run_id=run_id, summaries=summaries, planned=total)
+            fault_point("composed")
+            table = budget_table(summaries, total=total, budget=cfg.budget, remaining=remaining)
+            manifest = _manifest(cfg, run_id, summaries, total, head, remaining, period)
+            report = render_report(
+                dataset=dataset,
+                run_id=run_id,
+                summaries=summaries,
+                table=table,
+                ledger_head=head,
+            )
+            final = staging.publish(manifest=manifest, report=report)
+        except BaseException:
+            abort_run(ledger, run_id=run_id)
+            staging.discard()
+            raise
+        fault_point("published")
+        commit_run(ledger, run_id=run_id, output_hash=sha256_files(final))
+        fault_point("committed")
+    finally:
+        if owned:
+            staging.unlock()
     create_markdown_artifact(
         key=f"dppub-budget-{dataset.lower().replace('_', '-')}",
         markdown=f"# dppub run `{run_id}` on `{dataset}`\n\n{table}\n\n"
@@ -162,6 +186,7 @@ def _manifest(
     total: PrivacyCost,
     head: tuple[int, str],
     remaining: PrivacyCost,
+    period: str,
 ) -> dict[str, Any]:
     keys = (
         "name",
@@ -185,10 +210,6 @@ def _manifest(
         "budget_epsilon": cfg.budget.epsilon,
         "budget_delta": cfg.budget.delta,
         "remaining_epsilon": remaining.epsilon,
+        "budget_period": period,
         "ledger_head": {"seq": head[0], "hash": head[1]},
     }
-
-
-def publish_path(out_dir: str | Path, dataset: str, run_id: str) -> Path:
-    """Where a published run lives."""
-    return Path(out_dir) / dataset / run_id

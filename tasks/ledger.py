@@ -14,31 +14,42 @@ from prefect import task
 from dp.budget import PrivacyCost
 from dp.errors import InvariantError
 from dp.ledger import Ledger, ReleaseRecord
+from dp.periods import Period
+from dp.publication import Staging
+from dp.runs import open_run
 from tasks._common import PRIVATE, run_logger
 
 
 @task(name="reserve-budget", **PRIVATE)
 def reserve_budget(
     ledger: Ledger,
+    out_dir: str,
     *,
     dataset: str,
-    run_id: str,
     cost: PrivacyCost,
     budget: PrivacyCost,
     config_hash: str,
-) -> PrivacyCost:
-    """Atomically hold the run's planned cost; raises BudgetExceededError if it does not fit."""
-    left = ledger.reserve(
-        dataset=dataset, run_id=run_id, cost=cost, budget=budget, config_hash=config_hash
+    per: Period | None,
+) -> tuple[Staging, PrivacyCost]:
+    """Lock the run and hold its planned cost; raises BudgetExceededError if it does not fit."""
+    staging, left = open_run(
+        ledger,
+        out_dir,
+        dataset=dataset,
+        cost=cost,
+        budget=budget,
+        config_hash=config_hash,
+        per=per,
     )
     run_logger().info(
-        "reserved epsilon=%g delta=%g on %r; %g epsilon left",
+        "run %s reserved epsilon=%g delta=%g on %r; %g epsilon left",
+        staging.run_id,
         cost.epsilon,
         cost.delta,
         dataset,
         left.epsilon,
     )
-    return left
+    return staging, left
 
 
 def _record(summary: dict[str, Any]) -> ReleaseRecord:

@@ -8,7 +8,17 @@ generalized columns only through :func:`generalize` with levels fixed in the con
 from dp.anonymity.anonymize import anonymize
 from dp.anonymity.generalize import generalize
 from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import METRICS
+from dp.anonymity.metrics import ARX_METRICS, METRICS
+from dp.anonymity.mondrian import LocalRecodingResult, mondrian
 from dp.anonymity.result import AnonymizationResult
 
-__all__ = ["METRICS", "AnonymizationResult", "Hierarchy", "anonymize", "generalize"]
+__all__ = [
+    "ARX_METRICS",
+    "METRICS",
+    "AnonymizationResult",
+    "Hierarchy",
+    "LocalRecodingResult",
+    "anonymize",
+    "generalize",
+    "mondrian",
+]

@@ -22,9 +22,16 @@ import pandas as pd
 from dp.anonymity.classes import CodedTable, LDiversity, NodeClasses
 from dp.anonymity.generalize import encode_columns
 from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import METRICS, MetricTables, class_size_summary, wsum
+from dp.anonymity.metrics import (
+    ARX_METRICS,
+    METRICS,
+    MetricTables,
+    RankBounds,
+    class_size_summary,
+    wsum,
+)
 from dp.anonymity.result import AnonymizationResult
-from dp.anonymity.search import greedy, optimal
+from dp.anonymity.search import Outcome, greedy, optimal
 from dp.errors import ConfigError, InputError
 from dp.validation import check_probability
 
@@ -85,6 +92,9 @@ def anonymize(
         k: Minimum size of every released equivalence class.
         max_suppression: Fraction sigma in [0, 1]; at most ``floor(sigma * n)`` records removed.
         metric: ``"loss"`` (ARX Loss), ``"dm"``, ``"dm_star"`` or ``"entropy"``; lower is better.
+            Also ARX's configurations ``"loss_rank"`` (ARX's default Loss aggregate; ``score``
+            is the worst attribute's loss, ``metrics["score_vector"]`` the ranked vector) and
+            ``"entropy_monotone"`` (see :mod:`dp.anonymity.metrics`).
         l_diversity: Optional ``{"column": name, "l": int, "kind": "distinct" | "entropy"}``.
         quasi_identifiers: Optional subset/order of QIs; each must have a hierarchy.
 
@@ -99,8 +109,8 @@ def anonymize(
     started = time.perf_counter()
     k = _check_k(k)
     sigma = check_probability(max_suppression, name="max_suppression")
-    if metric not in METRICS:
-        raise ConfigError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    if metric not in METRICS + ARX_METRICS:
+        raise ConfigError(f"metric must be one of {list(METRICS + ARX_METRICS)}, got {metric!r}")
     qis = list(hierarchies) if quasi_identifiers is None else list(quasi_identifiers)
     for col in qis:
         if col not in hierarchies:
@@ -126,43 +136,61 @@ def anonymize(
     limit = math.floor(Fraction(repr(sigma)) * n)
     check = ldiv[1] if ldiv is not None else None
 
-    def evaluate(levels: tuple[int, ...]) -> tuple[int, float | None]:
+    # Scores are floats, or tuples compared lexicographically for ARX's rank aggregate.
+    rank = metric == "loss_rank"
+
+    def evaluate(levels: tuple[int, ...]) -> tuple[int, Any]:
         nc = table.classes(levels, k, check)
         if nc.suppressed > limit:
             return nc.suppressed, None
+        if rank:
+            return nc.suppressed, tables.rank(levels, nc, table.counts)
         return nc.suppressed, tables.score(metric, levels, nc, table.counts)
 
-    def refine(levels: list[int], bound: float, suppressed: int) -> float:
+    def refine(levels: list[int], bound: float, suppressed: int) -> Any:
+        if rank:
+            return tables.rank_refine(levels, suppressed)
         return tables.refine(metric, levels, bound, suppressed, k)
 
     heights = tuple(h.height for h in hier.values())
     size = math.prod(heights)
     exact = len(qis) <= EXACT_MAX_QIS and size <= EXACT_MAX_NODES
-    if exact:
+    hopeless = check is not None and sensitive is not None and check.l > len(np.unique(sensitive))
+    outcome: Outcome[Any]
+    if hopeless and limit < n:
+        # No class can hold l distinct values (nor entropy >= log l) when the whole table has
+        # fewer: every record would be suppressed. Say so without searching the lattice.
+        outcome = Outcome(levels=None, score=None, checked=0, optimal=True)
+    elif exact:
+        bounds = _bounds(metric, table, tables)
         outcome = optimal(
             heights,
             evaluate,
-            _bounds(metric, table, tables),
+            bounds,
             limit=limit,
             monotone=check is None or check.kind == "distinct",
             refine=refine,
+            cutoff=bounds.cutoff if isinstance(bounds, RankBounds) else float,
         )
     else:
         outcome = greedy(heights, evaluate)[0]
     searched = time.perf_counter()
-    if outcome.levels is None:
+    if outcome.levels is None or outcome.score is None:
         lpart = f", l={check.l} ({check.kind})" if check is not None else ""
         raise InputError(
             f"no generalization satisfies k={k}{lpart} with at most {limit} suppressed records "
             f"(max_suppression={sigma}); raise max_suppression or lower k"
         )
     best = outcome.levels
+    score = float(outcome.score[0]) if rank else float(outcome.score)
     nc = table.classes(best, k, check)
     released = _release(df, hier, leaf_codes, best, ~nc.bad[table.record_row])
     metrics = _report(table, tables, hier, best, nc, k=k, limit=limit)
+    if rank:
+        metrics["score_vector"] = list(outcome.score)
     metrics.update(
         metric=metric,
-        score=outcome.score,
+        score=score,
         k=k,
         max_suppression=sigma,
         l_diversity=None
@@ -184,7 +212,7 @@ def anonymize(
         levels={col: int(lvl) for col, lvl in zip(qis, best, strict=True)},
         table=released,
         suppressed=nc.suppressed,
-        score=outcome.score,
+        score=score,
         metrics=metrics,
     )
 
@@ -197,7 +225,9 @@ def _bounds(
     Loss and entropy: the exact unsuppressed score. DM and DM*: ``DM >= DM* >= DM*(m)`` for any
     finer node ``m``; we use the nodes that keep one attribute at its level and the rest at 0.
     """
-    if metric in ("loss", "entropy"):
+    if metric == "loss_rank":
+        return RankBounds.build(tables)
+    if metric in ("loss", "entropy", "entropy_monotone"):
         return lambda nodes: tables.lower_bounds(metric, nodes)  # type: ignore[return-value]
     d = len(table.hierarchies)
     single = []

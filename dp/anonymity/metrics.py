@@ -12,6 +12,21 @@ benchmark of globally-optimal anonymization methods for biomedical data"):
 - ``entropy``: non-uniform entropy (Gionis & Tassa 2009), in bits: per attribute and record
   ``-log2(f(leaf) / f(group))``; a suppressed record costs ``-log2(f(leaf) / n)``.
 
+Two ARX configurations are also offered, to reproduce ARX's own results (``ARX_METRICS``):
+
+- ``loss_rank``: ARX's default ``Metric.createLossMetric()`` -- the same per-attribute Loss
+  (gs-factor 0.5: a suppressed record costs 1), each value rounded to 10 decimals as ARX does,
+  aggregated by ARX's ``RANK`` function: the vector sorted in descending order, compared
+  lexicographically (minimize the worst attribute's loss first). Its score is that tuple.
+- ``entropy_monotone``: ARX's ``Metric.createEntropyMetric(true)`` (``MetricMDNUEntropy*``):
+  non-uniform entropy of the generalization over *all* records, suppression ignored, so the
+  score is monotone along lattice edges.
+
+ARX's non-monotonic entropy (``createEntropyMetric(false)``) charges a suppressed record its
+generalization cost plus ``-log2(c / S)``, ``c`` the count of its generalized value among the
+``S`` suppressed records; ``entropy`` charges ``-log2(f(leaf) / n)`` instead (suppression as
+generalization to the root). The two agree without suppression.
+
 Without suppression, ``loss`` and ``entropy`` of a node are functions of per-attribute, per-level
 totals computed once: that exact value, known for every node without counting its classes, is the
 monotone lower bound the search orders and prunes by. :meth:`MetricTables.refine` tightens it for
@@ -20,6 +35,7 @@ a node known to suppress at least some number of records.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +45,15 @@ import numpy.typing as npt
 
 from dp.anonymity.classes import CodedTable, NodeClasses
 
-__all__ = ["METRICS", "MetricTables", "class_size_summary", "wsum"]
+__all__ = ["ARX_METRICS", "METRICS", "MetricTables", "RankBounds", "class_size_summary", "wsum"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 METRICS = ("loss", "dm", "dm_star", "entropy")
+ARX_METRICS = ("loss_rank", "entropy_monotone")
+"""Metrics reproducing ARX configurations (module docstring); accepted by ``anonymize``."""
+_ARX_DIGITS = 10  # ARX rounds every per-attribute loss to 10 decimals before comparing
 
 
 def wsum(weights: npt.NDArray[np.floating[Any] | np.integer[Any]], values: FloatArray) -> float:
@@ -107,7 +126,7 @@ class MetricTables:
         """Exact score of each node ``(N, d)`` if nothing were suppressed; ``None`` for DM/DM*."""
         if metric == "loss":
             return _geometric([t[nodes[:, i]] / self.n for i, t in enumerate(self.loss_total)])
-        if metric == "entropy":
+        if metric in ("entropy", "entropy_monotone"):
             out = np.zeros(len(nodes))
             for i, t in enumerate(self.ent_total):
                 out = out + t[nodes[:, i]]
@@ -140,7 +159,7 @@ class MetricTables:
             )
         elif metric == "dm":
             out = max(bound, float(self.n * suppressed + min(k, self.n) * (self.n - suppressed)))
-        else:
+        else:  # DM* and entropy_monotone do not depend on suppression beyond the bound
             return bound
         return out - 1e-12 * abs(out)
 
@@ -158,8 +177,26 @@ class MetricTables:
         ]
         return np.array(per, dtype=np.float64)
 
+    def rank_refine(self, levels: list[int], suppressed: int) -> tuple[float, ...]:
+        """``loss_rank`` bound of a node suppressing at least ``suppressed`` records (as in
+        :meth:`refine`; the slack keeps float rounding from ever exceeding the true value)."""
+        per = [
+            (self.loss_total[i][lvl] + suppressed * (1.0 - self.loss_max[i][lvl])) / self.n
+            for i, lvl in enumerate(levels)
+        ]
+        return _rank(np.array(per) - 1e-12)
+
+    def rank(self, levels: Sequence[int], nc: NodeClasses, counts: IntArray) -> tuple[float, ...]:
+        """ARX's ``RANK`` aggregate of the per-QI Loss: rounded, sorted in descending order."""
+        return _rank(self.loss_per_qi(levels, nc, counts))
+
     def score(self, metric: str, levels: Sequence[int], nc: NodeClasses, counts: IntArray) -> float:
-        """The metric's value for a node whose classes are ``nc``."""
+        """The metric's value for a node whose classes are ``nc`` (``loss_rank``: the worst
+        attribute's loss, the first component of :meth:`rank`)."""
+        if metric == "loss_rank":
+            return self.rank(levels, nc, counts)[0]
+        if metric == "entropy_monotone":
+            return float(np.sum([t[lvl] for t, lvl in zip(self.ent_total, levels, strict=True)]))
         if metric == "loss":
             per = self.loss_per_qi(levels, nc, counts)
             return float(_geometric([np.array([x]) for x in per])[0])
@@ -179,6 +216,45 @@ class MetricTables:
     def summary(self, levels: Sequence[int], nc: NodeClasses, counts: IntArray) -> dict[str, float]:
         """All four metrics of one node (for the report)."""
         return {metric: self.score(metric, levels, nc, counts) for metric in METRICS}
+
+
+def _rank(per_qi: FloatArray) -> tuple[float, ...]:
+    values = np.maximum(np.round(per_qi, _ARX_DIGITS), 0.0)
+    return tuple(float(x) for x in np.sort(values)[::-1])
+
+
+@dataclass(frozen=True, slots=True)
+class RankBounds:
+    """Monotone bounds for ``loss_rank`` on the float scale the search needs.
+
+    A node's bound is the rank vector of its unsuppressed per-QI losses; sorting preserves
+    elementwise dominance, so these vectors never decrease (lexicographically) along lattice edges
+    and never exceed the node's score. The search gets each vector's ordinal among the distinct
+    bound vectors, and :meth:`cutoff` maps a score to "how many bound vectors lie below it".
+    """
+
+    tables: MetricTables
+    sorted_bounds: list[tuple[float, ...]]
+
+    @classmethod
+    def build(cls, tables: MetricTables) -> RankBounds:
+        return cls(tables, [])
+
+    def __call__(self, nodes: IntArray) -> FloatArray:
+        per = np.stack(
+            [t[nodes[:, i]] / self.tables.n for i, t in enumerate(self.tables.loss_total)], axis=1
+        )
+        vectors = -np.sort(-np.maximum(np.round(per, _ARX_DIGITS), 0.0), axis=1)
+        order = np.lexsort(vectors.T[::-1])  # primary key: the first (largest) component
+        ranked = vectors[order]
+        new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
+        ordinal = np.empty(len(nodes))
+        ordinal[order] = np.cumsum(new) - 1
+        self.sorted_bounds[:] = [tuple(float(x) for x in row) for row in ranked[new]]
+        return ordinal
+
+    def cutoff(self, score: tuple[float, ...]) -> float:
+        return float(bisect.bisect_left(self.sorted_bounds, score))
 
 
 def class_size_summary(sizes: FloatArray, k: int) -> dict[str, object]:

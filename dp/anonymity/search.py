@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,19 +38,28 @@ __all__ = ["Outcome", "exhaustive", "greedy", "optimal"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+class _Ordered(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+# A score: a float, or a tuple compared lexicographically (ARX's "rank" aggregate).
+S = TypeVar("S", bound=_Ordered)
 # Evaluate a node (a tuple of levels): its suppressed count, and its score if admissible.
-Evaluate = Callable[[tuple[int, ...]], tuple[int, float | None]]
+Evaluate = Callable[[tuple[int, ...]], tuple[int, S | None]]
 # Tighten a node's score bound given a lower bound on its suppressed count.
-Refine = Callable[[list[int], float, int], float]
+Refine = Callable[[list[int], float, int], S]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class Outcome(Generic[S]):
     """Where a search ended."""
 
     levels: tuple[int, ...] | None
     """The best anonymous node found, or ``None`` if no node is anonymous."""
-    score: float
+    score: S | None
+    """Its score (``None`` if no node is anonymous)."""
     checked: int
     """Nodes whose classes were counted."""
     optimal: bool
@@ -63,15 +73,15 @@ def lattice_nodes(heights: tuple[int, ...]) -> IntArray:
 
 
 def greedy(
-    heights: tuple[int, ...], evaluate: Evaluate
-) -> tuple[Outcome, dict[tuple[int, ...], tuple[int, float | None]]]:
+    heights: tuple[int, ...], evaluate: Evaluate[S]
+) -> tuple[Outcome[S], dict[tuple[int, ...], tuple[int, S | None]]]:
     """Descend from the top node while some direct predecessor stays anonymous (best score first).
 
     Bounded: at most ``sum(h - 1) * d`` evaluations. Returns the outcome and every node seen.
     """
-    seen: dict[tuple[int, ...], tuple[int, float | None]] = {}
+    seen: dict[tuple[int, ...], tuple[int, S | None]] = {}
 
-    def look(node: tuple[int, ...]) -> float | None:
+    def look(node: tuple[int, ...]) -> S | None:
         if node not in seen:
             seen[node] = evaluate(node)
         return seen[node][1]
@@ -79,10 +89,10 @@ def greedy(
     current = tuple(h - 1 for h in heights)
     best_score = look(current)
     if best_score is None:
-        return Outcome(levels=None, score=math.inf, checked=len(seen), optimal=False), seen
+        return Outcome(levels=None, score=None, checked=len(seen), optimal=False), seen
     best = current
     while True:
-        options = []
+        options: list[tuple[S, int, tuple[int, ...]]] = []
         for a, lvl in enumerate(current):
             if lvl > 0:
                 pred = (*current[:a], lvl - 1, *current[a + 1 :])
@@ -99,13 +109,14 @@ def greedy(
 
 def optimal(
     heights: tuple[int, ...],
-    evaluate: Evaluate,
+    evaluate: Evaluate[S],
     bounds: Callable[[IntArray], FloatArray],
     *,
     limit: int,
     monotone: bool,
-    refine: Refine | None = None,
-) -> Outcome:
+    refine: Refine[S] | None = None,
+    cutoff: Callable[[S], float] = float,  # type: ignore[assignment]
+) -> Outcome[S]:
     """Exact search (module docstring).
 
     Args:
@@ -114,16 +125,20 @@ def optimal(
         bounds: Maps ``(N, d)`` nodes to score lower bounds that never decrease along edges.
         limit: The suppression limit.
         monotone: Whether suppressed counts never grow along edges (false for entropy-l).
-        refine: ``(levels, bound, min_suppressed) -> bound`` using a suppressed-count bound.
+        refine: ``(levels, bound, min_suppressed) -> score bound`` using a suppressed-count bound.
+        cutoff: Maps a score to the scale of ``bounds``: a node can beat score ``s`` only if its
+            bound is ``< cutoff(s)``. The identity for float scores; for vector scores, whose
+            bounds are ordinals, the number of distinct bound vectors below ``s``.
     """
     start, seen = greedy(heights, evaluate)
     if start.levels is None and monotone:
         # The top node merges everything; if it is not admissible, no node is.
-        return Outcome(levels=None, score=math.inf, checked=start.checked, optimal=True)
+        return Outcome(levels=None, score=None, checked=start.checked, optimal=True)
     nodes = lattice_nodes(heights)
     lower = bounds(nodes)
     best_score, best = start.score, start.levels
-    candidates = np.flatnonzero(lower < best_score)
+    cut = math.inf if best_score is None else cutoff(best_score)
+    candidates = np.flatnonzero(lower < cut)
     order = candidates[np.lexsort((-nodes[candidates].sum(axis=1), -lower[candidates]))]
     strides = np.cumprod((1, *heights[:0:-1]))[::-1].astype(np.int64)
     # Direct successors of each candidate; a missing one points at a sentinel slot (index N)
@@ -140,7 +155,7 @@ def optimal(
     for idx, lb, levels, succs in zip(
         order.tolist(), lower[order].tolist(), nodes[order].tolist(), succ.tolist(), strict=True
     ):
-        if lb >= best_score:
+        if not lb < cut:
             continue
         if monotone:
             least = floor[idx]
@@ -150,7 +165,12 @@ def optimal(
             floor[idx] = least
             if least > limit:
                 continue
-            if least and refine is not None and refine(levels, lb, least) >= best_score:
+            if (
+                least
+                and refine is not None
+                and best_score is not None
+                and not refine(levels, lb, least) < best_score
+            ):
                 continue
         key = tuple(levels)
         if key in seen:
@@ -160,18 +180,19 @@ def optimal(
             checked += 1
         if monotone:
             floor[idx] = suppressed
-        if score is not None and score < best_score:
+        if score is not None and (best_score is None or score < best_score):
             best_score, best = score, key
+            cut = cutoff(score)
     return Outcome(levels=best, score=best_score, checked=checked, optimal=True)
 
 
-def exhaustive(heights: tuple[int, ...], evaluate: Evaluate) -> Outcome:
+def exhaustive(heights: tuple[int, ...], evaluate: Evaluate[S]) -> Outcome[S]:
     """Evaluate every node (reference implementation for tests and tiny lattices)."""
     best: tuple[int, ...] | None = None
-    best_score = math.inf
+    best_score: S | None = None
     nodes = lattice_nodes(heights)
     for levels in nodes.tolist():
         _, score = evaluate(tuple(levels))
-        if score is not None and score < best_score:
+        if score is not None and (best_score is None or score < best_score):
             best_score, best = score, tuple(levels)
     return Outcome(levels=best, score=best_score, checked=len(nodes), optimal=True)

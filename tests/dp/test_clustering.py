@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost
-from dp.clustering import KMeans, _assign, sum_sensitivity
+from dp.clustering import COUNT_SENSITIVITY, KMeans, _assign, sum_sensitivity
 from dp.errors import ConfigError, InputError
 from dp.regression import FeatureDomain
 
@@ -29,18 +29,20 @@ def test_config_messages() -> None:
 
 
 def test_counts_and_sums_get_their_own_sensitivity() -> None:
-    # epsilon = 2, T = 4: each release gets 2 / 8 = 0.25. Counts: sensitivity 2 -> scale 8.
-    # Sums on [0, 10]^3 (centred half-width 5): 2 * 15 = 30 -> scale 120. Swapped budgets
-    # (diffprivlib) would not give these two scales.
+    # epsilon = 2, T = 4: each release gets 2 / 8 = 0.25. Add/remove neighbours: counts have
+    # sensitivity 1 -> scale 4; sums on [0, 10]^3 (centred, |x_j| <= 5): max ||x||_1 = 15 ->
+    # scale 60 (replace-one needed 2 and 30). Swapped budgets (diffprivlib) would not give these.
     rng = np.random.default_rng(0)
     model = KMeans(3, 2.0, bounds_X=(0.0, 10.0), n_iter=4).fit(
         rng.uniform(0, 10, (500, 3)), rng=rng
     )
     doc = json.loads(json.dumps(model.to_dict()))
     assert doc["epsilon_per_release"] == 0.25
-    assert doc["laplace_scale"] == {"counts": 8.0, "sums": 120.0}
+    assert doc["laplace_scale"] == {"counts": 4.0, "sums": 60.0}
+    assert doc["neighbours"] == "add/remove one record"
     assert model.privacy_cost == PrivacyCost(epsilon=2.0)
-    assert sum_sensitivity(FeatureDomain.box(0.0, 10.0, d=3).translated(np.full(3, 5.0))) == 30.0
+    assert sum_sensitivity(FeatureDomain.box(0.0, 10.0, d=3).translated(np.full(3, 5.0))) == 15.0
+    assert sum_sensitivity(FeatureDomain.ball(2.0, d=4)) == 4.0  # sqrt(d) R
 
 
 @st.composite
@@ -52,8 +54,8 @@ def _neighbours(draw: st.DrawFn):
     coord = st.one_of(st.sampled_from([-4.0, -2.0, 0.0, 1.0, 4.0]), st.floats(-5, 5))
     rows = st.lists(st.lists(coord, min_size=d, max_size=d), min_size=1, max_size=5)
     X = np.array(draw(rows))
-    X2 = X.copy()
-    X2[draw(st.integers(0, len(X) - 1))] = draw(st.lists(coord, min_size=d, max_size=d))
+    # D' removes one row of D (any row, often far outside the domain; D' may be empty).
+    X2 = np.delete(X, draw(st.integers(0, len(X) - 1)), axis=0)
     centres = np.array(
         draw(st.lists(st.lists(coord, min_size=d, max_size=d), min_size=k, max_size=k))
     )
@@ -67,13 +69,13 @@ def test_neighbours_move_counts_and_sums_within_sensitivity(case) -> None:
     shift = dom.midpoint()
     c1, s1 = _assign(dom.clip(X) - shift, centres - shift)
     c2, s2 = _assign(dom.clip(X2) - shift, centres - shift)
-    assert np.abs(c1 - c2).sum() <= 2.0
+    assert np.abs(c1 - c2).sum() == COUNT_SENSITIVITY  # exactly one count moves, by one
     assert np.abs(s1 - s2).sum() <= sum_sensitivity(dom.translated(shift)) + 1e-9
 
 
 def test_recovers_separated_clusters() -> None:
     # Three clusters of 10,000 rows, epsilon = 2, T = 5: noise on a centre is ~ scale / count
-    # = (2 * 2 / 0.2) / 10,000 = 0.002 per coordinate. Tolerance 0.1 allows for Lloyd's own
+    # = (2 / 0.2) / 10,000 = 0.001 per coordinate. Tolerance 0.1 allows for Lloyd's own
     # convergence from a random start; seeded (a bad start would fail it, rarely: seed fixed).
     rng = np.random.default_rng(3)
     truth = np.array([[-0.6, -0.6], [0.6, -0.6], [0.0, 0.6]])

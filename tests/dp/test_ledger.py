@@ -6,7 +6,7 @@ import pytest
 
 from dp.budget import PrivacyCost
 from dp.errors import BudgetExceededError, LedgerError
-from dp.ledger import GENESIS, Ledger, ReleaseRecord
+from dp.ledger import GENESIS, DatasetSpending, Ledger, ReleaseRecord
 
 BUDGET = PrivacyCost(epsilon=1.0, delta=1e-5)
 
@@ -19,6 +19,11 @@ def _reserve(led: Ledger, run_id: str, eps: float, dataset: str = "d") -> Privac
         budget=BUDGET,
         config_hash="c",
     )
+
+
+def _spending(led: Ledger) -> DatasetSpending:
+    (only,) = led.spending("d")
+    return only
 
 
 def _rows(path: Path) -> int:
@@ -40,7 +45,7 @@ def test_reserve_commit_and_spending(tmp_path: Path) -> None:
     )
     led.record_releases(run_id="r1", releases=[rel])
     led.commit(run_id="r1", output_hash="h")
-    s = led.spending()["d"]
+    s = _spending(led)
     assert (s.spent.epsilon, s.runs, s.pending_runs) == (pytest.approx(0.4), 1, 0)
     assert s.budget == BUDGET
     assert led.verify().ok
@@ -51,7 +56,10 @@ def test_over_budget_is_refused_with_clear_message_and_no_write(tmp_path: Path) 
     led = Ledger(path)
     _reserve(led, "r1", 0.7)
     before = _rows(path)
-    msg = r"budget epsilon=1 delta=1e-05, spent epsilon=0.7 delta=0, requested epsilon=0.5"
+    msg = (
+        r"dataset 'd': budget epsilon=1 delta=1e-05, spent epsilon=0.7 delta=0, "
+        r"requested epsilon=0.5"
+    )
     with pytest.raises(BudgetExceededError, match=msg):
         _reserve(led, "r2", 0.5)
     assert _rows(path) == before
@@ -62,7 +70,7 @@ def test_over_budget_is_refused_with_clear_message_and_no_write(tmp_path: Path) 
 def test_pending_reservation_counts_until_aborted(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "l.sqlite")
     _reserve(led, "crashed", 0.8)  # never committed: a crash must not under-count
-    assert led.spending()["d"].pending_runs == 1
+    assert _spending(led).pending_runs == 1
     with pytest.raises(BudgetExceededError):
         _reserve(led, "next", 0.5)
     led.abort(run_id="crashed")
@@ -189,6 +197,43 @@ def test_concurrent_processes_never_overspend(tmp_path: Path) -> None:
     results = [out.get(timeout=5) for _ in range(n)]
     assert results.count("granted") == 3  # floor(1.0 / 0.3)
     assert results.count("refused") == n - 3
-    spent = Ledger(path).spending()["d"].spent.epsilon
+    spent = _spending(Ledger(path)).spent.epsilon
     assert spent <= BUDGET.epsilon + 1e-12
     assert Ledger(path).verify().ok
+
+
+def test_budget_periods_are_separate_allowances(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    cost = PrivacyCost(epsilon=0.8)
+    led.reserve(dataset="d", run_id="a", cost=cost, budget=BUDGET, config_hash="c", period="2025")
+    with pytest.raises(BudgetExceededError, match="in period 2025: budget epsilon=1"):
+        led.reserve(
+            dataset="d", run_id="b", cost=cost, budget=BUDGET, config_hash="c", period="2025"
+        )
+    led.reserve(dataset="d", run_id="c", cost=cost, budget=BUDGET, config_hash="c", period="2026")
+    periods = [(s.period, s.spent.epsilon) for s in led.spending("d")]
+    assert periods == [("2025", pytest.approx(0.8)), ("2026", pytest.approx(0.8))]
+    assert led.remaining(dataset="d", budget=BUDGET, period="2027").epsilon == 1.0
+
+
+def test_reservation_and_pending(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.reserve(
+        dataset="d",
+        run_id="a",
+        cost=PrivacyCost(epsilon=0.1),
+        budget=BUDGET,
+        config_hash="c",
+        location="/out/d",
+    )
+    _reserve(led, "b", 0.1)
+    led.abort(run_id="b")
+    res = led.reservation("a")
+    assert (res.state, res.location, res.recorded, res.period) == (
+        "pending",
+        "/out/d",
+        False,
+        "all",
+    )
+    assert [r.run_id for r in led.pending()] == ["a"]
+    assert led.reservation("b").state == "aborted"

@@ -51,7 +51,7 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     book = Ledger(ledger)
     head = (manifest["ledger_head"]["seq"], manifest["ledger_head"]["hash"])
     assert book.verify(expected_head=head).ok
-    spent = book.spending()["census_demo"]
+    (spent,) = book.spending("census_demo")
     assert spent.spent.epsilon == pytest.approx(total.epsilon)
     assert (spent.runs, spent.pending_runs) == (1, 0)
     kanon = next(r for r in manifest["releases"] if r["kind"] == "k-anonymity")
@@ -72,7 +72,7 @@ def test_failure_before_publication_releases_the_hold(tmp_path: Path, config_fac
     with pytest.raises(InputError, match="'hours' contains missing, NaN or inf"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
-    spending = Ledger(ledger).spending()["census_demo"]
+    (spending,) = Ledger(ledger).spending("census_demo")
     assert (spending.spent.epsilon, spending.runs, spending.pending_runs) == (0.0, 0, 0)
 
 

@@ -8,13 +8,14 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dp.anonymity import Hierarchy
 
-Table = dict[tuple[int, ...], dict[int, dict[str, float]]]
+Table = dict[tuple[int, ...], dict[int, dict[str, Any]]]
 
 
 def small_table(n: int = 300, seed: int = 7) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:
@@ -76,7 +77,7 @@ def node_scores(
     levels: tuple[int, ...],
     ks: list[int],
     l_div: tuple[str, int] | None,
-) -> dict[int, dict[str, float]]:
+) -> dict[int, dict[str, Any]]:
     """Suppressed count and every metric of one node, from the definitions."""
     n = len(df)
     g = pd.DataFrame({c: cache[(c, lv)][0] for c, lv in zip(cols, levels, strict=True)})
@@ -93,11 +94,16 @@ def node_scores(
         s = int(bad.sum())
         per = []
         ent = 0.0
+        ent_all = 0.0
         for c, lv in zip(cols, levels, strict=True):
             _, loss, cost, top = cache[(c, lv)]
             per.append(np.where(bad, 1.0, loss).mean())
             ent += np.where(bad, top, cost).sum()
+            ent_all += cost.sum()
         out[k] = {
+            # ARX's RANK aggregate: per-QI losses rounded to 10 decimals, sorted descending.
+            "loss_rank": tuple(sorted((round(float(x), 10) for x in per), reverse=True)),
+            "entropy_monotone": ent_all,
             "suppressed": s,
             "loss": math.prod(1 + x for x in per) ** (1 / len(per)) - 1,
             "dm": float(size[~bad].sum() + n * s),
@@ -122,7 +128,7 @@ def run_oracle(
     }
 
 
-def best_of(table: Table, k: int, limit: int, metric: str) -> float:
+def best_of(table: Table, k: int, limit: int, metric: str) -> Any:
     """Optimum score over admissible nodes of an oracle table (inf if none)."""
     scores = [v[k][metric] for v in table.values() if v[k]["suppressed"] <= limit]
     return min(scores, default=math.inf)
