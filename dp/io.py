@@ -21,7 +21,7 @@ import pyarrow.dataset as pads
 from dp.errors import InputError, InvariantError
 from dp.schema import ColumnSpec, TableSchema
 
-__all__ = ["ReadResult", "read_table"]
+__all__ = ["ReadResult", "check_source", "read_table"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +84,37 @@ def _text(spec: ColumnSpec, values: pd.Series, path: Path) -> pd.Series:
     return text
 
 
+def _checked_dataset(path: Path, specs: Sequence[ColumnSpec]) -> pads.Dataset:
+    ds = _open(path)
+    missing = [s.name for s in specs if s.name not in ds.schema.names]
+    if missing:
+        raise InputError(f"{path}: missing declared column(s) {missing}")
+    for s in specs:
+        _check_type(s, ds.schema.field(s.name).type, path)
+    return ds
+
+
+def check_source(
+    path: str | Path, schema: TableSchema, *, columns: Sequence[str] | None = None
+) -> None:
+    """Cheap pre-flight check from Parquet metadata only: the file or folder exists, is Parquet,
+    has the declared columns with compatible types, and is not empty. Reads no values.
+
+    Raises:
+        InputError: as :func:`read_table` would for these problems.
+    """
+    p = Path(path)
+    wanted = list(columns) if columns is not None else list(schema.names)
+    ds = _checked_dataset(p, [schema[name] for name in wanted])
+    try:
+        rows = ds.count_rows()
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"cannot read {p} as Parquet: {reason}") from None
+    if rows == 0:
+        raise InputError(f"{p}: the table is empty")
+
+
 def read_table(
     path: str | Path, schema: TableSchema, *, columns: Sequence[str] | None = None
 ) -> ReadResult:
@@ -96,12 +127,7 @@ def read_table(
     p = Path(path)
     wanted = list(columns) if columns is not None else list(schema.names)
     specs = [schema[name] for name in wanted]
-    ds = _open(p)
-    missing = [s.name for s in specs if s.name not in ds.schema.names]
-    if missing:
-        raise InputError(f"{p}: missing declared column(s) {missing}")
-    for s in specs:
-        _check_type(s, ds.schema.field(s.name).type, p)
+    ds = _checked_dataset(p, specs)
     try:
         table = ds.to_table(columns=wanted)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:

@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import typer
 
 STATE = Path(".state")
+# Seconds to wait for another process holding the ledger's write lock.
+LEDGER_TIMEOUT = float(os.environ.get("DPPUB_LEDGER_TIMEOUT", "30"))
 DEFAULT_LEDGER = STATE / "ledger.sqlite"
 DEFAULT_OUT = STATE / "published"
 
@@ -100,13 +102,16 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
 
 
 def _open(config: Path, ledger: Path, out: Path) -> Any:
+    from dp.io import check_source
     from dp.ledger import Ledger
     from dp.runs import open_run
     from flows.config import load_config, plan_releases
 
     cfg = load_config(config)
     _, total = plan_releases(cfg)
-    book = Ledger(ledger)
+    # Structural input problems fail here, before anything is reserved or Prefect starts.
+    check_source(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns)
+    book = Ledger(ledger, timeout=LEDGER_TIMEOUT)
     staging, _ = open_run(
         book,
         out,

@@ -195,6 +195,16 @@ class PipelineConfig(_Model):
     def budget(self) -> PrivacyCost:
         return PrivacyCost(epsilon=self.dataset.budget.epsilon, delta=self.dataset.budget.delta)
 
+    @property
+    def used_columns(self) -> list[str]:
+        """The declared columns some stage reads, in first-use order (the only ones read)."""
+        used: list[str] = []
+        if self.anonymize is not None:
+            used += [*self.anonymize.quasi_identifiers, *self.anonymize.include]
+        used += [a.column for w in self.workloads for a in w.attributes]
+        used += [c for r in self.regressions for c in (*r.features, r.target)]
+        return list(dict.fromkeys(used))
+
     def period(self) -> str:
         """The budget period a run starting now is charged to."""
         return period_label(self.dataset.budget.per)

@@ -44,18 +44,9 @@ from tasks.workload import answer_workload
 __all__ = ["publish"]
 
 
-def _columns(cfg: PipelineConfig) -> list[str]:
-    used: list[str] = []
-    if cfg.anonymize is not None:
-        used += [*cfg.anonymize.quasi_identifiers, *cfg.anonymize.include]
-    used += [a.column for w in cfg.workloads for a in w.attributes]
-    used += [c for r in cfg.regressions for c in (*r.features, r.target)]
-    return list(dict.fromkeys(used))
-
-
 def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
     """Compute every release into the staging folder; returns their summaries."""
-    frame = read_private_table(cfg.resolve(cfg.dataset.path), cfg.schema, _columns(cfg))
+    frame = read_private_table(cfg.resolve(cfg.dataset.path), cfg.schema, cfg.used_columns)
     summaries: list[dict[str, Any]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize

@@ -1,0 +1,211 @@
+"""Hostile and bad input through the real CLI: one clear line, non-zero exit, nothing published,
+no budget spent.
+
+The CLI runs in-process (typer's CliRunner) against one temporary Prefect server for the module,
+so each case costs a second or two instead of a Prefect start-up.
+"""
+
+import logging
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from prefect.testing.utilities import prefect_test_harness
+from typer.testing import CliRunner
+
+from dp.ledger import Ledger
+from flows import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness() -> Iterator[None]:
+    # CliRunner swaps and closes sys.stdout/stderr per invocation while Prefect's console
+    # handler keeps the old stream: let logging drop those writes instead of printing a
+    # "Logging error" traceback that is an artefact of running the CLI in-process.
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
+    with prefect_test_harness(server_startup_timeout=120):
+        cli._prefect_env()
+        yield
+    logging.raiseExceptions = raise_exceptions
+
+
+class Case:
+    def __init__(self, tmp: Path, frame: pd.DataFrame) -> None:
+        self.tmp, self.frame = tmp, frame.copy()
+        self.raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+        self.raw.pop("schedule")
+        self.ledger, self.out = tmp / "ledger.sqlite", tmp / "out"
+
+    def run(self, *, data: Path | None = None) -> Any:
+        if data is None:
+            data = self.tmp / "data.parquet"
+            self.frame.to_parquet(data, index=False)
+        self.raw["dataset"]["path"] = str(data)
+        config = self.tmp / "config.yaml"
+        config.write_text(yaml.safe_dump(self.raw))
+        args = ["run", str(config), "--ledger", str(self.ledger), "--out", str(self.out)]
+        return CliRunner().invoke(cli.app, args)
+
+    def published(self) -> list[str]:
+        d = self.out / "census_demo"
+        return [p.name for p in d.iterdir() if not p.name.startswith(".")] if d.exists() else []
+
+    def spent(self) -> float:
+        if not self.ledger.exists():
+            return 0.0
+        return sum(s.spent.epsilon for s in Ledger(self.ledger).spending())
+
+
+def _refused(case: Case, result: Any, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("dppub: error:")]
+    assert len(errors) == 1, result.stderr
+    assert message in errors[0]
+    assert "Traceback" not in result.stderr
+    assert case.published() == []
+    assert case.spent() == 0.0
+
+
+BAD_DATA = {
+    "missing column": (lambda f: f.drop(columns="hours"), "missing declared column(s) ['hours']"),
+    "renamed column": (lambda f: f.rename(columns={"age": "Age"}), "missing declared column(s)"),
+    "wrong type": (lambda f: f.assign(age=f["age"].astype(str)), "'age' should be int"),
+    "NaN": (lambda f: f.assign(hours=f["hours"].where(f.index != 3)), "'hours' contains missing"),
+    "inf": (
+        lambda f: f.assign(income=f["income"].replace(f["income"].iloc[0], np.inf)),
+        "'income' contains missing, NaN or inf",
+    ),
+    "empty table": (lambda f: f.iloc[:0], "the table is empty"),
+    "undeclared category": (
+        lambda f: f.assign(sex=f["sex"].where(f.index != 5, "Unknown")),
+        "'sex' has values outside its declared categories",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_DATA))
+def test_bad_data(tmp_path: Path, census_frame: pd.DataFrame, name: str) -> None:
+    mutate, message = BAD_DATA[name]
+    case = Case(tmp_path, mutate(census_frame))
+    _refused(case, case.run(), message)
+
+
+def test_malformed_and_foreign_files(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    case = Case(tmp_path, census_frame)
+    good = tmp_path / "good.parquet"
+    census_frame.to_parquet(good, index=False)
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    _refused(case, case.run(data=truncated), "cannot read")
+    csv = tmp_path / "table.csv"
+    census_frame.to_csv(csv, index=False)
+    _refused(case, case.run(data=csv), "cannot read")
+    _refused(case, case.run(data=tmp_path / "absent.parquet"), "dataset not found")
+
+
+def test_a_million_distinct_categories(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    n = 1_000_000
+    frame = census_frame.sample(n, replace=True, random_state=1).reset_index(drop=True)
+    frame["race"] = [f"r{i}" for i in range(n)]
+    case = Case(tmp_path, frame)
+    case.raw["workloads"].append(
+        {"name": "race_counts", "epsilon": 0.1, "attributes": [{"column": "race"}]}
+    )
+    _refused(case, case.run(), "'race' has values outside its declared categories")
+
+
+def test_hierarchy_missing_a_value(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    case = Case(tmp_path, census_frame)
+    del case.raw["hierarchies"]["education"]["levels"]["Doctorate"]
+    _refused(case, case.run(), "are not leaves of its hierarchy")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("dataset", "budget", "epsilon"), 0, "epsilon must be finite and > 0, got 0.0"),
+        (("dataset", "budget", "epsilon"), -1, "epsilon must be finite and > 0, got -1.0"),
+        (("dataset", "budget", "delta"), float("nan"), "delta must be in [0, 1), got nan"),
+        (("dataset", "budget", "delta"), -0.5, "delta must be in [0, 1), got -0.5"),
+        (("workloads", 0, "epsilon"), float("inf"), "epsilon must be finite and > 0, got inf"),
+        (("workloads", 0, "epsilon"), float("nan"), "epsilon must be finite and > 0, got nan"),
+        (("regressions", 0, "delta"), 1.0, "delta must be in [0, 1), got 1.0"),
+        (("workloads", 0, "workload"), "every_query", "workloads.0.workload: Input should be"),
+    ],
+)
+def test_bad_config_values(
+    tmp_path: Path, census_frame: pd.DataFrame, path: tuple[Any, ...], value: Any, message: str
+) -> None:
+    case = Case(tmp_path, census_frame)
+    node = case.raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    _refused(case, case.run(), message)
+    assert not case.ledger.exists()
+
+
+def test_yaml_error_names_its_line(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("dataset:\n  name: x\n  budget: [1\n")
+    result = CliRunner().invoke(cli.app, ["run", str(config), "--ledger", str(tmp_path / "l")])
+    assert result.exit_code == 2
+    assert "line 4, column 1: YAML error" in result.stderr
+
+
+def test_corrupted_ledger_is_never_recreated(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    case = Case(tmp_path, census_frame)
+    case.ledger.write_bytes(b"\x00garbage" * 512)
+    result = case.run()
+    assert result.exit_code == 2
+    assert "dppub: error:" in result.stderr
+    assert "is not a dppub ledger" in result.stderr
+    assert case.published() == []
+    assert case.ledger.read_bytes() == b"\x00garbage" * 512  # left exactly as found
+
+
+def test_locked_ledger(
+    tmp_path: Path, census_frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = Case(tmp_path, census_frame)
+    Ledger(case.ledger)
+    monkeypatch.setattr(cli, "LEDGER_TIMEOUT", 0.5)
+    holder = sqlite3.connect(case.ledger, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process is mid-write and never finishes
+    try:
+        _refused(case, case.run(), "database is locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_read_only_ledger(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    case = Case(tmp_path, census_frame)
+    Ledger(case.ledger)
+    # chmod does not stop root; the immutable attribute does.
+    subprocess.run(["chattr", "+i", str(case.ledger)], check=True)
+    try:
+        _refused(case, case.run(), "readonly database")
+    finally:
+        subprocess.run(["chattr", "-i", str(case.ledger)], check=True)
+
+
+def test_extra_columns_empty_groups_and_clamping_still_publish(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
+    frame = census_frame.assign(extra=1, sex="Male")  # an undeclared column; no Female rows
+    frame.loc[:10, "income"] = 9e9  # outside the declared bounds: clamped, never reported
+    case = Case(tmp_path, frame)
+    result = case.run()
+    assert result.exit_code == 0, result.output
+    (run,) = case.published()
+    report = (case.out / "census_demo" / run / "report.md").read_text()
+    assert "clamp" not in report.lower()
