@@ -68,6 +68,7 @@ _FIELDS = (
     "output_hash",
     "prev_hash",
 )
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
@@ -154,9 +155,14 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _row_hash(row: dict[str, object]) -> str:
-    payload = json.dumps([row[f] for f in _FIELDS], separators=(",", ":"), allow_nan=False)
+def _hash_values(values: Sequence[object]) -> str:
+    """SHA-256 of the canonical JSON of a row's fields, in ``_FIELDS`` order."""
+    payload = _ENCODER.encode(values)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _row_hash(row: dict[str, object]) -> str:
+    return _hash_values([row[f] for f in _FIELDS])
 
 
 def _partition_text(partition: tuple[str, str] | None) -> str | None:
@@ -190,8 +196,9 @@ class Ledger:
                 fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
-            if fmt is None or fmt[0] != _FORMAT:
-                raise LedgerError(f"{self.path} is not a dppub ledger (format {fmt!r})")
+            found = None if fmt is None else fmt[0]
+            if found != _FORMAT:
+                raise LedgerError(f"{self.path} is not a dppub ledger (format {found!r})")
 
     @contextmanager
     def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
@@ -429,18 +436,20 @@ class Ledger:
         problems: list[str] = []
         prev, n = GENESIS, 0
         seen: dict[int, str] = {}
+        cols = ", ".join((*_FIELDS, "hash"))
         with self._connect() as con:
-            for row in con.execute("SELECT * FROM entries ORDER BY seq"):
+            con.row_factory = None  # plain tuples in _FIELDS order: ~3x faster than Row
+            for row in con.execute(f"SELECT {cols} FROM entries ORDER BY seq"):
                 n += 1
-                values = {f: row[f] for f in _FIELDS}
-                if row["seq"] != n:
-                    problems.append(f"row {n}: sequence gap (found seq {row['seq']})")
-                if row["prev_hash"] != prev:
-                    problems.append(f"row {row['seq']}: does not chain to the previous row")
-                if _row_hash(values) != row["hash"]:
-                    problems.append(f"row {row['seq']}: contents do not match its hash")
-                prev = row["hash"]
-                seen[int(row["seq"])] = str(row["hash"])
+                seq, prev_hash, digest = row[0], row[-2], row[-1]
+                if seq != n:
+                    problems.append(f"row {n}: sequence gap (found seq {seq})")
+                if prev_hash != prev:
+                    problems.append(f"row {seq}: does not chain to the previous row")
+                if _hash_values(row[:-1]) != digest:
+                    problems.append(f"row {seq}: contents do not match its hash")
+                prev = digest
+                seen[int(seq)] = str(digest)
         if expected_head is not None and expected_head[0] > 0:
             seq, digest = expected_head
             if seen.get(seq) != digest:
@@ -488,6 +497,30 @@ class Ledger:
         """What ``budget`` leaves after all the ledger holds for ``dataset`` in ``period``."""
         with self._connect() as con:
             return budget - self._spent(con, dataset, period)
+
+    def history(self, dataset: str | None = None) -> list[dict[str, object]]:
+        """Every run's reservation and every release row, oldest first, for audits.
+
+        Each item has ``ts``, ``event`` (``reserve`` or ``release``), ``dataset``, ``period``,
+        ``run_id``, ``release``, ``kind``, ``mechanism``, ``epsilon``, ``delta``, ``is_dp`` and
+        ``state`` (the run's state: ``committed``, ``aborted`` or ``pending``).
+        """
+        with self._connect() as con:
+            rows = con.execute(
+                """SELECT e.ts, e.event, e.dataset, r.period, e.run_id, e.release, e.kind,
+                          e.mechanism, e.epsilon, e.delta, e.is_dp,
+                          CASE WHEN c.run_id IS NOT NULL THEN 'committed'
+                               WHEN a.run_id IS NOT NULL THEN 'aborted'
+                               ELSE 'pending' END AS state
+                   FROM entries e
+                   JOIN entries r ON r.run_id = e.run_id AND r.event = 'reserve'
+                   LEFT JOIN entries c ON c.run_id = e.run_id AND c.event = 'commit'
+                   LEFT JOIN entries a ON a.run_id = e.run_id AND a.event = 'abort'
+                   WHERE e.event IN ('reserve', 'release') AND (? IS NULL OR e.dataset = ?)
+                   ORDER BY e.seq""",
+                (dataset, dataset),
+            ).fetchall()
+        return [dict(r) for r in rows]
 
     def reservation(self, run_id: str) -> Reservation:
         """The reservation of ``run_id`` and the run's state."""

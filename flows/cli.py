@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -213,9 +214,19 @@ def audit(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
     as_json: JsonOpt = False,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")
+    ] = None,
 ) -> None:
     """Verify the ledger's hash chain and report spending per dataset."""
     payload = _guard(_audit_payload, ledger, dataset)
+    if html_file is not None:
+        from dp.ledger import Ledger
+        from flows.audit_html import render_audit_html
+
+        history = _guard(lambda: Ledger(ledger, create=False).history(dataset))
+        html_file.write_text(render_audit_html(payload, history), encoding="utf-8")
+        typer.echo(f"wrote {html_file}", err=True)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
     else:
@@ -243,13 +254,67 @@ def audit(
         raise typer.Exit(1)
 
 
+def _local_server(state: Path) -> Any:
+    """Start a Prefect server on loopback for ``serve`` and point this process at it.
+
+    Prefect's temporary (ephemeral) server does not run the scheduler service, so scheduled
+    runs need a real server; this one lives only as long as ``dppub serve``.
+    """
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    state.mkdir(parents=True, exist_ok=True)
+    log = (state / "prefect-server.log").open("ab")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + float(
+        os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    )
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            _fail(f"the local Prefect server did not start; see {state / 'prefect-server.log'}", 2)
+        time.sleep(0.5)
+    os.environ["PREFECT_API_URL"] = url
+    typer.echo(f"Prefect server for the schedules: {url.removesuffix('/api')}", err=True)
+    return server
+
+
 @app.command()
 def serve(
     configs: list[Path],
     ledger: LedgerOpt = DEFAULT_LEDGER,
     out: Annotated[Path, typer.Option("--out", help="Publication folder.")] = DEFAULT_OUT,
 ) -> None:
-    """Serve the publishing flow on each config's schedule (runs until interrupted)."""
+    """Serve the publishing flow on each config's schedule (runs until interrupted).
+
+    Uses the Prefect server at PREFECT_API_URL if set; otherwise starts one on loopback.
+    """
     from flows.config import load_config
 
     cfgs = [(c, _guard(load_config, c)) for c in configs]
@@ -257,30 +322,38 @@ def serve(
     if missing:
         _fail(f"no schedule in {', '.join(missing)}", 2)
     _prefect_env()
-    from prefect import serve as prefect_serve
+    server = None if os.environ.get("PREFECT_API_URL") else _local_server(STATE)
+    try:
+        from prefect import serve as prefect_serve
+        from prefect.schedules import Cron, Interval
 
-    from flows.logs import quiet_expected_errors
-    from flows.publish import publish
+        from flows.logs import quiet_expected_errors
+        from flows.publish import publish
 
-    quiet_expected_errors()
-    deployments = []
-    for path, cfg in cfgs:
-        sched = cfg.schedule
-        if sched is None:  # narrowed above; keeps the type checker informed
-            continue
-        params = {
-            "config_path": str(path.resolve()),
-            "ledger_path": str(ledger.resolve()),
-            "out_dir": str(out.resolve()),
-        }
-        if sched.cron is not None:
-            dep = publish.to_deployment(name=cfg.dataset.name, parameters=params, cron=sched.cron)
-        else:
-            dep = publish.to_deployment(
-                name=cfg.dataset.name, parameters=params, interval=sched.interval_seconds
+        quiet_expected_errors()
+        deployments = []
+        for path, cfg in cfgs:
+            sched = cfg.schedule
+            if sched is None:  # narrowed above; keeps the type checker informed
+                continue
+            params = {
+                "config_path": str(path.resolve()),
+                "ledger_path": str(ledger.resolve()),
+                "out_dir": str(out.resolve()),
+            }
+            schedule = (
+                Cron(sched.cron, timezone=sched.timezone)
+                if sched.cron is not None
+                else Interval(sched.interval_seconds or 0, timezone=sched.timezone)
             )
-        deployments.append(dep)
-    prefect_serve(*deployments)
+            deployments.append(
+                publish.to_deployment(name=cfg.dataset.name, parameters=params, schedule=schedule)
+            )
+        prefect_serve(*deployments)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def main() -> None:

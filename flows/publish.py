@@ -28,6 +28,7 @@ from dp.publication import Staging, sha256_files
 from dp.runs import confirm_reservation
 from flows.config import PipelineConfig, load_config, plan_releases
 from flows.faults import fault_point
+from flows.logs import quiet_expected_errors
 from flows.report import budget_table, render_report
 from flows.stages import (
     anonymity_hierarchies,
@@ -103,6 +104,7 @@ def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None
     With ``run_id`` the caller (``dppub run``) has already locked the run and reserved its cost
     (:func:`dp.runs.open_run`); the flow checks that reservation matches this plan.
     """
+    quiet_expected_errors()  # also in the subprocesses `serve` runs flows in
     logger = get_run_logger()
     cfg = load_config(config_path)
     plan, total = plan_releases(cfg)
