@@ -70,11 +70,23 @@ def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
     if ledger.exists():
         book = Ledger(ledger, create=False)
         remaining = book.remaining(dataset=cfg.dataset.name, budget=cfg.budget, period=cfg.period())
+    from flows.stages import expected_errors
+
+    workloads = {w.name: w for w in cfg.workloads}
+    releases = []
+    for p in plan:
+        entry: dict[str, Any] = {
+            "name": p.name,
+            "kind": p.kind,
+            "epsilon": p.epsilon,
+            "delta": p.delta,
+        }
+        if p.name in workloads:
+            entry.update(expected_errors(cfg, workloads[p.name]))
+        releases.append(entry)
     return {
         "dataset": cfg.dataset.name,
-        "releases": [
-            {"name": p.name, "kind": p.kind, "epsilon": p.epsilon, "delta": p.delta} for p in plan
-        ],
+        "releases": releases,
         "total_epsilon": total.epsilon,
         "total_delta": total.delta,
         "budget_epsilon": cfg.budget.epsilon,
@@ -92,9 +104,13 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
         return
     typer.echo(f"dataset {payload['dataset']}")
     for r in payload["releases"]:
-        typer.echo(
-            f"  {r['name']:<28} {r['kind']:<12} epsilon={r['epsilon']:g} delta={r['delta']:g}"
-        )
+        line = f"  {r['name']:<22} {r['kind']:<12} epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
+        if "expected_rmse" in r:
+            line += (
+                f"  {r['queries']} queries, {r['strategy']}: expected RMSE "
+                f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
+            )
+        typer.echo(line)
     typer.echo(
         f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "
         f"remaining before this run: epsilon={payload['remaining_epsilon']:g} "

@@ -21,6 +21,7 @@ from flows.config import HierarchyModel, PipelineConfig, RegressionModel, Worklo
 __all__ = [
     "anonymity_hierarchies",
     "declared_hierarchy",
+    "expected_errors",
     "regression_bounds",
     "workload_axes",
     "workload_operator",
@@ -126,3 +127,17 @@ def regression_bounds(
         highs.append(hi)
     y_bounds = schema[r.target].bounds or (0.0, 0.0)
     return (lows, highs), y_bounds
+
+
+def expected_errors(cfg: PipelineConfig, w: WorkloadModel) -> dict[str, Any]:
+    """Data-independent accuracy of a workload release: the strategy it would use, the expected
+    per-query RMSE of least-squares answers, and the SVD lower bound for any strategy."""
+    W, A = workload_operator(w, workload_axes(cfg, w))
+    strategy = matrix.select_strategy(W) if A is None else A
+    return {
+        "queries": int(W.shape[0]),
+        "cells": int(W.shape[1]),
+        "strategy": strategy.name,
+        "expected_rmse": matrix.expected_rmse(W, strategy, w.epsilon),
+        "svd_bound_rmse": matrix.svd_bound_rmse(W, w.epsilon),
+    }

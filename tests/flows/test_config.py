@@ -84,3 +84,16 @@ def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
     b = load_config(_write(tmp_path, raw))
     assert a.config_hash != b.config_hash
     assert load_config(DEMO).config_hash != ""
+
+
+def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None:
+    from flows.cli import _plan_payload
+
+    payload = _plan_payload(DEMO, tmp_path / "no-ledger.sqlite")
+    assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
+    workloads = [r for r in payload["releases"] if r["kind"] == "workload"]
+    assert [w["name"] for w in workloads] == ["age_cdf", "income_ranges", "age_band_by_sex"]
+    for w in workloads:
+        assert w["svd_bound_rmse"] <= w["expected_rmse"] * (1 + 1e-9)
+    assert workloads[0]["queries"] == 74
+    assert payload["remaining_epsilon"] == payload["budget_epsilon"]
