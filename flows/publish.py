@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dp.budget import PrivacyCost
 from dp.ledger import Ledger
@@ -29,7 +29,7 @@ from dp.runs import confirm_reservation
 from flows.config import PipelineConfig, load_config, plan_releases
 from flows.faults import fault_point
 from flows.logs import quiet_expected_errors
-from flows.report import budget_table, render_report
+from flows.report import budget_rows, budget_table, render_report
 from flows.stages import (
     anonymity_hierarchies,
     regression_bounds,
@@ -162,8 +162,14 @@ def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None
     finally:
         if owned:
             staging.unlock()
+    key = f"dppub-budget-{dataset.lower().replace('_', '-')}"
+    create_table_artifact(
+        key=f"{key}-table",
+        table=budget_rows(summaries),
+        description=f"Releases and privacy costs of run {run_id}",
+    )
     create_markdown_artifact(
-        key=f"dppub-budget-{dataset.lower().replace('_', '-')}",
+        key=key,
         markdown=f"# dppub run `{run_id}` on `{dataset}`\n\n{table}\n\n"
         f"Ledger head: seq {head[0]}, `{head[1]}`\n",
         description=f"Privacy budget of run {run_id}",

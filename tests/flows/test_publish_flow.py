@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from prefect.client.orchestration import get_client
 from prefect.testing.utilities import prefect_test_harness
 
 from dp import matrix
@@ -58,6 +59,14 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert kanon["is_dp"] is False
     answers = pd.read_parquet(run_dir / "age_cdf" / "answers.parquet")
     assert len(answers) == 90 - 17 + 1  # one prefix query per declared year
+
+    with get_client(sync_client=True) as client:
+        artifacts = {a.key: a for a in client.read_artifacts()}
+    table = artifacts["dppub-budget-census-demo-table"]
+    assert table.type == "table"
+    assert "income_model" in str(table.data)
+    markdown = artifacts["dppub-budget-census-demo"]
+    assert manifest["ledger_head"]["hash"] in str(markdown.data)
 
 
 def test_failure_before_publication_releases_the_hold(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
