@@ -1,14 +1,25 @@
-"""Differentially private regression: functional mechanism, AdaSSP (SPEC §3.4)."""
+"""Differentially private regression: functional mechanism, AdaSSP, objective perturbation,
+trace regression (SPEC §3.4). Neighbours add or remove one record throughout."""
 
 from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.linear import LinearRegression
-from dp.regression.sensitivity import BlockSensitivity, l1_sensitivity, l2_sensitivity
+from dp.regression.logistic import LogisticRegression
+from dp.regression.sensitivity import (
+    NEIGHBOURS,
+    BlockSensitivity,
+    l1_sensitivity,
+    l2_sensitivity,
+)
+from dp.regression.trace import TraceRegression
 
 __all__ = [
+    "NEIGHBOURS",
     "BlockSensitivity",
     "FeatureDomain",
     "LinearRegression",
+    "LogisticRegression",
     "TargetDomain",
+    "TraceRegression",
     "l1_sensitivity",
     "l2_sensitivity",
 ]

@@ -4,12 +4,17 @@ Wang, "Revisiting differentially private linear regression: optimal and adaptive
 estimation in unbounded domain", UAI 2018, Algorithm 2. Three Gaussian releases, each
 ``(epsilon/3, delta/3)``-DP, so ``(epsilon, delta)`` in total by sequential composition:
 
-1. ``lambda_min(G)`` of the gram matrix. Replacing a row changes ``G`` by ``z z^T - z' z'^T``,
-   whose eigenvalues lie in ``[-||z'||^2, ||z||^2]``, so by Weyl's inequality ``lambda_min`` moves
-   by at most ``R_z^2`` (``R_z^2 = R^2 + 1`` with the constant column). The released value is
-   shifted down by ``sigma * z_{0.95}`` so that it underestimates the truth with probability 0.95.
-2. The gram block (upper triangle and ``sum x``), L2 sensitivity from
-   :func:`dp.regression.sensitivity.l2_sensitivity`.
+1. ``lambda_min(G)`` of the gram matrix. Adding or removing a row changes ``G`` by ``+-z z^T``,
+   whose eigenvalues lie in ``[0, ||z||^2]`` (or its negative), so by Weyl's inequality
+   ``lambda_min`` moves by at most ``R_z^2`` (``R_z^2 = R^2 + 1`` with the constant column). The
+   released value is shifted down by ``sigma * z_{0.95}`` so that it underestimates the truth with
+   probability 0.95.
+2. The gram block: upper triangle of ``sum x x^T``, ``sum x`` and, with an intercept, the row
+   count ``n`` (private under add/remove neighbours). The count enters as ``c n`` with
+   ``c = 1/2``: L2 sensitivities add in squares, so the block costs
+   ``sqrt(q^2 + f^2 + c^2)`` (``q``, ``f`` from :func:`dp.regression.sensitivity.l2_sensitivity`),
+   i.e. 1.50 instead of 1.41 on the unit ball, and ``n`` gets noise ``sigma / c``, still a
+   negligible relative error; ``c = 1`` would cost 1.73. Only the noisy count is used.
 3. The moment block ``sum y z``, likewise.
 
 The ridge ``lambda = max(0, tau - lambda_min_noisy)`` with ``tau`` a high-probability bound on the
@@ -38,6 +43,7 @@ __all__ = ["AdaSSPRelease", "adassp_fit"]
 
 FloatArray = npt.NDArray[np.float64]
 _RHO = 0.05  # failure probability of the ridge's positive-definiteness bound (Wang 2018)
+_COUNT_WEIGHT = 0.5  # c in the module doc: the count is released as c * n inside the gram block
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -79,10 +85,12 @@ def adassp_fit(
     noisy_l = float(gaussian(lam_min, l2_sensitivity=r2, epsilon=eps3, delta=delta3, rng=rng))
     lam_min_low = max(0.0, noisy_l - sig_l * float(norm.ppf(1.0 - _RHO)))
 
-    sig_g = gaussian_sigma(l2_sensitivity=sens.gram, epsilon=eps3, delta=delta3)
     parts = exact.parts()
-    gram_block = np.concatenate([parts["quadratic"], parts["feature_sum"]])
-    noisy_g = gaussian(gram_block, l2_sensitivity=sens.gram, epsilon=eps3, delta=delta3, rng=rng)
+    c = _COUNT_WEIGHT
+    gram_sens = float(np.sqrt(sens.quadratic**2 + sens.feature_sum**2 + (c * sens.count) ** 2))
+    sig_g = gaussian_sigma(l2_sensitivity=gram_sens, epsilon=eps3, delta=delta3)
+    gram_block = np.concatenate([parts["quadratic"], parts["feature_sum"], c * parts["count"]])
+    noisy_g = gaussian(gram_block, l2_sensitivity=gram_sens, epsilon=eps3, delta=delta3, rng=rng)
     sig_m = gaussian_sigma(l2_sensitivity=sens.moment, epsilon=eps3, delta=delta3)
     noisy_m = gaussian(
         exact.moment, l2_sensitivity=sens.moment, epsilon=eps3, delta=delta3, rng=rng
@@ -91,7 +99,8 @@ def adassp_fit(
     noisy = exact.with_parts(
         {
             "quadratic": noisy_g[:k],
-            "feature_sum": noisy_g[k:],
+            "feature_sum": noisy_g[k : k + len(parts["feature_sum"])],
+            "count": noisy_g[k + len(parts["feature_sum"]) :] / c,
             "cross": noisy_m[:d],
             "target_sum": noisy_m[d:],
         }

@@ -8,7 +8,9 @@ sufficient statistics, perturb, solve a bounded problem, un-shift):
 * ``"adassp"`` (``(epsilon, delta)``-DP): AdaSSP, Gaussian noise with an adaptive private ridge
   (:mod:`dp.regression.adassp`).
 
-Neighbouring datasets differ by replacing one row; the row count ``n`` is treated as public.
+Neighbouring datasets differ by adding or removing one record (unbounded DP, the dppub-wide
+convention): the row count ``n`` is private, released with noise as the corner of the quadratic
+form, and only that noisy value is used.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dp.errors import ConfigError, InputError
 from dp.regression.adassp import adassp_fit
 from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
-from dp.regression.sensitivity import BlockSensitivity
+from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
 from dp.regression.statistics import Design, sufficient_statistics
 from dp.validation import check_delta, check_epsilon, check_positive
 
@@ -125,7 +127,7 @@ class LinearRegression:
         exact = sufficient_statistics(Xa, ya, design)
         info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
         if self.method == "functional":
-            rel = functional_release(exact, design, epsilon=self.epsilon, n=Xa.shape[0], rng=rng)
+            rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
             floor = eigenvalue_floor(rel.scales, design.features.dim)
             theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
             info |= {
@@ -176,15 +178,10 @@ class LinearRegression:
             "predictions": "x . coefficients + intercept, clipped to bounds_y",
             "epsilon": self.epsilon,
             "delta": self.delta,
-            "neighbouring": "replace one row (row count treated as public)",
+            "neighbours": NEIGHBOURS,
             **self._fitted,
         }
 
 
 def _parts_dict(sens: BlockSensitivity) -> dict[str, float]:
-    return {
-        "quadratic": sens.quadratic,
-        "feature_sum": sens.feature_sum,
-        "cross": sens.cross,
-        "target_sum": sens.target_sum,
-    }
+    return {k: sens.part(k) for k in PARTS}

@@ -107,39 +107,46 @@ class SufficientStatistics:
         return int(self.gram.shape[0]) - int(self.fit_intercept)
 
     def parts(self) -> dict[str, FloatArray]:
-        """The four released parts (see :mod:`dp.regression.sensitivity`).
+        """The five released parts (see :mod:`dp.regression.sensitivity`).
 
         ``quadratic`` is the upper triangle of ``sum x x^T`` (each unordered pair once),
-        ``feature_sum`` is ``sum x``, ``cross`` is ``sum y x`` and ``target_sum`` is ``[sum y]``;
-        the last two are empty without an intercept. The corner ``n`` is not a part: the row count
-        is public under replace-one neighbours.
+        ``feature_sum`` is ``sum x``, ``count`` is ``[n]`` (the gram corner), ``cross`` is
+        ``sum y x`` and ``target_sum`` is ``[sum y]``; ``feature_sum``, ``count`` and
+        ``target_sum`` are empty without an intercept. Under add/remove neighbours ``n`` is
+        private, so the corner is released like any other coefficient of the quadratic form.
         """
         d = self.dim
         empty = np.zeros(0)
         return {
             "quadratic": self.gram[:d, :d][np.triu_indices(d)],
             "feature_sum": self.gram[:d, d] if self.fit_intercept else empty,
+            "count": self.gram[d:, d] if self.fit_intercept else empty,
             "cross": self.moment[:d],
             "target_sum": self.moment[d:] if self.fit_intercept else empty,
         }
 
     def with_parts(self, parts: dict[str, FloatArray]) -> SufficientStatistics:
-        """Same layout with every part replaced (e.g. by its noisy release)."""
+        """Same layout with every part replaced (e.g. by its noisy release).
+
+        Every entry of the result comes from ``parts``: nothing exact survives the replacement.
+        """
         d = self.dim
         iu = np.triu_indices(d)
         want = {k: v.shape for k, v in self.parts().items()}
         got = {k: np.shape(parts[k]) if k in parts else None for k in want}
         if got != want:
             raise InputError(f"parts must have shapes {want}, got {got}")
-        gram = self.gram.copy()
+        p = self.gram.shape[0]
+        gram = np.zeros((p, p))
         upper = np.zeros((d, d))
         upper[iu] = parts["quadratic"]
         # Noise is drawn once per unordered pair and mirrored, so the matrix stays symmetric.
         gram[:d, :d] = upper + np.triu(upper, 1).T
-        moment = self.moment.copy()
+        moment = np.zeros(p)
         moment[:d] = parts["cross"]
         if self.fit_intercept:
             gram[:d, d] = gram[d, :d] = parts["feature_sum"]
+            gram[d, d] = parts["count"][0]
             moment[d:] = parts["target_sum"]
         return SufficientStatistics(gram=gram, moment=moment, fit_intercept=self.fit_intercept)
 

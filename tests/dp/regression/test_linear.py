@@ -168,7 +168,10 @@ def test_to_dict_is_json_and_complete() -> None:
     assert doc["feature_bounds"] == {"kind": "box", "lower": [-1, -1, -1], "upper": [1, 1, 1]}
     assert doc["bounds_y"] == [-1.0, 1.0]
     assert (doc["epsilon"], doc["delta"]) == (0.5, 0.0)
-    assert sum(doc["epsilon_split"].values()) == pytest.approx(0.5)
+    assert sum(doc["epsilon_split"].values()) == pytest.approx(0.5, rel=1e-12)
+    assert doc["neighbours"] == "add/remove one record"
+    assert doc["l1_sensitivity"]["count"] == 1.0  # n is released, not assumed public
+    assert 0.0 < doc["epsilon_split"]["count"] < 0.1 * 0.5  # a small share (8.8% at d = 3)
     assert doc["eigenvalue_floor"] > 0.0
     assert doc["sampler"] == "seeded-test-only"
     assert model.privacy_cost == PrivacyCost(epsilon=0.5)
@@ -182,6 +185,7 @@ def test_adassp_cost_and_record() -> None:
     )
     assert model.privacy_cost == PrivacyCost(epsilon=0.5, delta=1e-6)
     doc = model.to_dict()
+    assert doc["neighbours"] == "add/remove one record"
     assert doc["ridge"] >= 0.0
     assert doc["feature_bounds"] == {"kind": "ball", "data_norm": 1.0}
 
@@ -221,3 +225,34 @@ def test_box_domain_with_offset_bounds() -> None:
     np.testing.assert_allclose(model.coef_, [3.0, -2.0], atol=0.15)
     mse = np.mean((model.predict(X) - y) ** 2)
     assert mse < 1.3  # OLS: ~1.0 (unit noise)
+
+
+# --- add/remove neighbours: the exact row count is never used -------------------------------
+
+
+@pytest.mark.parametrize("method", ["functional", "adassp"])
+def test_fit_reads_data_only_through_the_noisy_releases(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replace every noise mechanism by a data-blind oracle (it ignores the exact value). If the
+    # fit read anything else -- the exact row count above all -- two datasets of different sizes
+    # would give different models; through the releases alone they must give the same one.
+    from dp.regression import adassp, functional
+
+    def blind(value: object, **_: object) -> np.ndarray:
+        return np.full(np.shape(value), 7.0)
+
+    monkeypatch.setattr(functional, "laplace", blind)
+    monkeypatch.setattr(adassp, "gaussian", blind)
+    rng = np.random.default_rng(10)
+    delta = 1e-6 if method == "adassp" else 0.0
+    models = []
+    for n in (50, 5_000):
+        X, y, _ = _ball_data(rng, n, 3)
+        models.append(
+            LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1), method=method, delta=delta).fit(
+                X, y, rng=rng
+            )
+        )
+    np.testing.assert_array_equal(models[0].coef_, models[1].coef_)
+    assert models[0].intercept_ == models[1].intercept_

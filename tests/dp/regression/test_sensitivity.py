@@ -1,4 +1,5 @@
-"""Sensitivities of the regression statistics: unit values, tightness, and a neighbour property."""
+"""Sensitivities of the regression statistics (add/remove one record): unit values, tightness,
+and a neighbour property."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from dp.errors import ConfigError
 from dp.regression import FeatureDomain, TargetDomain, l1_sensitivity, l2_sensitivity
-from dp.regression.sensitivity import product_range
+from dp.regression.sensitivity import PARTS
 from dp.regression.statistics import Design, sufficient_statistics
 
 UNIT_Y = TargetDomain(lower=-1.0, upper=1.0)
@@ -21,12 +22,15 @@ def _l1(dom: FeatureDomain, *, intercept: bool = False, target: TargetDomain = U
     return l1_sensitivity(dom, target, fit_intercept=intercept)
 
 
-def test_ball_quadratic_is_cauchy_schwarz_bound() -> None:
+def test_ball_values_and_gain_over_replace_one() -> None:
     s = _l1(FeatureDomain.ball(1.0, d=10))
-    assert s.quadratic == pytest.approx(math.sqrt(65.0))  # sqrt(d (d+3) / 2) at d = 10
-    assert s.cross == pytest.approx(2.0 * math.sqrt(10.0))
-    # The seed's bound 2 (d+1)^2 = 242 is 16x larger than what we charge for the whole release.
-    assert s.gram + s.moment < 2 * 11**2 / 16
+    assert s.quadratic == pytest.approx(5.5)  # R^2 (d + 1) / 2
+    assert s.cross == pytest.approx(math.sqrt(10.0))  # B sqrt(d) R
+    # Replace-one charged sqrt(d (d+3) / 2) = 8.06 and 2 sqrt(d) = 6.32 for these two parts.
+    assert s.quadratic < math.sqrt(65.0) / 1.4
+    assert s.cross == pytest.approx(2.0 * math.sqrt(10.0) / 2.0)
+    # The seed's bound 2 (d+1)^2 = 242 is > 25x what we charge for the whole release.
+    assert s.gram + s.moment < 2 * 11**2 / 25
 
 
 def test_ball_quadratic_scales_with_radius_squared() -> None:
@@ -35,45 +39,48 @@ def test_ball_quadratic_scales_with_radius_squared() -> None:
     )
 
 
-def test_centred_box_diagonal_counts_once() -> None:
-    # x_j^2 and x'_j^2 both lie in [0, a_j^2]: the diagonal costs a_j^2 (diffprivlib charges 2x).
-    s = _l1(FeatureDomain.box(-1.0, 1.0, d=1))
-    assert s.quadratic == 1.0
-    s3 = _l1(FeatureDomain.box([-1.0, -2.0, -0.5], [1.0, 2.0, 0.5], d=3))
-    assert s3.quadratic <= (1.0 + 2.0 + 0.5) ** 2
+def test_centred_box_values() -> None:
+    # |x_j| <= a_j: sum_{j<=l} a_j a_l = ((sum a)^2 + sum a^2) / 2.
+    assert _l1(FeatureDomain.box(-1.0, 1.0, d=1)).quadratic == 1.0
+    s3 = _l1(FeatureDomain.box([-1.0, -2.0, -0.5], [1.0, 2.0, 0.5], d=3), intercept=True)
+    assert s3.quadratic == pytest.approx((3.5**2 + 1.0 + 4.0 + 0.25) / 2.0)
+    assert s3.feature_sum == pytest.approx(3.5)
+    assert s3.cross == pytest.approx(3.5)
 
 
-def test_nonnegative_box_uses_product_ranges() -> None:
-    # On [0, 1]^2 every product lies in [0, 1]: three entries, each with range 1.
-    assert _l1(FeatureDomain.box(0.0, 1.0, d=2)).quadratic == 3.0
-    assert product_range((0.0, 2.0), (-1.0, 3.0)) == 8.0
+def test_offset_box_uses_largest_magnitude() -> None:
+    # On [0, 2] (no intercept, no centring) the largest |x| is 2: x^2 <= 4.
+    assert _l1(FeatureDomain.box(0.0, 2.0, d=1)).quadratic == 4.0
+    assert _l1(FeatureDomain.box(-3.0, 1.0, d=1)).cross == 3.0
 
 
-def test_intercept_adds_feature_and_target_sums() -> None:
+def test_intercept_adds_feature_sum_count_and_target_sum() -> None:
     s = _l1(FeatureDomain.box(-1.0, 1.0, d=3), intercept=True)
-    assert s.feature_sum == pytest.approx(6.0)
-    assert s.target_sum == 2.0
-    assert s.gram == pytest.approx(s.quadratic + 6.0)
-    assert _l1(FeatureDomain.box(-1.0, 1.0, d=3)).feature_sum == 0.0
+    assert (s.feature_sum, s.count, s.target_sum) == pytest.approx((3.0, 1.0, 1.0))
+    assert s.gram == pytest.approx(s.quadratic + 3.0 + 1.0)
+    no = _l1(FeatureDomain.box(-1.0, 1.0, d=3))
+    assert (no.feature_sum, no.count, no.target_sum) == (0.0, 0.0, 0.0)
 
 
 def test_l2_values() -> None:
     s = l2_sensitivity(FeatureDomain.ball(2.0, d=5), UNIT_Y, fit_intercept=True)
-    assert s.quadratic == pytest.approx(math.sqrt(2.0) * 4.0)
-    assert s.feature_sum == 4.0
-    assert s.gram == pytest.approx(math.hypot(math.sqrt(2.0) * 4.0, 4.0))
+    assert s.quadratic == pytest.approx(4.0)  # R^2 (replace-one: sqrt(2) R^2)
+    assert (s.feature_sum, s.count, s.cross, s.target_sum) == (2.0, 1.0, 2.0, 1.0)
+    assert s.gram == pytest.approx(math.sqrt(16.0 + 4.0 + 1.0))
 
 
-def test_bounds_are_attained_in_one_dimension() -> None:
-    # Tightness: replacing x = 1 by x = 0 moves sum x^2 by the full bound, and flipping y moves
-    # sum x y by the full bound. An over-estimate would add noise for nothing.
-    dsg = Design(features=FeatureDomain.box(-1.0, 1.0, d=1), target=UNIT_Y, fit_intercept=False)
-    s = _l1(dsg.features)
-    a = sufficient_statistics(np.array([[1.0]]), np.array([1.0]), dsg).parts()
-    b = sufficient_statistics(np.array([[0.0]]), np.array([1.0]), dsg).parts()
-    c = sufficient_statistics(np.array([[1.0]]), np.array([-1.0]), dsg).parts()
-    assert abs(a["quadratic"] - b["quadratic"]).sum() == s.quadratic
-    assert abs(a["cross"] - c["cross"]).sum() == s.cross
+def test_bounds_are_attained() -> None:
+    # Tightness: adding the row x = R (1, ..., 1) / sqrt(d), y = 1 moves each part by its full
+    # L1 bound on the ball. An over-estimate would add noise for nothing.
+    d = 4
+    dsg = Design(features=FeatureDomain.ball(1.0, d=d), target=UNIT_Y, fit_intercept=True)
+    s = _l1(dsg.features, intercept=True)
+    X = np.array([[0.1, -0.2, 0.3, 0.0]])
+    row = np.full((1, d), 1.0 / math.sqrt(d))
+    a = sufficient_statistics(X, np.array([0.5]), dsg).parts()
+    b = sufficient_statistics(np.vstack([X, row]), np.array([0.5, 1.0]), dsg).parts()
+    for part in PARTS:
+        assert np.abs(a[part] - b[part]).sum() == pytest.approx(s.part(part)), part
 
 
 def test_domain_validation_messages() -> None:
@@ -100,7 +107,7 @@ _coord = st.one_of(
 @st.composite
 def _neighbours(draw: st.DrawFn):
     d = draw(st.integers(1, 4))
-    n = draw(st.integers(1, 4))
+    n = draw(st.integers(0, 4))
     if draw(st.booleans()):
         lo = np.array(draw(st.lists(st.floats(-3.0, 2.0), min_size=d, max_size=d)))
         width = np.array(draw(st.lists(st.floats(0.1, 3.0), min_size=d, max_size=d)))
@@ -111,13 +118,12 @@ def _neighbours(draw: st.DrawFn):
     target = TargetDomain(lower=ylo, upper=ylo + draw(st.floats(0.1, 4.0)))
     dsg = Design(features=dom, target=target, fit_intercept=draw(st.booleans()))
     rows = st.lists(_coord, min_size=d, max_size=d)
-    X = np.array(draw(st.lists(rows, min_size=n, max_size=n)))
-    y = np.array(draw(st.lists(_coord, min_size=n, max_size=n)))
-    X2, y2 = X.copy(), y.copy()
-    i = draw(st.integers(0, n - 1))
-    X2[i] = np.array(draw(rows))
-    y2[i] = draw(_coord)
-    return dsg, (X, y), (X2, y2)
+    X = np.array(draw(st.lists(rows, min_size=n + 1, max_size=n + 1)))
+    y = np.array(draw(st.lists(_coord, min_size=n + 1, max_size=n + 1)))
+    # D has n + 1 rows; D' removes one of them (any row, often far outside the domain).
+    i = draw(st.integers(0, n))
+    keep = np.arange(n + 1) != i
+    return dsg, (X, y), (X[keep], y[keep])
 
 
 @settings(max_examples=400, deadline=None)
@@ -125,14 +131,16 @@ def _neighbours(draw: st.DrawFn):
 def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:
     dsg, (X, y), (X2, y2) = case
     a = sufficient_statistics(X, y, dsg).parts()
-    b = sufficient_statistics(X2, y2, dsg).parts()
+    b = sufficient_statistics(X2, y2, dsg).parts()  # may be the empty dataset
     s1 = l1_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=dsg.fit_intercept)
     s2 = l2_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=dsg.fit_intercept)
-    for part in ("quadratic", "feature_sum", "cross", "target_sum"):
+    for part in PARTS:
         diff = a[part] - b[part]
         tol = 1e-9 * (1.0 + float(np.abs(a[part]).sum()))  # float summation error only
-        assert np.abs(diff).sum() <= getattr(s1, part) + tol, part
-        assert np.linalg.norm(diff) <= getattr(s2, part) + tol, part
+        assert np.abs(diff).sum() <= s1.part(part) + tol, part
+        assert np.linalg.norm(diff) <= s2.part(part) + tol, part
+    if dsg.fit_intercept:
+        assert float(a["count"][0] - b["count"][0]) == 1.0  # n is private: it moves by one
     # The whole released vector: the sum of the per-part bounds.
     whole = sum(np.abs(a[k] - b[k]).sum() for k in a)
     assert whole <= s1.gram + s1.moment + 1e-9 * (1.0 + sum(np.abs(v).sum() for v in a.values()))

@@ -1,0 +1,245 @@
+"""Differentially private trace regression with a nuclear-norm penalty (SPEC §3.4, seed 000).
+
+Model: ``y_i = tr(X_i^T B) + e_i`` with a low-rank ``d x T`` coefficient matrix ``B``, estimated by
+
+    min_B  sum_k ( vec_k(B)^T G_k vec_k(B) - 2 m_k^T vec_k(B) ) + lam ||B||_*
+
+where each block ``k`` holds the sufficient statistics ``G_k = sum u u^T``, ``m_k = sum y u`` of
+its rows. Two designs:
+
+* **Multi-task** (``X_i = x_i e_t^T``: row ``i`` belongs to task ``t``): one block per task, with
+  ``u = x`` and ``vec_t(B) = b_t`` (column ``t``). Tasks are *disjoint row partitions*: adding or
+  removing a record changes one task's statistics only, so releasing every task's statistics at
+  ``epsilon`` costs ``epsilon`` in total by parallel composition (McSherry 2009), not
+  ``T epsilon``. :meth:`TraceRegression.partition_costs` exposes the per-task costs so that the
+  ledger can record the partition. All ``T`` tasks are always released (even empty ones: whether
+  a task has rows is private).
+* **General** matrix covariates ``X_i`` (``||X_i||_F <= data_norm``): one block over
+  ``vec(B)`` (column-major), with ``u = vec(X_i)``; sequential composition, cost ``epsilon``.
+
+Privacy. Each block is released by the functional mechanism of :mod:`dp.regression.functional`
+(Laplace on the upper triangle of ``G_k`` and on ``m_k``, add/remove L1 sensitivities of
+:mod:`dp.regression.sensitivity`, rows and targets clipped into the declared bounds). Trimming,
+the penalty and the cvxpy solve only read the noisy statistics: post-processing.
+
+Solve. Each noisy ``G_k`` is spectrally trimmed (eigenvalues raised to the public floor of the
+functional mechanism), hence positive definite, and written as ``||L_k^T vec_k(B)||^2``; the
+problem is convex and solved by cvxpy with a pinned solver (CLARABEL). The penalty
+``lam = kappa * 2 (sqrt(d) + sqrt(T)) * sqrt(2) (b_m + b_Q B / R)`` is a public function of the
+Laplace scales ``b_m`` (moments) and ``b_Q`` (quadratic): twice the typical spectral norm of the
+noise in the gradient ``2 (G_k b_k - m_k)`` (Bai-Yin for a ``d x T`` matrix of independent
+entries; ``B / R`` is the largest coefficient norm the declared bounds allow), so that singular
+directions carried by noise alone are thresholded away (Negahban & Wainwright 2011 choose ``lam``
+at the noise's dual norm in the same way). The nuclear norm also shrinks the singular values it
+keeps, so the fit is finished by an unpenalised refit inside the selected subspace
+(:func:`dp.regression.lowrank.refit_in_subspace`); on the rank-2, 20-task benchmark this halves
+the error of the penalised solution, and ``kappa = 1`` selected the true rank at every
+epsilon >= 0.5 tried; at epsilon = 0.1 the noise swamps the signal and it selects rank 0 (the
+estimate is 0, as good as the heavily trimmed per-task fits there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.budget import PlannedCost, PrivacyCost, parallel
+from dp.errors import ConfigError, InputError
+from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
+from dp.regression.functional import FunctionalRelease, eigenvalue_floor, functional_release
+from dp.regression.lowrank import SOLVER, refit_in_subspace, solve_nuclear
+from dp.regression.sensitivity import NEIGHBOURS
+from dp.regression.statistics import Design, sufficient_statistics
+from dp.validation import check_epsilon, check_positive
+
+__all__ = ["TraceRegression"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class TraceRegression:
+    """Epsilon-DP low-rank trace / multi-task regression.
+
+    Args:
+        epsilon: privacy parameter of one ``fit`` (per task, and in total by parallel
+            composition, for the multi-task design).
+        n_tasks: number of tasks ``T`` (declared, not read from data).
+        bounds_X: per-feature box ``(lo, hi)`` for multi-task rows; or
+        data_norm: L2 bound on each row ``x`` (multi-task) or Frobenius bound on ``X_i``.
+        bounds_y: declared target interval ``(lo, hi)``, required; it must contain 0 (no
+            intercept: the model is ``y = tr(X^T B) + e``).
+        penalty_scale: ``kappa`` in the module doc (1 by default).
+
+    Attributes:
+        coef_: the ``d x T`` estimate of ``B``.
+        independent_coef_: per-block solutions of the same noisy statistics without the
+            penalty (independent per-task DP regressions, for comparison; free post-processing).
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        *,
+        n_tasks: int,
+        bounds_X: tuple[BoundLike, BoundLike] | None = None,
+        data_norm: float | None = None,
+        bounds_y: Sequence[float] | None = None,
+        penalty_scale: float = 1.0,
+    ) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
+            raise ConfigError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
+        if (bounds_X is None) == (data_norm is None):
+            raise ConfigError(
+                "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
+                "bounds never come from data"
+            )
+        self.n_tasks = n_tasks
+        self.bounds_X = bounds_X
+        self.data_norm = None if data_norm is None else check_positive(data_norm, name="data_norm")
+        self.target = TargetDomain.from_bounds(bounds_y)
+        if not self.target.lower <= 0.0 <= self.target.upper:
+            bounds = [self.target.lower, self.target.upper]
+            raise ConfigError(f"bounds_y must contain 0 (no intercept), got {bounds}")
+        self.penalty_scale = check_positive(penalty_scale, name="penalty_scale")
+        self.coef_: FloatArray = np.zeros((0, n_tasks))
+        self.independent_coef_: FloatArray = np.zeros((0, n_tasks))
+        self._fitted: dict[str, Any] | None = None
+
+    @property
+    def privacy_cost(self) -> PrivacyCost:
+        """Total cost of one ``fit``: the maximum over the disjoint tasks, i.e. ``epsilon``."""
+        return parallel(c.cost for c in self.partition_costs("trace-regression", key="task"))
+
+    def partition_costs(self, name: str, *, key: str) -> list[PlannedCost]:
+        """One planned cost per task, tagged with partition ``(key, task)`` for the ledger."""
+        cost = PrivacyCost(epsilon=self.epsilon)
+        return [
+            PlannedCost(name=f"{name}[{t}]", cost=cost, partition=(key, str(t)))
+            for t in range(self.n_tasks)
+        ]
+
+    def fit(
+        self,
+        X: object,
+        y: object,
+        *,
+        tasks: object = None,
+        rng: np.random.Generator | None = None,
+    ) -> TraceRegression:
+        """Fit on private rows.
+
+        Args:
+            X: multi-task features ``(n, d)`` with ``tasks``, or matrix covariates ``(n, d, T)``.
+            y: targets ``(n,)``.
+            tasks: task index in ``0 .. n_tasks - 1`` of each row (multi-task design only).
+            rng: ``None`` for release-grade noise; a seeded generator for tests only.
+        """
+        Xa = np.asarray(X, dtype=np.float64)
+        multitask = Xa.ndim != 3
+        if not multitask:
+            if tasks is not None:
+                raise InputError("tasks must be None for matrix covariates X of shape (n, d, T)")
+            if Xa.shape[2] != self.n_tasks or self.data_norm is None:
+                raise ConfigError(
+                    f"matrix covariates need shape (n, d, {self.n_tasks}) and data_norm, "
+                    f"got shape {Xa.shape}"
+                )
+            d = Xa.shape[1]
+            flat = Xa.transpose(0, 2, 1).reshape(Xa.shape[0], -1)  # column-major vec(X_i)
+            flat, ya = check_training_data(flat, y)
+            blocks = [(flat, ya)]
+            dom = FeatureDomain.ball(self.data_norm, d=d * self.n_tasks)
+        else:
+            Xa, ya = check_training_data(X, y)
+            d = Xa.shape[1]
+            t_idx = np.asarray(tasks)
+            if tasks is None or t_idx.shape != ya.shape:
+                raise InputError(f"tasks must be a 1-d array of length {len(ya)}")
+            if not np.issubdtype(t_idx.dtype, np.integer) or np.any(
+                (t_idx < 0) | (t_idx >= self.n_tasks)
+            ):
+                raise InputError(f"tasks must be integers in [0, {self.n_tasks - 1}]")
+            blocks = [(Xa[t_idx == t], ya[t_idx == t]) for t in range(self.n_tasks)]
+            dom = self._box_or_ball(d)
+        design = Design(features=dom, target=self.target, fit_intercept=False)
+        releases: list[FunctionalRelease] = []
+        for Xb, yb in blocks:
+            exact = sufficient_statistics(Xb, yb, design)
+            releases.append(functional_release(exact, design, epsilon=self.epsilon, rng=rng))
+        floor = eigenvalue_floor(releases[0].scales, dom.dim)
+        grams, moments, independent = [], [], []
+        for rel in releases:
+            mu, vecs = np.linalg.eigh((rel.noisy.gram + rel.noisy.gram.T) / 2.0)
+            grams.append((vecs * np.maximum(mu, floor)) @ vecs.T)
+            moments.append(rel.noisy.moment)
+            independent.append(vecs @ ((vecs.T @ rel.noisy.moment) / np.maximum(mu, floor)))
+        lam = self._penalty(releases[0], design, d)
+        scale = np.asarray(design.feature_scale)
+        shape = (d, self.n_tasks)
+        B = solve_nuclear(grams, moments, shape=shape, lam=lam, per_column=multitask)
+        B, rank = refit_in_subspace(B, releases, per_column=multitask)
+        if multitask:  # rows were divided per feature by the public box scale: undo it
+            ind = np.column_stack(independent)
+            B, ind = B / scale[:, None], ind / scale[:, None]
+        else:
+            ind = independent[0].reshape(shape, order="F")
+        self.coef_, self.independent_coef_ = B, ind
+        self._fitted = {
+            "design": "multi-task" if multitask else "matrix covariates",
+            "composition": (
+                "parallel over disjoint tasks: epsilon per task, epsilon in total"
+                if multitask
+                else "one release over all rows"
+            ),
+            "penalty": lam,
+            "rank": rank,
+            "eigenvalue_floor": floor,
+            "laplace_scale": releases[0].scales,
+            "epsilon_split": releases[0].epsilons,
+            "solver": SOLVER,
+            "feature_bounds": dom.to_dict(),
+            "sampler": "opendp" if rng is None else "seeded-test-only",
+        }
+        return self
+
+    def _box_or_ball(self, d: int) -> FeatureDomain:
+        if self.bounds_X is not None:
+            return FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
+        return FeatureDomain.ball(float(self.data_norm or 0.0), d=d)
+
+    def _penalty(self, rel: FunctionalRelease, design: Design, d: int) -> float:
+        t = design.shifted_target
+        w = max(abs(t.lower), abs(t.upper)) / design.shifted_features.radius
+        noise = math.sqrt(2.0) * (rel.scales["cross"] + rel.scales["quadratic"] * w)
+        return self.penalty_scale * 2.0 * (math.sqrt(d) + math.sqrt(self.n_tasks)) * noise
+
+    def predict(self, X: object, *, tasks: object = None) -> FloatArray:
+        """``x^T b_t`` for multi-task rows, or ``tr(X_i^T B)`` for matrix covariates."""
+        if self._fitted is None:
+            raise ConfigError("this TraceRegression is not fitted yet; call fit first")
+        Xa = np.asarray(X, dtype=np.float64)
+        if Xa.ndim == 3:
+            return np.asarray(np.einsum("ndt,dt->n", Xa, self.coef_), dtype=np.float64)
+        t_idx = np.asarray(tasks, dtype=np.int64)
+        return np.asarray(np.einsum("nd,dn->n", Xa, self.coef_[:, t_idx]), dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable description of the published coefficient matrix."""
+        if self._fitted is None:
+            raise ConfigError("this TraceRegression is not fitted yet; call fit first")
+        return {
+            "model": "TraceRegression",
+            "method": "functional-mechanism + nuclear norm",
+            "coefficients": self.coef_.tolist(),
+            "n_tasks": self.n_tasks,
+            "bounds_y": [self.target.lower, self.target.upper],
+            "epsilon": self.epsilon,
+            "delta": 0.0,
+            "neighbours": NEIGHBOURS,
+            **self._fitted,
+        }
