@@ -119,10 +119,53 @@ class WorkloadModel(DPStage):
 
 
 class RegressionModel(DPStage):
+    """A DP regression. Feature (and numeric target) bounds come from the declared columns."""
+
     target: str
     features: list[str] = Field(min_length=1)
-    method: Literal["functional"] = "functional"
+    model: Literal["linear", "logistic", "trace"] = "linear"
+    method: Literal["functional", "adassp", "objective"] | None = None
+    """linear: functional (default, pure epsilon) or adassp (Gaussian, needs delta > 0);
+    logistic: objective (default) or functional; trace: functional."""
     fit_intercept: bool = True
+    positive: str | None = None
+    """logistic with a category target: the category that is class 1."""
+    threshold: float | None = None
+    """logistic with a numeric target: values above it are class 1."""
+    tasks: str | None = None
+    """trace: the category column naming each row's task (tasks are disjoint partitions)."""
+
+    @model_validator(mode="after")
+    def _method_fits_model(self) -> RegressionModel:
+        allowed = {
+            "linear": ("functional", "adassp"),
+            "logistic": ("objective", "functional"),
+            "trace": ("functional",),
+        }[self.model]
+        if self.method is not None and self.method not in allowed:
+            raise ValueError(f"a {self.model} regression's method must be one of {list(allowed)}")
+        if self.method == "adassp" and self.delta <= 0:
+            raise ValueError("method adassp adds Gaussian noise and needs delta > 0")
+        if self.resolved_method != "adassp" and self.delta > 0:
+            raise ValueError(f"the {self.resolved_method} method is pure epsilon-DP; set delta 0")
+        if self.model == "logistic" and (self.positive is None) == (self.threshold is None):
+            raise ValueError("a logistic regression needs exactly one of positive, threshold")
+        if self.model == "trace" and self.tasks is None:
+            raise ValueError("a trace regression needs 'tasks', a category column")
+        return self
+
+    @property
+    def resolved_method(self) -> str:
+        default = {"linear": "functional", "logistic": "objective", "trace": "functional"}
+        return self.method or default[self.model]
+
+
+class ClusteringModel(DPStage):
+    """DP k-means (DP Lloyd) over declared numeric features."""
+
+    features: list[str] = Field(min_length=1)
+    k: int = Field(ge=1)
+    iterations: int = Field(default=5, ge=1)
 
 
 class ScheduleModel(_Model):
@@ -143,6 +186,7 @@ class PipelineConfig(_Model):
     anonymize: AnonymizeModel | None = None
     workloads: list[WorkloadModel] = []
     regressions: list[RegressionModel] = []
+    clustering: list[ClusteringModel] = []
     schedule: ScheduleModel | None = None
     base_dir: Path = Path(".")
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
@@ -150,16 +194,18 @@ class PipelineConfig(_Model):
     @model_validator(mode="after")
     def _cross_checks(self) -> PipelineConfig:
         cols = self.dataset.columns
-        names = [s.name for s in (*self.workloads, *self.regressions)]
+        names = [s.name for s in (*self.workloads, *self.regressions, *self.clustering)]
         if self.anonymize is not None and self.anonymize.publish:
             names.append(self.anonymize.name)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"release names must be unique, got {dupes} more than once")
-        if not self.workloads and not self.regressions and self.anonymize is None:
+        if not (self.workloads or self.regressions or self.clustering or self.anonymize):
             raise ValueError("the config declares no release")
         used = [a.column for w in self.workloads for a in w.attributes]
         used += [c for r in self.regressions for c in (r.target, *r.features)]
+        used += [r.tasks for r in self.regressions if r.tasks is not None]
+        used += [c for k in self.clustering for c in k.features]
         used += list(self.hierarchies)
         if self.anonymize is not None:
             used += [*self.anonymize.quasi_identifiers, *self.anonymize.include]
@@ -169,6 +215,17 @@ class PipelineConfig(_Model):
         undeclared = sorted({c for c in used if c not in cols})
         if undeclared:
             raise ValueError(f"columns used but not declared in dataset.columns: {undeclared}")
+        for r in self.regressions:
+            if r.tasks is not None and not cols[r.tasks].categories:
+                raise ValueError(
+                    f"regression {r.name!r}: tasks column {r.tasks!r} needs categories"
+                )
+            cats = cols[r.target].categories
+            if r.positive is not None and (not cats or r.positive not in cats):
+                raise ValueError(
+                    f"regression {r.name!r}: positive {r.positive!r} is not a category of "
+                    f"{r.target!r}"
+                )
         for w in self.workloads:
             for a in w.attributes:
                 if a.level is not None and a.column not in self.hierarchies:
@@ -202,7 +259,9 @@ class PipelineConfig(_Model):
         if self.anonymize is not None:
             used += [*self.anonymize.quasi_identifiers, *self.anonymize.include]
         used += [a.column for w in self.workloads for a in w.attributes]
-        used += [c for r in self.regressions for c in (*r.features, r.target)]
+        for r in self.regressions:
+            used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
+        used += [c for k in self.clustering for c in k.features]
         return list(dict.fromkeys(used))
 
     def period(self) -> str:
@@ -222,7 +281,7 @@ class PlannedRelease(_Model):
     """A release the run will make, with its declared cost."""
 
     name: str
-    kind: Literal["workload", "regression", "k-anonymity"]
+    kind: Literal["workload", "regression", "clustering", "k-anonymity"]
     mechanism: str
     epsilon: float
     delta: float
@@ -258,19 +317,52 @@ def plan_releases(cfg: PipelineConfig) -> tuple[list[PlannedRelease], PrivacyCos
                 is_dp=True,
             )
         )
+    costs = [PlannedCost(name=p.name, cost=p.cost) for p in plan if p.is_dp]
     for r in cfg.regressions:
+        release = PlannedRelease(
+            name=r.name,
+            kind="regression",
+            mechanism=regression_mechanism(r),
+            epsilon=r.epsilon,
+            delta=r.delta,
+            is_dp=True,
+        )
+        plan.append(release)
+        costs += (
+            task_costs(cfg, r)
+            if r.model == "trace"
+            else [PlannedCost(name=r.name, cost=release.cost)]
+        )
+    for k in cfg.clustering:
         plan.append(
             PlannedRelease(
-                name=r.name,
-                kind="regression",
-                mechanism=f"{r.method}-laplace",
-                epsilon=r.epsilon,
-                delta=r.delta,
+                name=k.name,
+                kind="clustering",
+                mechanism="dp-lloyd-laplace",
+                epsilon=k.epsilon,
+                delta=0.0,
                 is_dp=True,
             )
         )
-    total = compose(PlannedCost(name=p.name, cost=p.cost) for p in plan if p.is_dp)
-    return plan, total
+        costs.append(PlannedCost(name=k.name, cost=plan[-1].cost))
+    return plan, compose(costs)
+
+
+def regression_mechanism(r: RegressionModel) -> str:
+    """The mechanism label recorded in the ledger and manifest."""
+    return {
+        "functional": "functional-laplace",
+        "adassp": "adassp-gaussian",
+        "objective": "objective-perturbation",
+    }[r.resolved_method]
+
+
+def task_costs(cfg: PipelineConfig, r: RegressionModel) -> list[PlannedCost]:
+    """A trace regression's cost per task: disjoint row partitions by the task column."""
+    column = r.tasks or ""
+    labels = cfg.dataset.columns[column].categories or []
+    cost = PrivacyCost(epsilon=r.epsilon, delta=r.delta)
+    return [PlannedCost(name=f"{r.name}[{t}]", cost=cost, partition=(column, t)) for t in labels]
 
 
 def _format_validation(path: Path, exc: ValidationError) -> str:

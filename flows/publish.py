@@ -26,20 +26,21 @@ from dp.budget import PrivacyCost
 from dp.ledger import Ledger
 from dp.publication import Staging, sha256_files
 from dp.runs import confirm_reservation
-from flows.config import PipelineConfig, load_config, plan_releases
+from flows.config import PipelineConfig, load_config, plan_releases, regression_mechanism
 from flows.faults import fault_point
 from flows.logs import quiet_expected_errors
 from flows.report import budget_rows, budget_table, render_report
 from flows.stages import (
     anonymity_hierarchies,
-    regression_bounds,
+    clustering_estimator,
+    regression_estimator,
     workload_axes,
     workload_operator,
 )
 from tasks.anonymize import anonymize_release
 from tasks.ledger import abort_run, check_composition, commit_run, reserve_budget
 from tasks.read import read_private_table
-from tasks.regression import fit_regression
+from tasks.regression import fit_model
 from tasks.workload import answer_workload
 
 __all__ = ["publish"]
@@ -79,18 +80,32 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
             )
         )
     for r in cfg.regressions:
-        bounds_X, bounds_y = regression_bounds(cfg, r)
+        labels = cfg.schema[r.tasks].categories or () if r.tasks else ()
         summaries.append(
-            fit_regression(
+            fit_model(
                 frame,
                 name=r.name,
-                epsilon=r.epsilon,
+                kind="regression",
+                mechanism=regression_mechanism(r),
+                estimator=regression_estimator(cfg, r),
                 features=r.features,
                 target=r.target,
-                bounds_X=bounds_X,
-                bounds_y=bounds_y,
-                fit_intercept=r.fit_intercept,
-                method=r.method,
+                positive=r.positive,
+                threshold=r.threshold,
+                task_column=r.tasks,
+                task_labels=labels,
+                staging=staging,
+            )
+        )
+    for k in cfg.clustering:
+        summaries.append(
+            fit_model(
+                frame,
+                name=k.name,
+                kind="clustering",
+                mechanism="dp-lloyd-laplace",
+                estimator=clustering_estimator(cfg, k),
+                features=k.features,
                 staging=staging,
             )
         )

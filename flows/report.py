@@ -66,10 +66,13 @@ def _release_section(s: dict[str, Any]) -> list[str]:
             f"least-squares answers: {s['expected_rmse']:.4g} (SVD lower bound for any "
             f"strategy: {s['svd_bound_rmse']:.4g})."
         )
-    elif s["kind"] == "regression":
+    elif s["kind"] in ("regression", "clustering"):
+        target = f"`{s['target']}` on " if s.get("target") else ""
+        features = ", ".join(f"`{f}`" for f in s["features"])
+        parts = f"; {len(s['partitions'])} disjoint tasks" if s.get("partitions") else ""
         out.append(
-            f"Linear model of `{s['target']}` on {', '.join(f'`{f}`' for f in s['features'])}"
-            f" ({s['mechanism']}); bounds from the config, coefficients in `model.json`."
+            f"{s['kind'].capitalize()} model of {target}{features} ({s['mechanism']}{parts}); "
+            "bounds from the config, parameters and per-part sensitivities in `model.json`."
         )
     else:
         out.append(

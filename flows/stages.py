@@ -14,15 +14,25 @@ import pandas as pd
 
 from dp import matrix
 from dp.anonymity import Hierarchy
+from dp.clustering import KMeans
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
-from flows.config import HierarchyModel, PipelineConfig, RegressionModel, WorkloadModel
+from dp.regression import LinearRegression, LogisticRegression, TraceRegression
+from flows.config import (
+    ClusteringModel,
+    HierarchyModel,
+    PipelineConfig,
+    RegressionModel,
+    WorkloadModel,
+)
 
 __all__ = [
     "anonymity_hierarchies",
+    "clustering_estimator",
     "declared_hierarchy",
     "expected_errors",
-    "regression_bounds",
+    "feature_bounds",
+    "regression_estimator",
     "workload_axes",
     "workload_operator",
 ]
@@ -111,22 +121,47 @@ def workload_operator(w: WorkloadModel, axes: list[Axis]) -> tuple[Any, Any | No
     return W, matrix.hierarchical(n, 2)
 
 
-def regression_bounds(
-    cfg: PipelineConfig, r: RegressionModel
-) -> tuple[tuple[list[float], list[float]], tuple[float, float]]:
-    """Per-feature box and target bounds, from the declared column bounds only."""
-    schema = cfg.schema
+def feature_bounds(
+    cfg: PipelineConfig, name: str, features: list[str]
+) -> tuple[list[float], list[float]]:
+    """Per-feature box from the declared column bounds only."""
     lows, highs = [], []
-    for f in (*r.features, r.target):
-        spec = schema[f]
-        if not spec.is_numeric or spec.bounds is None:
-            raise ConfigError(f"regression {r.name!r}: column {f!r} must be numeric with bounds")
-    for f in r.features:
-        lo, hi = schema[f].bounds or (0.0, 0.0)
-        lows.append(lo)
-        highs.append(hi)
-    y_bounds = schema[r.target].bounds or (0.0, 0.0)
-    return (lows, highs), y_bounds
+    for f in features:
+        bounds = cfg.schema[f].bounds
+        if bounds is None:
+            raise ConfigError(f"{name!r}: feature {f!r} must be numeric with declared bounds")
+        lows.append(bounds[0])
+        highs.append(bounds[1])
+    return lows, highs
+
+
+def regression_estimator(cfg: PipelineConfig, r: RegressionModel) -> Any:
+    """The configured estimator (not yet fitted); every bound comes from the declaration."""
+    box = feature_bounds(cfg, r.name, r.features)
+    y_bounds = cfg.schema[r.target].bounds
+    if r.model in ("linear", "trace") and y_bounds is None:
+        raise ConfigError(f"regression {r.name!r}: target {r.target!r} must be numeric")
+    if r.model == "linear":
+        return LinearRegression(
+            r.epsilon,
+            bounds_X=box,
+            bounds_y=y_bounds,
+            fit_intercept=r.fit_intercept,
+            method=r.resolved_method,
+            delta=r.delta,
+        )
+    if r.model == "logistic":
+        return LogisticRegression(
+            r.epsilon, bounds_X=box, fit_intercept=r.fit_intercept, method=r.resolved_method
+        )
+    labels = cfg.schema[r.tasks or ""].categories or ()
+    return TraceRegression(r.epsilon, n_tasks=len(labels), bounds_X=box, bounds_y=y_bounds)
+
+
+def clustering_estimator(cfg: PipelineConfig, k: ClusteringModel) -> Any:
+    return KMeans(
+        k.k, k.epsilon, bounds_X=feature_bounds(cfg, k.name, k.features), n_iter=k.iterations
+    )
 
 
 def expected_errors(cfg: PipelineConfig, w: WorkloadModel) -> dict[str, Any]:

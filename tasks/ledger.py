@@ -52,16 +52,28 @@ def reserve_budget(
     return staging, left
 
 
-def _record(summary: dict[str, Any]) -> ReleaseRecord:
-    return ReleaseRecord(
-        name=summary["name"],
-        kind=summary["kind"],
-        mechanism=summary["mechanism"],
-        cost=PrivacyCost(epsilon=summary["epsilon"], delta=summary["delta"]),
-        sensitivity=summary.get("sensitivity"),
-        is_dp=bool(summary["is_dp"]),
-        output_hash=summary["output_hash"],
-    )
+def _records(summary: dict[str, Any]) -> list[ReleaseRecord]:
+    """The ledger rows of one release: one row, or one per disjoint partition it spans."""
+    common = {
+        "kind": summary["kind"],
+        "mechanism": summary["mechanism"],
+        "sensitivity": summary.get("sensitivity"),
+        "is_dp": bool(summary["is_dp"]),
+        "output_hash": summary["output_hash"],
+    }
+    parts = summary.get("partitions") or []
+    if not parts:
+        cost = PrivacyCost(epsilon=summary["epsilon"], delta=summary["delta"])
+        return [ReleaseRecord(name=summary["name"], cost=cost, **common)]
+    return [
+        ReleaseRecord(
+            name=p["name"],
+            cost=PrivacyCost(epsilon=p["epsilon"], delta=p["delta"]),
+            partition=(str(p["partition"][0]), str(p["partition"][1])),
+            **common,
+        )
+        for p in parts
+    ]
 
 
 @task(name="composition-check", **PRIVATE)
@@ -70,7 +82,7 @@ def check_composition(
 ) -> tuple[int, str]:
     """Record the computed releases, recompute the run's cost *from the ledger rows*, and block
     publication unless it equals both the plan and the reservation. Returns the ledger head."""
-    ledger.record_releases(run_id=run_id, releases=[_record(s) for s in summaries])
+    ledger.record_releases(run_id=run_id, releases=[r for s in summaries for r in _records(s)])
     reserved, recomputed = ledger.recorded_cost(run_id)
     for label, other in (("planned", planned), ("reserved", reserved)):
         if (

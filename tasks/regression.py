@@ -1,4 +1,4 @@
-"""Task: fit a differentially private linear regression and stage the model."""
+"""Task: fit a DP model (regression or k-means) and stage its JSON."""
 
 from __future__ import annotations
 
@@ -10,50 +10,75 @@ import pandas as pd
 from prefect import task
 
 from dp.publication import Staging
-from dp.regression import LinearRegression
 from tasks._common import PRIVATE, run_logger
 
 
-@task(name="fit-regression", **PRIVATE)
-def fit_regression(
+def _labels(frame: pd.DataFrame, target: str, positive: str | None, threshold: float | None) -> Any:
+    if positive is not None:
+        return (frame[target].astype(str) == positive).to_numpy(dtype=np.int64)
+    return (frame[target].to_numpy(dtype=np.float64) > float(threshold or 0.0)).astype(np.int64)
+
+
+@task(name="fit-model", **PRIVATE)
+def fit_model(
     frame: pd.DataFrame,
     *,
     name: str,
-    epsilon: float,
+    kind: str,
+    mechanism: str,
+    estimator: Any,
     features: Sequence[str],
-    target: str,
-    bounds_X: tuple[Sequence[float], Sequence[float]],
-    bounds_y: tuple[float, float],
-    fit_intercept: bool,
-    method: str,
+    target: str | None = None,
+    positive: str | None = None,
+    threshold: float | None = None,
+    task_column: str | None = None,
+    task_labels: Sequence[str] = (),
     staging: Staging,
 ) -> dict[str, Any]:
-    """Fit with bounds from the config (never from data) and stage ``model.json``."""
+    """Fit ``estimator`` (bounds from the config, never from data) and stage ``model.json``.
+
+    A trace regression's tasks are disjoint row partitions: its per-task costs are returned
+    as ``partitions`` so the ledger records (and recomposes) them in parallel.
+    """
     done = staging.completed(name)
     if done is not None:
         return done
-    model = LinearRegression(
-        epsilon, bounds_X=bounds_X, bounds_y=bounds_y, fit_intercept=fit_intercept, method=method
-    )
     X = frame[list(features)].to_numpy(dtype=np.float64)
-    y = frame[target].to_numpy(dtype=np.float64)
-    model.fit(X, y)
-    cost = model.privacy_cost
-    staging.write_json(
-        name, "model.json", {**model.to_dict(), "features": list(features), "target": target}
-    )
-    run_logger().info("regression %r fitted (%s)", name, method)
+    partitions: list[dict[str, Any]] = []
+    if target is None:
+        estimator.fit(X)
+    elif positive is not None or threshold is not None:
+        estimator.fit(X, _labels(frame, target, positive, threshold))
+    elif task_column is not None:
+        tasks = pd.Index(list(task_labels)).get_indexer(pd.Index(frame[task_column].astype(str)))
+        estimator.fit(X, frame[target].to_numpy(dtype=np.float64), tasks=tasks)
+        partitions = [
+            {
+                "name": p.name,
+                "partition": list(p.partition),
+                "epsilon": p.cost.epsilon,
+                "delta": p.cost.delta,
+            }
+            for p in estimator.partition_costs(name, key=task_column)
+        ]
+    else:
+        estimator.fit(X, frame[target].to_numpy(dtype=np.float64))
+    cost = estimator.privacy_cost
+    model = {**estimator.to_dict(), "features": list(features), "target": target}
+    staging.write_json(name, "model.json", model)
+    run_logger().info("%s %r fitted (%s)", kind, name, mechanism)
     return staging.complete(
         name,
         {
             "name": name,
-            "kind": "regression",
-            "mechanism": f"{method}-laplace",
+            "kind": kind,
+            "mechanism": mechanism,
             "epsilon": cost.epsilon,
             "delta": cost.delta,
-            "sensitivity": getattr(model, "sensitivity_", None),
+            "sensitivity": None,
             "is_dp": True,
             "features": list(features),
             "target": target,
+            "partitions": partitions,
         },
     )

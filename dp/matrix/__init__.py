@@ -1,0 +1,112 @@
+"""The matrix mechanism: workloads, strategies, error analysis and reconstruction (SPEC 3.3).
+
+Typical use::
+
+    from dp.matrix import all_range, answer
+    result = answer(all_range(1024), histogram, epsilon=0.5)
+    result.answers, result.estimate, result.expected_rmse
+
+References: Li, Miklau, Hay, McGregor & Rastogi, "The matrix mechanism", VLDB J. 2015 (PODS
+2010); Hay, Rastogi, Miklau & Suciu, VLDB 2010 (hierarchies, consistency); Xiao, Wang & Gehrke,
+ICDE 2010 (Privelet); McKenna, Miklau, Hay & Machanavajjhala, HDMM, VLDB 2018; Zhang et al.,
+Ektelo, SIGMOD 2018.
+"""
+
+from dp.matrix.error import expected_rmse, expected_tse, svd_bound_rmse
+from dp.matrix.measure import Measurement, measure
+from dp.matrix.opt_blocks import opt_blocks
+from dp.matrix.optimize import PIdentity, opt0, p_identity, tuned_hierarchy
+from dp.matrix.product import (
+    Kron,
+    Marginals,
+    RangeBoxes,
+    Union,
+    kron,
+    marginals,
+    range_boxes,
+    union,
+)
+from dp.matrix.project import workload_projection
+from dp.matrix.reconstruct import RECONSTRUCTIONS, l1_fit, least_squares, reconstruct
+from dp.matrix.release import WorkloadAnswer, answer
+from dp.matrix.select import (
+    KronStrategy,
+    WorkloadStrategy,
+    candidate_strategies,
+    kron_strategy,
+    select_strategy,
+    workload_strategy,
+)
+from dp.matrix.strategy import (
+    Strategy,
+    Tree,
+    hierarchical,
+    identity_strategy,
+    nested_blocks,
+)
+from dp.matrix.wavelet import Wavelet, wavelet
+from dp.matrix.workload import (
+    AllRange,
+    Identity,
+    Prefix,
+    Total,
+    WidthRange,
+    Workload,
+    all_range,
+    identity,
+    prefix,
+    total,
+    width_range,
+)
+
+__all__ = [
+    "RECONSTRUCTIONS",
+    "AllRange",
+    "Identity",
+    "Kron",
+    "KronStrategy",
+    "Marginals",
+    "Measurement",
+    "PIdentity",
+    "Prefix",
+    "RangeBoxes",
+    "Strategy",
+    "Total",
+    "Tree",
+    "Union",
+    "Wavelet",
+    "WidthRange",
+    "Workload",
+    "WorkloadAnswer",
+    "WorkloadStrategy",
+    "all_range",
+    "answer",
+    "candidate_strategies",
+    "expected_rmse",
+    "expected_tse",
+    "hierarchical",
+    "identity",
+    "identity_strategy",
+    "kron",
+    "kron_strategy",
+    "l1_fit",
+    "least_squares",
+    "marginals",
+    "measure",
+    "nested_blocks",
+    "opt0",
+    "opt_blocks",
+    "p_identity",
+    "prefix",
+    "range_boxes",
+    "reconstruct",
+    "select_strategy",
+    "svd_bound_rmse",
+    "total",
+    "tuned_hierarchy",
+    "union",
+    "wavelet",
+    "width_range",
+    "workload_projection",
+    "workload_strategy",
+]

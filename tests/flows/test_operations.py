@@ -29,8 +29,9 @@ def _light_config(directory: Path, data: Path, *, budget: float) -> Path:
     raw["dataset"]["budget"]["epsilon"] = budget
     raw.pop("anonymize")
     raw.pop("schedule")
-    raw["workloads"] = [raw["workloads"][2]]  # age_band_by_sex, epsilon 0.3
-    raw["regressions"][0]["epsilon"] = 0.2
+    raw.pop("clustering")
+    raw["workloads"] = [{**raw["workloads"][2], "epsilon": 0.3}]  # age_band_by_sex
+    raw["regressions"] = [{**raw["regressions"][0], "epsilon": 0.2}]  # income_model
     path = directory / "light.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path

@@ -43,6 +43,9 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
         "income_ranges",
         "age_band_by_sex",
         "income_model",
+        "high_income",
+        "income_by_education",
+        "work_patterns",
     ]
     for release in manifest["releases"]:
         for f in release["files"]:
@@ -57,6 +60,12 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert (spent.runs, spent.pending_runs) == (1, 0)
     kanon = next(r for r in manifest["releases"] if r["kind"] == "k-anonymity")
     assert kanon["is_dp"] is False
+    # The trace regression's tasks are disjoint: six ledger rows that compose to one epsilon.
+    rows = [r for r in book.history("census_demo") if str(r["release"]).startswith("income_by")]
+    assert len(rows) == 6
+    assert {r["epsilon"] for r in rows} == {0.15}
+    trace = json.loads((run_dir / "income_by_education" / "model.json").read_text())
+    assert trace["neighbours"] == "add/remove one record"
     answers = pd.read_parquet(run_dir / "age_cdf" / "answers.parquet")
     assert len(answers) == 90 - 17 + 1  # one prefix query per declared year
 

@@ -23,7 +23,9 @@ def test_schedule_fires_refuses_and_resumes_with_the_next_period(
     raw["dataset"]["path"] = str(census_small)
     raw["dataset"]["budget"] = {"epsilon": 0.7, "per": "minute"}  # one run per minute fits
     raw.pop("anonymize")
-    raw["workloads"] = [raw["workloads"][2]]  # 0.3 + regression 0.4 = 0.7
+    raw.pop("clustering")
+    raw["workloads"] = [{**raw["workloads"][2], "epsilon": 0.3}]
+    raw["regressions"] = [{**raw["regressions"][0], "epsilon": 0.4}]  # 0.3 + 0.4 = 0.7
     raw["schedule"] = {"interval_seconds": 5}
     config = tmp_path / "serve.yaml"
     config.write_text(yaml.safe_dump(raw, sort_keys=False))

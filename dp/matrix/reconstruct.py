@@ -1,0 +1,228 @@
+"""Reconstruction: from noisy strategy answers to a histogram estimate (post-processing only).
+
+* ``"least-squares"`` — ``x_hat = A^+ r``: unbiased, structured per strategy (never a dense
+  ``A^T A``).
+* ``"l1"`` — the plain Laplace maximum-likelihood fit ``argmin_{x >= 0} ||r - A x||_1`` (Li et
+  al. 2015; Ektelo, Zhang et al. SIGMOD 2018), a linear program solved by cvxpy with HiGHS pinned,
+  made deterministic by a second LP that picks, among the optima, the one closest to ``x_hat``
+  in L1 (plus a fixed generic tie-break term, so the optimum is unique).
+  Measured on DPBench it zeroes empty cells but biases them upward, and that bias accumulates:
+  prefix and range answers come out 1.5-6x worse than least squares (bench/matrix.py).
+* ``"nonneg-l1"`` (default) — non-negative and workload-aware, lexicographically:
+  1. the workload answers are those of ``x_W = argmin_{x >= 0} ||W (x - x_hat)||_2``
+     (:mod:`dp.matrix.project`): since the truth is non-negative, this is *never* worse than
+     least squares in the workload's total squared error, for every noise draw, and it zeroes
+     empty regions (per-cell RMSE 0.05-0.8x least squares on sparse DPBench sets);
+  2. when ``W`` is rank-deficient, several histograms give those answers: among them take the
+     Laplace-likelihood (L1) optimum, then the same unique tie-break as ``"l1"``, so the result
+     never depends on which optimal LP vertex the solver returns.
+  When ``W^T W`` is non-singular (prefix, ranges, identity and their products) step 2 is a
+  single point and no LP is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cvxpy
+import numpy as np
+import scipy.sparse as sp
+
+from dp.errors import ConfigError, SolverError
+from dp.matrix.measure import Measurement
+from dp.matrix.product import Kron, Union
+from dp.matrix.project import projection_supported, workload_factor, workload_projection
+from dp.matrix.strategy import Strategy, Tree
+from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
+
+# cvxpy ships incomplete type information (atoms are re-exported dynamically): treat it as Any.
+cp: Any = cvxpy
+
+__all__ = [
+    "RECONSTRUCTIONS",
+    "effective_method",
+    "l1_fit",
+    "least_squares",
+    "reconstruct",
+    "sparse_matrix",
+]
+
+RECONSTRUCTIONS = ("least-squares", "nonneg-l1", "l1")
+"""Accepted values of ``reconstruction``."""
+
+# The solver is pinned: LP vertices differ between solvers, and results must be reproducible.
+_SOLVER = "HIGHS"
+_TIE_SEED = 20100607
+
+
+def least_squares(measurement: Measurement) -> FloatArray:
+    """Least-squares estimate ``A^+ r`` of the histogram (may be negative)."""
+    return measurement.strategy.lstsq(measurement.values)
+
+
+def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
+    """``A`` as a sparse matrix, for the linear program."""
+    mat = getattr(strategy, "matrix", None)
+    if isinstance(mat, sp.spmatrix | sp.sparray):
+        return sp.csr_matrix(mat)
+    factors = getattr(strategy, "factors", None)
+    if factors is not None:
+        out = sp.csr_matrix(np.ones((1, 1)))
+        for f in factors:
+            out = sp.csr_matrix(sp.kron(out, sparse_matrix(f)))
+        return out
+    return sp.csr_matrix(strategy.dense())
+
+
+def _solve(problem: Any, what: str) -> None:
+    try:
+        # cvxpy's bound propagation multiplies 0 * inf for unbounded variables (harmless NaN).
+        with np.errstate(invalid="ignore"):
+            problem.solve(solver=_SOLVER)
+    except cp.error.SolverError as exc:  # a solver crash is reported as one line, not a trace
+        raise SolverError(f"{what}: HiGHS failed ({exc})") from None
+    if problem.status != cp.OPTIMAL:
+        raise SolverError(f"{what}: HiGHS returned status {problem.status!r}, expected 'optimal'")
+
+
+def l1_fit(measurement: Measurement) -> tuple[FloatArray, float]:
+    """``argmin_{x >= 0} ||r - A x||_1`` and its optimal value (one optimal LP vertex).
+
+    The residual is split, ``r - A x = u+ - u-`` with ``u+/- >= 0`` and objective
+    ``sum(u+ + u-)``: equality rows instead of the two inequalities per row that ``norm1``
+    generates, which HiGHS's presolve handles about 2x faster. Tree strategies use a node
+    formulation: one variable per node, ``y_parent = sum y_children`` and ``y_leaf >= 0``, which
+    has ``O(#nodes)`` non-zeros instead of ``O(n depth)``.
+    """
+    a = measurement.strategy
+    unit = _unit(measurement.values)
+    r = measurement.values / unit
+    if isinstance(a, Tree):
+        y = cp.Variable(a.m)
+        children = a.parent >= 0
+        has_child = np.zeros(a.m, dtype=bool)
+        has_child[a.parent[children]] = True
+        rows = np.flatnonzero(has_child)
+        # (P y)_v = y_v - sum_{c: parent(c) = v} y_c for internal nodes v.
+        kids = np.flatnonzero(children)
+        incid = sp.csr_matrix((np.ones(kids.size), (a.parent[kids], kids)), shape=(a.m, a.m))
+        balance = (sp.identity(a.m, format="csr") - incid)[rows]
+        leaves = np.flatnonzero(~has_child)
+        up, um = cp.Variable(a.m, nonneg=True), cp.Variable(a.m, nonneg=True)
+        cons = [y[leaves] >= 0, cp.multiply(a.weight, y) + up - um == r]
+        if rows.size:
+            cons.append(balance @ y == 0)
+        prob = cp.Problem(cp.Minimize(cp.sum(up) + cp.sum(um)), cons)
+        _solve(prob, "non-negative L1 reconstruction")
+        x = np.zeros(a.n)
+        x[a.lo[leaves]] = np.asarray(y.value)[leaves]
+    else:
+        mat = sparse_matrix(a)
+        xv = cp.Variable(a.n, nonneg=True)
+        up, um = cp.Variable(a.m, nonneg=True), cp.Variable(a.m, nonneg=True)
+        prob = cp.Problem(cp.Minimize(cp.sum(up) + cp.sum(um)), [mat @ xv + up - um == r])
+        _solve(prob, "non-negative L1 reconstruction")
+        x = np.asarray(xv.value)
+    # HiGHS meets the bounds up to its feasibility tolerance; clip the ~1e-9 negatives.
+    return np.maximum(x, 0.0) * unit, float(prob.value) * unit
+
+
+def _closest(
+    mat: sp.csr_matrix, r: FloatArray, x_hat: FloatArray, cap: float, extra: list[Any]
+) -> FloatArray:
+    """Deterministic tie-break among L1-optimal points (``||r - A x||_1 <= cap``).
+
+    Minimizes ``||x - x_hat||_1`` plus a tiny fixed generic linear term: a linear program whose
+    optimum is unique for a generic cost vector (a fixed seed keeps it data-independent), so the
+    result does not depend on which optimal vertex the first stage returned. (A strictly convex
+    QP would do the same, but HiGHS's QP solver reports spurious infeasibility on these.)
+    """
+    n = mat.shape[1]
+    x = cp.Variable(n)
+    generic = np.random.default_rng(_TIE_SEED).uniform(1.0, 2.0, n) * 1e-6
+    cons = [x >= 0, cp.norm1(r - mat @ x) <= cap, *extra]
+    prob = cp.Problem(cp.Minimize(cp.norm1(x - x_hat) + generic @ x), cons)
+    _solve(prob, "L1 tie-break")
+    return np.asarray(np.maximum(np.asarray(x.value), 0.0), dtype=np.float64)
+
+
+def _slack(value: float, r: FloatArray) -> float:
+    # HiGHS's default feasibility tolerance is 1e-7; allow that much relative slack per row.
+    return value + 1e-7 * (abs(value) + float(np.sum(np.abs(r)))) + 1e-9
+
+
+def l1_mle(measurement: Measurement, x_hat: FloatArray) -> FloatArray:
+    """Plain non-negative L1 fit with the deterministic tie-break (``reconstruction="l1"``)."""
+    _, value = l1_fit(measurement)
+    mat = sparse_matrix(measurement.strategy)
+    unit = _unit(measurement.values)
+    r = measurement.values / unit
+    return _closest(mat, r, x_hat / unit, _slack(value / unit, r), []) * unit
+
+
+def _unit(r: FloatArray) -> float:
+    # Solve in units of the noisy answers so that HiGHS's absolute tolerances scale with the data.
+    return max(1.0, float(np.max(np.abs(r))))
+
+
+def _full_rank(workload: Workload) -> bool:
+    if isinstance(workload, Identity | Prefix | AllRange):
+        return True
+    if isinstance(workload, Kron):
+        return all(_full_rank(f) for f in workload.factors)
+    if isinstance(workload, Union) and any(_full_rank(p) for p in workload.parts):
+        return True
+    sv = workload.singular_values()
+    return sv.size >= workload.n and float(sv.min()) > 1e-9 * float(sv.max())
+
+
+def workload_l1(measurement: Measurement, workload: Workload, x_hat: FloatArray) -> FloatArray:
+    """The default ``"nonneg-l1"`` reconstruction (see the module docstring)."""
+    x_w = workload_projection(workload, x_hat)
+    if _full_rank(workload):
+        return x_w
+    # Rank-deficient W: fix the answers F x = F x_W (F^T F = W^T W), then L1, then nearest x_hat.
+    factor = workload_factor(workload)
+    if factor is None:
+        return x_w
+    mat = sparse_matrix(measurement.strategy)
+    unit = _unit(measurement.values)
+    r, target = measurement.values / unit, factor @ (x_w / unit)
+    x = cp.Variable(workload.n)
+    tol = 1e-7 * (1.0 + float(np.max(np.abs(target))))
+    same = [cp.abs(factor @ x - target) <= tol]
+    prob = cp.Problem(cp.Minimize(cp.norm1(r - mat @ x)), [x >= 0, *same])
+    _solve(prob, "non-negative L1 reconstruction")
+    return _closest(mat, r, x_hat / unit, _slack(float(prob.value), r), same) * unit
+
+
+def effective_method(workload: Workload, method: str) -> str:
+    """The method :func:`reconstruct` will use: ``"nonneg-l1"`` falls back to least squares
+    (which it can never lose to) when the workload is too large to project onto ``x >= 0``."""
+    if method not in RECONSTRUCTIONS:
+        raise ConfigError(f"reconstruction must be one of {list(RECONSTRUCTIONS)}, got {method!r}")
+    if method == "nonneg-l1" and not projection_supported(workload):
+        return "least-squares"
+    return method
+
+
+def reconstruct(
+    measurement: Measurement, workload: Workload, *, method: str = "nonneg-l1"
+) -> FloatArray:
+    """Histogram estimate from a measurement (post-processing: costs no privacy).
+
+    Args:
+        measurement: the noisy strategy answers.
+        workload: the workload whose answers will be released (used by ``"nonneg-l1"``).
+        method: one of :data:`RECONSTRUCTIONS`.
+
+    Returns:
+        The estimate, length ``n`` (non-negative unless ``method == "least-squares"``).
+    """
+    method = effective_method(workload, method)
+    x_hat = least_squares(measurement)
+    if method == "least-squares":
+        return x_hat
+    if method == "l1":
+        return l1_mle(measurement, x_hat)
+    return workload_l1(measurement, workload, x_hat)

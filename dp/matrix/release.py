@@ -1,0 +1,117 @@
+"""End-to-end workload answering with the matrix mechanism (SPEC 3.3).
+
+``answer`` selects a strategy without looking at the data, measures it once with Laplace noise
+(the only step that touches ``x``, in :func:`dp.matrix.measure.measure`), reconstructs a
+histogram and answers the workload from it. Everything after the measurement is
+post-processing of the noisy answers, so the release is ``epsilon``-DP (Li et al. 2015, Prop. 2;
+Dwork & Roth 2014, Prop. 2.1).
+
+>>> import numpy as np
+>>> from dp.matrix.workload import prefix
+>>> res = answer(prefix(4), [3, 0, 1, 2], epsilon=1.0, rng=np.random.default_rng(0))
+>>> res.answers.shape, res.estimate.shape, bool(np.all(res.estimate >= 0))
+((4,), (4,), True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.budget import PrivacyCost
+from dp.errors import ConfigError
+from dp.matrix.error import svd_bound_rmse
+from dp.matrix.measure import check_histogram, measure
+from dp.matrix.reconstruct import effective_method, reconstruct
+from dp.matrix.select import cached_error_factor, select_strategy
+from dp.matrix.strategy import Strategy
+from dp.matrix.workload import FloatArray, Workload
+from dp.validation import check_epsilon
+
+__all__ = ["WorkloadAnswer", "answer"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadAnswer:
+    """A released workload answer set and the data-independent facts about its accuracy."""
+
+    answers: FloatArray
+    """Noisy workload answers ``W x_bar``, one per workload row."""
+    estimate: FloatArray
+    """Reconstructed histogram ``x_bar`` (flat, C order for multi-dimensional domains)."""
+    strategy: str
+    """Name of the measured strategy."""
+    sensitivity: float
+    """``||A||_1`` of the strategy."""
+    noise_scale: float
+    """Laplace scale ``||A||_1 / epsilon`` of every strategy answer."""
+    expected_rmse: float
+    """Expected per-query RMSE of the least-squares answers (an upper reference for
+    ``"nonneg-l1"``, whose workload error is never larger for any noise draw)."""
+    svd_bound_rmse: float
+    """SVD lower bound on the per-query RMSE of any strategy."""
+    epsilon: float
+    """Privacy parameter spent."""
+    reconstruction: str
+    """Reconstruction method used (``"nonneg-l1"`` falls back to ``"least-squares"`` for
+    workloads too large to project, see :func:`dp.matrix.reconstruct.effective_method`)."""
+
+    @property
+    def cost(self) -> PrivacyCost:
+        """The release's privacy cost."""
+        return PrivacyCost(epsilon=self.epsilon)
+
+
+def answer(
+    workload: Workload,
+    x: npt.ArrayLike,
+    *,
+    epsilon: float,
+    strategy: Strategy | None = None,
+    reconstruction: str = "nonneg-l1",
+    rng: np.random.Generator | None = None,
+) -> WorkloadAnswer:
+    """Answer ``workload`` on histogram ``x`` with the matrix mechanism (``epsilon``-DP).
+
+    Args:
+        workload: linear queries to answer (e.g. :func:`dp.matrix.prefix`).
+        x: histogram over the workload's domain (finite, >= 0; C order if multi-dimensional).
+        epsilon: privacy parameter (> 0).
+        strategy: strategy to measure; default :func:`dp.matrix.select_strategy` (data-free).
+        reconstruction: ``"nonneg-l1"`` (default), ``"least-squares"`` or ``"l1"``.
+        rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+
+    Returns:
+        The :class:`WorkloadAnswer`.
+    """
+    # Validate everything before the measurement, so a bad argument never spends budget.
+    if not isinstance(workload, Workload):
+        raise ConfigError(f"workload must be a dp.matrix workload, got {type(workload).__name__}")
+    eps = check_epsilon(epsilon)
+    method = effective_method(workload, reconstruction)
+    hist = check_histogram(x, workload.n)
+    chosen = select_strategy(workload) if strategy is None else strategy
+    if not isinstance(chosen, Strategy):
+        raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(chosen).__name__}")
+    if chosen.domain != workload.domain:
+        raise ConfigError(
+            f"strategy domain {chosen.domain} does not match workload domain {workload.domain}"
+        )
+    factor = cached_error_factor(workload, chosen)
+    meas = measure(chosen, hist, epsilon=eps, rng=rng)
+    del hist  # from here on only the noisy measurement is used (post-processing)
+    estimate = reconstruct(meas, workload, method=method)
+    return WorkloadAnswer(
+        answers=workload @ estimate,
+        estimate=estimate,
+        strategy=chosen.name,
+        sensitivity=chosen.sensitivity,
+        noise_scale=meas.noise_scale,
+        expected_rmse=math.sqrt(2.0 * meas.noise_scale**2 * factor / workload.m),
+        svd_bound_rmse=svd_bound_rmse(workload, eps),
+        epsilon=eps,
+        reconstruction=method,
+    )

@@ -1,0 +1,237 @@
+"""Strategy products and automatic, data-independent strategy selection.
+
+:func:`select_strategy` evaluates every candidate's expected error ``||A||_1^2 ||W A^+||_F^2``
+(Li et al., "The matrix mechanism", VLDB J. 2015) and returns the smallest. The choice never looks
+at the data, so it costs no privacy budget. For Kronecker workloads the error factorizes over the
+axes (HDMM, McKenna et al. VLDB 2018, Thm. 3), so each axis is selected independently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse.linalg as spla
+
+from dp.errors import ConfigError
+from dp.matrix.opt_blocks import opt_blocks
+from dp.matrix.optimize import opt0, tuned_hierarchy
+from dp.matrix.product import Kron, Marginals, Union, along_axes
+from dp.matrix.strategy import Strategy, hierarchical, identity_strategy
+from dp.matrix.wavelet import wavelet
+from dp.matrix.workload import FloatArray, Workload
+
+__all__ = [
+    "KronStrategy",
+    "WorkloadStrategy",
+    "cached_error_factor",
+    "candidate_strategies",
+    "kron_strategy",
+    "select_strategy",
+    "workload_strategy",
+]
+
+# Dense OPT0 costs O(n p^2) per iteration with dense products: used up to 1024 cells; the
+# block-sparse variant takes over up to 8192; beyond, the tuned hierarchy is the optimized one.
+_OPT0_MAX_N = 1024
+_OPT_BLOCKS_MAX_N = 8192
+# HDMM's random start (p = n / 16) wins up to ~256 cells; beyond, the hierarchy start is better.
+_OPT0_RANDOM_MAX_N = 512
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KronStrategy(Strategy):
+    """Kronecker product of per-axis strategies (HDMM's OPT-Kron for product workloads).
+
+    ``||A||_1 = prod ||A_i||_1`` and ``A^+ = (x) A_i^+``, so for ``W = (x) W_i`` the error is the
+    product of the per-axis errors, and for a union of products it is their weighted sum.
+    """
+
+    factors: tuple[Strategy, ...]
+    """One strategy per axis."""
+
+    @property
+    def name(self) -> str:
+        return " x ".join(f.name for f in self.factors)
+
+    @property
+    def domain(self) -> tuple[int, ...]:
+        return tuple(d for f in self.factors for d in f.domain)
+
+    @property
+    def m(self) -> int:
+        return math.prod(f.m for f in self.factors)
+
+    @property
+    def sensitivity(self) -> float:
+        return math.prod(f.sensitivity for f in self.factors)
+
+    def _matmat(self, x: FloatArray) -> FloatArray:
+        return along_axes(x, [f.n for f in self.factors], self.factors, "_matmat")
+
+    def _rmatmat(self, y: FloatArray) -> FloatArray:
+        return along_axes(y, [f.m for f in self.factors], self.factors, "_rmatmat")
+
+    def _lstsq(self, r: FloatArray) -> FloatArray:
+        return along_axes(r, [f.m for f in self.factors], self.factors, "_lstsq")
+
+    def squared_error_factor(self, workload: Workload) -> float:
+        if isinstance(workload, Union):
+            pairs = zip(workload.parts, workload.weights, strict=True)
+            return sum(w * w * self.squared_error_factor(p) for p, w in pairs)
+        axes = [f.domain for f in self.factors]
+        if isinstance(workload, Kron) and [f.domain for f in workload.factors] == axes:
+            pairs2 = zip(self.factors, workload.factors, strict=True)
+            return math.prod(a.squared_error_factor(w) for a, w in pairs2)
+        if len(self.factors) == 1:
+            return self.factors[0].squared_error_factor(workload)
+        raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
+
+
+def kron_strategy(*factors: Strategy) -> KronStrategy:
+    """Kronecker product of strategies, one per axis."""
+    if len(factors) < 1:
+        raise ConfigError("kron_strategy needs at least one strategy, got 0")
+    return KronStrategy(factors=tuple(factors))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadStrategy(Strategy):
+    """Measure the workload itself (``A = W``): best for low-order marginals over big domains,
+    where ``||W W^+||_F^2 = rank(W)`` is far below the identity's ``||W||_F^2``."""
+
+    workload: Workload
+    """The measured workload."""
+
+    @property
+    def name(self) -> str:
+        return f"Workload[{self.workload.name}]"
+
+    @property
+    def domain(self) -> tuple[int, ...]:
+        return self.workload.domain
+
+    @property
+    def m(self) -> int:
+        return self.workload.m
+
+    @property
+    def sensitivity(self) -> float:
+        return self.workload.sensitivity
+
+    def _matmat(self, x: FloatArray) -> FloatArray:
+        return self.workload._matmat(x)
+
+    def _rmatmat(self, y: FloatArray) -> FloatArray:
+        return self.workload._rmatmat(y)
+
+    def _lstsq(self, r: FloatArray) -> FloatArray:
+        # LSMR from zero converges to the minimum-norm solution; W x_hat is unique either way.
+        op = spla.LinearOperator(
+            (self.m, self.n),
+            matvec=lambda v: self._matmat(v.reshape(-1, 1))[:, 0],
+            rmatvec=lambda v: self._rmatmat(v.reshape(-1, 1))[:, 0],
+            dtype=np.float64,
+        )
+        cols = [
+            spla.lsmr(op, r[:, j], atol=1e-12, btol=1e-12, maxiter=10 * self.n)[0]
+            for j in range(r.shape[1])
+        ]
+        return np.column_stack(cols)
+
+    def squared_error_factor(self, workload: Workload) -> float:
+        same = workload is self.workload or (
+            isinstance(workload, Marginals) and workload.name == self.workload.name
+        )
+        if not same:
+            raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
+        sv = workload.singular_values()
+        return float(np.count_nonzero(sv > 1e-9 * sv.max()))
+
+
+def workload_strategy(workload: Workload) -> WorkloadStrategy:
+    """The strategy that measures ``workload`` itself."""
+    return WorkloadStrategy(workload=workload)
+
+
+def candidate_strategies(workload: Workload) -> list[Strategy]:
+    """Data-independent candidate strategies for a workload (see :func:`select_strategy`).
+
+    1-D: identity, Haar, H_b (b = 2, 4, 8, 16), the tuned nested-block hierarchy, and an
+    optimized p-Identity: dense OPT0 from HDMM's random start (n <= 512) and from the tuned
+    hierarchy (n <= 1024), block-sparse OPT0 up to 8192 cells. Kronecker products of 1-D
+    workloads: the product of the per-axis selections (the error factorizes). Other
+    multi-dimensional workloads: the identity, and for marginals the marginals themselves.
+    """
+    if len(workload.domain) == 1:
+        n = workload.n
+        out: list[Strategy] = [identity_strategy(n), wavelet(n)]
+        out += [hierarchical(n, b) for b in (2, 4, 8, 16) if b < n]
+        if n >= 4:
+            out.append(tuned_hierarchy(workload))
+        if 16 <= n <= _OPT0_RANDOM_MAX_N:
+            out.append(opt0(workload, init="random"))
+        if 16 <= n <= _OPT0_MAX_N:
+            out.append(opt0(workload, init="hierarchy", maxiter=500))
+        elif _OPT0_MAX_N < n <= _OPT_BLOCKS_MAX_N:
+            out.append(opt_blocks(workload, maxiter=150))
+        return out
+    if isinstance(workload, Kron) and all(len(f.domain) == 1 for f in workload.factors):
+        return [kron_strategy(*(select_strategy(f) for f in workload.factors))]
+    out = [kron_strategy(*(identity_strategy(d) for d in workload.domain))]
+    if isinstance(workload, Marginals):
+        out.append(workload_strategy(workload))
+    return out
+
+
+# Data-independent results, reused across releases of the same workload in one process.
+_CACHE_SIZE = 64
+_selected: dict[str, tuple[Strategy, float]] = {}
+_factors: dict[tuple[str, int], tuple[Strategy, float]] = {}
+
+
+def _remember(
+    cache: dict[Any, tuple[Strategy, float]], key: Any, value: tuple[Strategy, float]
+) -> None:
+    cache[key] = value
+    while len(cache) > _CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+
+
+def cached_error_factor(workload: Workload, strategy: Strategy) -> float:
+    """``||W A^+||_F^2``, cached per (workload, strategy object) since it never depends on data."""
+    key = (workload.key, id(strategy))
+    hit = _factors.get(key)
+    if hit is not None and hit[0] is strategy:
+        return hit[1]
+    value = strategy.squared_error_factor(workload)
+    _remember(_factors, key, (strategy, value))
+    return value
+
+
+def select_strategy(
+    workload: Workload, *, candidates: Callable[[Workload], list[Strategy]] | None = None
+) -> Strategy:
+    """The candidate strategy with the lowest expected error for ``workload`` (no data used).
+
+    Args:
+        workload: the workload to answer.
+        candidates: optional generator of candidates (default :func:`candidate_strategies`).
+
+    Returns:
+        The strategy minimizing ``||A||_1^2 ||W A^+||_F^2``; ties keep the earlier candidate.
+    """
+    if not isinstance(workload, Workload):
+        raise ConfigError(f"workload must be a dp.matrix workload, got {type(workload).__name__}")
+    if candidates is None and workload.key in _selected:
+        return _selected[workload.key][0]
+    pool = (candidates or candidate_strategies)(workload)
+    factors = [cached_error_factor(workload, a) for a in pool]
+    scores = [a.sensitivity**2 * f for a, f in zip(pool, factors, strict=True)]
+    best = int(np.argmin(scores))
+    if candidates is None:
+        _remember(_selected, workload.key, (pool[best], factors[best]))
+    return pool[best]
