@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from dp.errors import ConfigError
 from dp.validation import check_delta
 
-__all__ = ["PlannedCost", "PrivacyCost", "compose", "parallel", "sequential"]
+__all__ = [
+    "PlannedCost",
+    "PrivacyCost",
+    "compose",
+    "parallel",
+    "sequential",
+    "zcdp_of_gaussian",
+    "zcdp_of_pure",
+    "zcdp_to_dp",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,3 +133,33 @@ def compose(planned: Iterable[PlannedCost]) -> PrivacyCost:
             parts[key][part].append(p.cost)
     per_key = [parallel(sequential(cs) for cs in by_part.values()) for by_part in parts.values()]
     return sequential([*whole, *per_key])
+
+
+# zero-concentrated DP (Bun & Steinke, TCC 2016): rho-zCDP composes by adding rho, which is
+# much tighter than adding epsilons when many Gaussian releases are made.
+
+
+def zcdp_of_pure(epsilon: float) -> float:
+    """An epsilon-DP release is (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4).
+
+    >>> zcdp_of_pure(1.0)
+    0.5
+    """
+    return 0.5 * epsilon * epsilon
+
+
+def zcdp_of_gaussian(*, sigma_over_sensitivity: float) -> float:
+    """The Gaussian mechanism with noise ``sigma = s * Delta_2`` is ``1 / (2 s^2)``-zCDP
+    (Bun & Steinke 2016, Prop. 1.6)."""
+    return 0.5 / (sigma_over_sensitivity * sigma_over_sensitivity)
+
+
+def zcdp_to_dp(rho: float, delta: float) -> float:
+    """The epsilon of ``(epsilon, delta)``-DP implied by rho-zCDP (Bun & Steinke 2016, Prop. 1.3).
+
+    >>> round(zcdp_to_dp(0.5, 1e-6), 4)
+    5.7565
+    """
+    if delta <= 0.0:
+        raise ConfigError(f"converting zCDP to (epsilon, delta) needs delta > 0, got {delta!r}")
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dp.budget import PrivacyCost
+from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 
 __all__ = ["budget_rows", "budget_table", "render_report"]
 
@@ -51,10 +51,24 @@ def budget_table(
     lines += [
         "",
         f"- run total (composed): epsilon = {total.epsilon:g}, delta = {total.delta:g}",
+        *_zcdp_line(summaries, total),
         f"- dataset budget: epsilon = {budget.epsilon:g}, delta = {budget.delta:g}",
         f"- remaining after this run: epsilon = {remaining.epsilon:g}, delta = {remaining.delta:g}",
     ]
     return "\n".join(lines)
+
+
+def _zcdp_line(summaries: Sequence[dict[str, Any]], total: PrivacyCost) -> list[str]:
+    """With Gaussian releases, the tighter zCDP total beside basic composition (informative:
+    the ledger charges basic composition)."""
+    if total.delta <= 0:
+        return []
+    rho = sum(s.get("zcdp_rho") or zcdp_of_pure(s["epsilon"]) for s in summaries if s["is_dp"])
+    eps = zcdp_to_dp(rho, total.delta)
+    return [
+        f"- zCDP accounting (Bun & Steinke 2016): rho = {rho:.4g}, i.e. epsilon = {eps:.4g} at "
+        f"delta = {total.delta:g} (the ledger charges the basic composition above)"
+    ]
 
 
 def _release_section(s: dict[str, Any]) -> list[str]:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost
+from dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
+from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError, InputError
 from dp.regression.adassp import adassp_fit
 from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
@@ -100,6 +101,18 @@ class LinearRegression:
     def privacy_cost(self) -> PrivacyCost:
         """The ``(epsilon, delta)`` that one ``fit`` spends."""
         return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+
+    @property
+    def zcdp_rho(self) -> float:
+        """The fit's cost as rho-zCDP, for tighter accounting of Gaussian releases.
+
+        AdaSSP makes three analytic-Gaussian releases at ``(epsilon/3, delta/3)`` each; a
+        pure-epsilon method costs ``epsilon^2 / 2``.
+        """
+        if self.method != "adassp":
+            return zcdp_of_pure(self.epsilon)
+        s = gaussian_sigma(l2_sensitivity=1.0, epsilon=self.epsilon / 3, delta=self.delta / 3)
+        return 3.0 * zcdp_of_gaussian(sigma_over_sensitivity=s)
 
     def _feature_domain(self, d: int) -> FeatureDomain:
         if self.bounds_X is not None:

@@ -97,3 +97,28 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
         assert w["svd_bound_rmse"] <= w["expected_rmse"] * (1 + 1e-9)
     assert workloads[0]["queries"] == 74
     assert payload["remaining_epsilon"] == payload["budget_epsilon"]
+
+
+def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> None:
+    from dp.budget import PrivacyCost, zcdp_to_dp
+    from flows.report import budget_table
+
+    gauss = {
+        "name": "g",
+        "kind": "regression",
+        "mechanism": "adassp-gaussian",
+        "epsilon": 0.3,
+        "delta": 1e-7,
+        "is_dp": True,
+        "zcdp_rho": 0.002,
+    }
+    summaries = [{**gauss, "name": f"g{i}"} for i in range(10)]
+    total = PrivacyCost(epsilon=3.0, delta=1e-6)
+    table = budget_table(summaries, total=total, budget=total, remaining=PrivacyCost.zero())
+    assert "rho = 0.02" in table
+    assert f"epsilon = {zcdp_to_dp(0.02, 1e-6):.4g}" in table
+    assert zcdp_to_dp(0.02, 1e-6) < 3.0  # tighter than adding ten epsilons of 0.3
+    pure = budget_table(
+        summaries[:1], total=PrivacyCost(epsilon=0.3), budget=total, remaining=PrivacyCost.zero()
+    )
+    assert "zCDP" not in pure
