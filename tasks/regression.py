@@ -80,5 +80,6 @@ def fit_model(
             "features": list(features),
             "target": target,
             "partitions": partitions,
+            "zcdp_rho": getattr(estimator, "zcdp_rho", None),
         },
     )

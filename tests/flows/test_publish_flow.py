@@ -112,3 +112,23 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
     second = answer_workload.fn(frame, **kwargs)
     assert second == first
     assert (staging.dir / "q" / "answers.parquet").read_bytes() == answers
+
+
+def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    config = config_factory()
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["budget"]["delta"] = 1e-5
+    for key in ("anonymize", "workloads", "clustering"):
+        raw.pop(key)
+    raw["regressions"] = [{**raw["regressions"][0], "method": "adassp", "delta": 1e-6}]
+    config.write_text(yaml.safe_dump(raw))
+    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
+    run_dir = tmp_path / "out" / "census_demo" / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["total_delta"] == pytest.approx(1e-6)
+    assert manifest["releases"][0]["mechanism"] == "adassp-gaussian"
+    assert "zCDP accounting" in (run_dir / "report.md").read_text()
+    (spent,) = Ledger(tmp_path / "l.sqlite").spending("census_demo")
+    assert spent.spent.delta == pytest.approx(1e-6)
