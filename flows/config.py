@@ -27,12 +27,11 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class BudgetModel(_Model):
+class _Cost(_Model):
+    """An (epsilon, delta) pair, validated with the messages of :mod:`dp.validation`."""
+
     epsilon: float
     delta: float = 0.0
-    per: Period | None = None
-    """Calendar period the allowance renews in (UTC): year, quarter, month, week, day, hour,
-    minute; omitted = one lifetime budget."""
 
     @field_validator("epsilon")
     @classmethod
@@ -43,6 +42,12 @@ class BudgetModel(_Model):
     @classmethod
     def _delta(cls, v: float) -> float:
         return check_delta(v)
+
+
+class BudgetModel(_Cost):
+    per: Period | None = None
+    """Calendar period the allowance renews in (UTC): year, quarter, month, week, day, hour,
+    minute; omitted = one lifetime budget."""
 
 
 class ColumnModel(_Model):
@@ -75,20 +80,8 @@ class HierarchyModel(_Model):
         return self
 
 
-class DPStage(_Model):
+class DPStage(_Cost):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    epsilon: float
-    delta: float = 0.0
-
-    @field_validator("epsilon")
-    @classmethod
-    def _eps(cls, v: float) -> float:
-        return check_epsilon(v)
-
-    @field_validator("delta")
-    @classmethod
-    def _delta(cls, v: float) -> float:
-        return check_delta(v)
 
 
 class AnonymizeModel(_Model):

@@ -155,3 +155,17 @@ def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:
     if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
         raise InputError("X and y must be finite (no NaN or inf)")
     return Xa, ya
+
+
+def check_fitted(fitted: object, model: str) -> None:
+    """Raise a clear error when a model is used before ``fit``."""
+    if fitted is None:
+        raise ConfigError(f"this {model} is not fitted yet; call fit first")
+
+
+def design_matrix(X: object, d: int) -> FloatArray:
+    """``X`` as a float ``(n, d)`` array, or a one-line :class:`InputError`."""
+    Xa = np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2 or Xa.shape[1] != d:
+        raise InputError(f"X must have shape (n, {d}), got {Xa.shape}")
+    return Xa

@@ -23,9 +23,16 @@ import numpy.typing as npt
 
 from dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
 from dp.calibration import gaussian_sigma
-from dp.errors import ConfigError, InputError
+from dp.errors import ConfigError
 from dp.regression.adassp import adassp_fit
-from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
+from dp.regression.domain import (
+    BoundLike,
+    FeatureDomain,
+    TargetDomain,
+    check_fitted,
+    check_training_data,
+    design_matrix,
+)
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
 from dp.regression.statistics import Design, sufficient_statistics
@@ -170,11 +177,8 @@ class LinearRegression:
 
     def predict(self, X: object) -> FloatArray:
         """Predictions ``X coef + intercept``, clipped to ``bounds_y``."""
-        if self._fitted is None:
-            raise ConfigError("this LinearRegression is not fitted yet; call fit first")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] != self.coef_.shape[0]:
-            raise InputError(f"X must have shape (n, {self.coef_.shape[0]}), got {Xa.shape}")
+        check_fitted(self._fitted, "LinearRegression")
+        Xa = design_matrix(X, self.coef_.shape[0])
         return self.target.clip(Xa @ self.coef_ + self.intercept_)
 
     def to_dict(self) -> dict[str, Any]:

@@ -34,7 +34,14 @@ from scipy.special import expit
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
+from dp.regression.domain import (
+    BoundLike,
+    FeatureDomain,
+    TargetDomain,
+    check_fitted,
+    check_training_data,
+    design_matrix,
+)
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import objective_perturbation
 from dp.regression.sensitivity import NEIGHBOURS, PARTS
@@ -161,11 +168,8 @@ class LogisticRegression:
 
     def decision_function(self, X: object) -> FloatArray:
         """Log-odds ``X coef + intercept``."""
-        if self._fitted is None:
-            raise ConfigError("this LogisticRegression is not fitted yet; call fit first")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] != self.coef_.shape[0]:
-            raise InputError(f"X must have shape (n, {self.coef_.shape[0]}), got {Xa.shape}")
+        check_fitted(self._fitted, "LogisticRegression")
+        Xa = design_matrix(X, self.coef_.shape[0])
         return np.asarray(Xa @ self.coef_ + self.intercept_, dtype=np.float64)
 
     def predict_proba(self, X: object) -> FloatArray:
