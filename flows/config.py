@@ -108,7 +108,7 @@ class WorkloadModel(DPStage):
     workload: Literal["identity", "total", "prefix", "all_range", "marginals"] = "identity"
     marginal_k: int = Field(default=1, ge=1)
     strategy: Literal["auto", "identity", "hierarchical"] = "auto"
-    reconstruction: Literal["nonneg-l1", "least-squares"] = "nonneg-l1"
+    reconstruction: Literal["nonneg-l1", "least-squares", "l1"] = "nonneg-l1"
 
 
 class RegressionModel(DPStage):
