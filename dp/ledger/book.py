@@ -1,172 +1,32 @@
-"""The privacy-budget ledger: a persistent, append-only, hash-chained SQLite log.
+"""The :class:`Ledger`: reserve, record, commit and abort runs; verify and report spending.
 
-Every change is a new row (an *event*); nothing is ever updated or deleted:
-
-* ``reserve`` — a run's planned, composed cost is held against its dataset's budget. The check
-  "already spent + held + requested <= budget" and the insert happen in one ``BEGIN IMMEDIATE``
-  transaction, so concurrent processes are serialized by SQLite and can never overspend.
-* ``release`` — one row per release a run has computed (name, kind, mechanism, epsilon, delta,
-  sensitivity, disjoint partition, output hash), written *before* publication so that the
-  composition check can recompute the run's cost from the ledger itself.
-* ``commit`` — the run was published.
-* ``abort`` — the run failed before publication; its hold is released.
-
-A reserved run that is neither committed nor aborted (e.g. the process was killed) keeps counting
-as spent: a crash can over-count, never under-count.
-
-Each row stores ``hash = sha256(prev_hash, canonical row)``; :meth:`Ledger.verify` recomputes the
-chain and detects any edited, inserted or deleted row. Deleting rows at the *end* is only
-detectable against a head kept elsewhere, so every run's manifest records the head it saw.
+See :mod:`dp.ledger` for the event model and its guarantees.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.errors import BudgetExceededError, ConfigError, LedgerError
+from dp.errors import BudgetExceededError, LedgerError
+from dp.ledger.chain import (
+    FIELDS,
+    FORMAT,
+    GENESIS,
+    SCHEMA,
+    now,
+    partition_text,
+    row_hash,
+    verify_rows,
+)
+from dp.ledger.records import ChainReport, DatasetSpending, ReleaseRecord, Reservation
 from dp.periods import LIFETIME
 
-__all__ = [
-    "GENESIS",
-    "ChainReport",
-    "DatasetSpending",
-    "Ledger",
-    "ReleaseRecord",
-    "Reservation",
-    "check_run_id",
-]
-
-GENESIS = "0" * 64
-_FORMAT = "dppub-ledger/2"
-_FIELDS = (
-    "seq",
-    "ts",
-    "event",
-    "dataset",
-    "run_id",
-    "release",
-    "kind",
-    "mechanism",
-    "epsilon",
-    "delta",
-    "sensitivity",
-    "partition",
-    "is_dp",
-    "budget_epsilon",
-    "budget_delta",
-    "period",
-    "location",
-    "config_hash",
-    "output_hash",
-    "prev_hash",
-)
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (
-    seq INTEGER PRIMARY KEY, ts TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('reserve', 'release', 'commit', 'abort')),
-    dataset TEXT NOT NULL, run_id TEXT NOT NULL, release TEXT, kind TEXT, mechanism TEXT,
-    epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
-    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL, period TEXT, location TEXT,
-    config_hash TEXT, output_hash TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
-CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, period, event);
-INSERT OR IGNORE INTO meta VALUES ('format', '{_FORMAT}');
-"""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseRecord:
-    """One computed release, as the ledger records it."""
-
-    name: str
-    """Release name, unique within the run."""
-    kind: str
-    """What was released: ``workload``, ``regression``, ``k-anonymity``..."""
-    mechanism: str
-    """The mechanism, e.g. ``laplace`` or ``generalization``."""
-    cost: PrivacyCost
-    """The release's own (epsilon, delta); zero for non-DP releases."""
-    sensitivity: float | None = None
-    """Sensitivity the noise was calibrated to (None for non-DP releases)."""
-    partition: tuple[str, str] | None = None
-    """Disjoint row partition ``(key, part)`` the release reads, for parallel composition."""
-    is_dp: bool = True
-    """False for syntactic releases (a k-anonymous table), which are *not* DP."""
-    output_hash: str = ""
-    """SHA-256 of the released files."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DatasetSpending:
-    """What the ledger says about one dataset."""
-
-    dataset: str
-    period: str
-    """Budget period (``all`` for a lifetime budget, else e.g. ``2026`` or ``2026-11``)."""
-    budget: PrivacyCost | None
-    """The budget declared by the most recent reservation in this period."""
-    spent: PrivacyCost
-    """Committed plus still-pending reservations (pending runs count until resolved)."""
-    runs: int
-    """Committed runs."""
-    pending_runs: int
-    """Reserved runs neither committed nor aborted."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reservation:
-    """A run's hold on the budget and where the run publishes."""
-
-    run_id: str
-    dataset: str
-    period: str
-    cost: PrivacyCost
-    location: str
-    """The dataset's publication folder (``OUT/<dataset>``)."""
-    config_hash: str
-    state: str
-    """``pending``, ``committed`` or ``aborted``."""
-    recorded: bool
-    """True once the run's release rows are written."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChainReport:
-    """Result of :meth:`Ledger.verify`."""
-
-    ok: bool
-    rows: int
-    head: str
-    problems: tuple[str, ...]
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _hash_values(values: Sequence[object]) -> str:
-    """SHA-256 of the canonical JSON of a row's fields, in ``_FIELDS`` order."""
-    payload = _ENCODER.encode(values)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def _row_hash(row: dict[str, object]) -> str:
-    return _hash_values([row[f] for f in _FIELDS])
-
-
-def _partition_text(partition: tuple[str, str] | None) -> str | None:
-    return None if partition is None else json.dumps(list(partition))
+__all__ = ["Ledger"]
 
 
 class Ledger:
@@ -190,14 +50,14 @@ class Ledger:
             # Idempotent, so two processes creating the same ledger at once both succeed.
             with self._connect(create=True) as con:
                 con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(_SCHEMA)
+                con.executescript(SCHEMA)
         with self._connect() as con:
             try:
                 fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
             found = None if fmt is None else fmt[0]
-            if found != _FORMAT:
+            if found != FORMAT:
                 raise LedgerError(f"{self.path} is not a dppub ledger (format {found!r})")
 
     @contextmanager
@@ -236,14 +96,14 @@ class Ledger:
 
     def _append(self, con: sqlite3.Connection, **values: object) -> str:
         last = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        row: dict[str, object] = dict.fromkeys(_FIELDS)
+        row: dict[str, object] = dict.fromkeys(FIELDS)
         row.update(values)
         row["seq"] = 1 if last is None else last["seq"] + 1
-        row["ts"] = _now()
+        row["ts"] = now()
         row["prev_hash"] = GENESIS if last is None else last["hash"]
-        digest = _row_hash(row)
-        cols = ", ".join((*_FIELDS, "hash"))
-        marks = ", ".join("?" * (len(_FIELDS) + 1))
+        digest = row_hash(row)
+        cols = ", ".join((*FIELDS, "hash"))
+        marks = ", ".join("?" * (len(FIELDS) + 1))
         con.execute(f"INSERT INTO entries ({cols}) VALUES ({marks})", [*row.values(), digest])
         return digest
 
@@ -358,7 +218,7 @@ class Ledger:
                     epsilon=r.cost.epsilon,
                     delta=r.cost.delta,
                     sensitivity=r.sensitivity,
-                    partition=_partition_text(r.partition),
+                    partition=partition_text(r.partition),
                     is_dp=int(r.is_dp),
                     config_hash=res["config_hash"],
                     output_hash=r.output_hash,
@@ -433,28 +293,13 @@ class Ledger:
 
     def verify(self, *, expected_head: tuple[int, str] | None = None) -> ChainReport:
         """Recompute the hash chain; optionally check it still contains a known head."""
-        problems: list[str] = []
-        prev, n = GENESIS, 0
-        seen: dict[int, str] = {}
-        cols = ", ".join((*_FIELDS, "hash"))
+        cols = ", ".join((*FIELDS, "hash"))
         with self._connect() as con:
-            con.row_factory = None  # plain tuples in _FIELDS order: ~3x faster than Row
-            for row in con.execute(f"SELECT {cols} FROM entries ORDER BY seq"):
-                n += 1
-                seq, prev_hash, digest = row[0], row[-2], row[-1]
-                if seq != n:
-                    problems.append(f"row {n}: sequence gap (found seq {seq})")
-                if prev_hash != prev:
-                    problems.append(f"row {seq}: does not chain to the previous row")
-                if _hash_values(row[:-1]) != digest:
-                    problems.append(f"row {seq}: contents do not match its hash")
-                prev = digest
-                seen[int(seq)] = str(digest)
-        if expected_head is not None and expected_head[0] > 0:
-            seq, digest = expected_head
-            if seen.get(seq) != digest:
-                problems.append(f"head recorded at seq {seq} is missing or altered")
-        return ChainReport(ok=not problems, rows=n, head=prev, problems=tuple(problems))
+            con.row_factory = None  # plain tuples in FIELDS order: ~3x faster than Row
+            return verify_rows(
+                con.execute(f"SELECT {cols} FROM entries ORDER BY seq"),
+                expected_head=expected_head,
+            )
 
     def spending(self, dataset: str | None = None) -> list[DatasetSpending]:
         """Spending per dataset and budget period, oldest period first."""
@@ -554,10 +399,3 @@ class Ledger:
                 )
             ]
         return [self.reservation(i) for i in ids]
-
-
-def check_run_id(run_id: str) -> str:
-    """Run ids become folder names: letters, digits, ``-`` and ``_`` only."""
-    if not run_id or not all(c.isalnum() or c in "-_" for c in run_id):
-        raise ConfigError(f"run id must be letters, digits, '-' or '_', got {run_id!r}")
-    return run_id

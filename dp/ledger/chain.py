@@ -1,0 +1,110 @@
+"""The ledger's storage format: schema, canonical row encoding and the SHA-256 hash chain.
+
+Each row stores ``hash = sha256(canonical JSON of its fields, including prev_hash)``; verifying
+recomputes every hash and checks that each row chains to the one before it and that sequence
+numbers have no gap, which detects any edited, inserted or deleted row. Deleting rows at the
+*end* is only detectable against a head kept elsewhere (each run's manifest records one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from dp.ledger.records import ChainReport
+
+__all__ = [
+    "FIELDS",
+    "FORMAT",
+    "GENESIS",
+    "SCHEMA",
+    "now",
+    "partition_text",
+    "row_hash",
+    "verify_rows",
+]
+
+GENESIS = "0" * 64
+FORMAT = "dppub-ledger/2"
+FIELDS = (
+    "seq",
+    "ts",
+    "event",
+    "dataset",
+    "run_id",
+    "release",
+    "kind",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "sensitivity",
+    "partition",
+    "is_dp",
+    "budget_epsilon",
+    "budget_delta",
+    "period",
+    "location",
+    "config_hash",
+    "output_hash",
+    "prev_hash",
+)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY, ts TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('reserve', 'release', 'commit', 'abort')),
+    dataset TEXT NOT NULL, run_id TEXT NOT NULL, release TEXT, kind TEXT, mechanism TEXT,
+    epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
+    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL, period TEXT, location TEXT,
+    config_hash TEXT, output_hash TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
+CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, period, event);
+INSERT OR IGNORE INTO meta VALUES ('format', '{FORMAT}');
+"""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _hash_values(values: Sequence[object]) -> str:
+    """SHA-256 of the canonical JSON of a row's fields, in ``FIELDS`` order."""
+    payload = _ENCODER.encode(values)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def row_hash(row: dict[str, object]) -> str:
+    return _hash_values([row[f] for f in FIELDS])
+
+
+def partition_text(partition: tuple[str, str] | None) -> str | None:
+    return None if partition is None else json.dumps(list(partition))
+
+
+def verify_rows(
+    rows: Iterable[Sequence[object]], *, expected_head: tuple[int, str] | None = None
+) -> ChainReport:
+    """Check a chain given as tuples of ``(*FIELDS, hash)`` in sequence order."""
+    problems: list[str] = []
+    prev, n = GENESIS, 0
+    seen: dict[int, str] = {}
+    for row in rows:
+        n += 1
+        seq, prev_hash, digest = row[0], row[-2], row[-1]
+        if seq != n:
+            problems.append(f"row {n}: sequence gap (found seq {seq})")
+        if prev_hash != prev:
+            problems.append(f"row {seq}: does not chain to the previous row")
+        if _hash_values(row[:-1]) != digest:
+            problems.append(f"row {seq}: contents do not match its hash")
+        prev = str(digest)
+        seen[int(str(seq))] = str(digest)
+    if expected_head is not None and expected_head[0] > 0:
+        seq_head, digest_head = expected_head
+        if seen.get(seq_head) != digest_head:
+            problems.append(f"head recorded at seq {seq_head} is missing or altered")
+    return ChainReport(ok=not problems, rows=n, head=prev, problems=tuple(problems))
