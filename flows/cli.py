@@ -123,11 +123,14 @@ def _open(config: Path, ledger: Path, out: Path) -> Any:
     from dp.ledger import Ledger
     from dp.runs import open_run
     from flows.config import load_config, plan_releases
+    from flows.stages import validate_input
 
     cfg = load_config(config)
     _, total = plan_releases(cfg)
-    # Structural input problems fail here, before anything is reserved or Prefect starts.
+    # Bad input fails here, before anything is reserved or Prefect starts: the metadata check
+    # is cheap; the value check reads the declared columns once (nothing is released).
     check_source(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns)
+    validate_input(cfg)
     book = Ledger(ledger, timeout=LEDGER_TIMEOUT)
     staging, _ = open_run(
         book,

@@ -17,6 +17,7 @@ from dp.anonymity import Hierarchy
 from dp.clustering import KMeans
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
+from dp.io import read_table
 from dp.regression import LinearRegression, LogisticRegression, TraceRegression
 from flows.config import (
     ClusteringModel,
@@ -33,6 +34,7 @@ __all__ = [
     "expected_errors",
     "feature_bounds",
     "regression_estimator",
+    "validate_input",
     "workload_axes",
     "workload_operator",
 ]
@@ -176,3 +178,17 @@ def expected_errors(cfg: PipelineConfig, w: WorkloadModel) -> dict[str, Any]:
         "expected_rmse": matrix.expected_rmse(W, strategy, w.epsilon),
         "svd_bound_rmse": matrix.svd_bound_rmse(W, w.epsilon),
     }
+
+
+def validate_input(cfg: PipelineConfig) -> None:
+    """Read and validate every value a stage will read, releasing nothing.
+
+    ``dppub run`` calls this before reserving, so bad values (NaN, undeclared categories,
+    values missing from a hierarchy or outside a declared domain) leave the ledger untouched.
+    """
+    frame = read_table(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns).frame
+    for column, hierarchy in anonymity_hierarchies(cfg, frame).items():
+        hierarchy.generalize(frame[column], 0)
+    for w in cfg.workloads:
+        for axis in workload_axes(cfg, w):
+            axis.codes(frame[axis.column])

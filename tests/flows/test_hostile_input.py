@@ -72,6 +72,9 @@ def _refused(case: Case, result: Any, message: str) -> None:
     assert "Traceback" not in result.stderr
     assert case.published() == []
     assert case.spent() == 0.0
+    if case.ledger.exists():  # the ledger is untouched: not even a reserve/abort pair
+        with sqlite3.connect(case.ledger) as con:
+            assert con.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
 
 
 BAD_DATA = {
