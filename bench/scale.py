@@ -1,0 +1,179 @@
+"""Scale benchmark: the histogram step over 5 attributes, pandas path vs the streaming engine.
+
+Usage: ``.venv/bin/python bench/scale.py [--sizes 1000000 10000000] [--stream-only 100000000]
+[--dask]``
+
+For each row count a seeded partitioned dataset is generated (``data/generate_census.py``, 16
+partitions, cached under ``--data-dir``, default a temp folder: 10^8 rows take ~0.7 GB). Every
+measurement runs in a fresh subprocess, which reports its wall time for the step (validated read
++ histogram of age x sex x race x education x income/64) and its peak RSS
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, which includes the interpreter and libraries:
+the ``baseline`` row is that floor; for Dask, the largest of the client's and the workers' peaks;
+cluster start-up is not timed). Both paths must return the same counts (checked via a
+digest). Prints one table and writes ``bench/results/scale.json``.
+Targets (issue 7, 2 cores): 10^7 rows <= 2 s and <= 1 GiB peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODES = ("baseline", "pandas", "stream", "dask")
+
+
+def _schema() -> Any:
+    from dp.schema import ColumnSpec, TableSchema
+
+    sys.path.insert(0, str(ROOT / "data"))
+    gen = __import__("generate")
+    return TableSchema(
+        columns=(
+            ColumnSpec(name="age", type="int", bounds=(17, 90)),
+            ColumnSpec(name="sex", type="category", categories=tuple(gen.SEX)),
+            ColumnSpec(name="race", type="category", categories=tuple(gen.RACE)),
+            ColumnSpec(name="education", type="category", categories=tuple(gen.EDUCATION)),
+            ColumnSpec(name="income", type="float", bounds=(0, 250_000)),
+        )
+    )
+
+
+def _child(mode: str, path: str, batch_size: int, workers: int) -> None:
+    """Run one measurement in this (fresh) process and print one JSON line."""
+    import numpy as np
+
+    # Imports happen before the clock starts: the step is timed, not the interpreter start-up.
+    from dp.engine import histogram_stream
+    from dp.histogram import category_axis, histogram, numeric_axis
+    from dp.io import read_table
+
+    schema = _schema()
+    axes = [
+        numeric_axis(schema["age"]),
+        category_axis(schema["sex"]),
+        category_axis(schema["race"]),
+        category_axis(schema["education"]),
+        numeric_axis(schema["income"], bins=64),
+    ]
+    counts: Any = np.zeros(1)
+    client = None
+    if mode == "dask":
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True)
+        client = Client(cluster)
+    start = time.perf_counter()
+    if mode == "pandas":
+        frame = read_table(path, schema, columns=[a.column for a in axes]).frame
+        counts = histogram(frame, axes)
+    elif mode == "stream":
+        counts = histogram_stream(path, schema, axes, batch_size=batch_size)
+    elif mode == "dask":
+        from dp.engine.dask import DaskBackend
+
+        counts = histogram_stream(path, schema, axes, backend=DaskBackend(batch_size=batch_size))
+    seconds = time.perf_counter() - start
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if client is not None:
+        # Dask's work happens in the worker processes: report the largest of their peaks too.
+        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        peak_mib = max(peak_mib, *peaks.values())
+        client.close()
+    digest = hashlib.sha256(np.ascontiguousarray(counts).tobytes()).hexdigest()[:16]
+    print(json.dumps({"seconds": seconds, "peak_mib": peak_mib, "digest": digest}))
+
+
+def _measure(mode: str, path: Path, batch_size: int, workers: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", mode, str(path), "--batch-size", str(batch_size)]
+    cmd += ["--workers", str(workers)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["?"]
+        raise RuntimeError(f"{mode} on {path.name} failed: {tail[0]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _dataset(rows: int, data_dir: Path, partitions: int) -> Path:
+    out = data_dir / f"census_{rows}"
+    subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "data" / "generate_census.py")),
+            *("--rows", str(rows), "--partitions", str(partitions), "--out", str(out)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--stream-only", type=int, nargs="*", default=[])
+    parser.add_argument("--dask", action="store_true", help="also measure the Dask backend")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=1 << 20)
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "dppub-scale"
+    )
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], args.child[1], args.batch_size, args.workers)
+        return
+    plan = [(n, m) for n in args.sizes for m in ("pandas", "stream")]
+    plan += [(n, "dask") for n in args.sizes if args.dask]
+    plan += [(n, "stream") for n in args.stream_only]
+    rows_out: list[dict[str, Any]] = []
+    first = min([*args.sizes, *args.stream_only])
+    base = _measure("baseline", _dataset(first, args.data_dir, args.partitions), 1, args.workers)
+    rows_out.append({"rows": 0, "mode": "baseline", **base, "rows_per_s": None})
+    for rows, mode in plan:
+        path = _dataset(rows, args.data_dir, args.partitions)
+        r = _measure(mode, path, args.batch_size, args.workers)
+        rows_out.append({"rows": rows, "mode": mode, **r, "rows_per_s": rows / r["seconds"]})
+    digests: dict[int, set[str]] = {}
+    for r in rows_out[1:]:
+        digests.setdefault(r["rows"], set()).add(r["digest"])
+    identical = all(len(d) == 1 for d in digests.values())
+    print(f"{'rows':>12} {'mode':>8} {'seconds':>8} {'rows/s':>12} {'peak MiB':>9}  digest")
+    for r in rows_out:
+        rate = f"{r['rows_per_s']:.3g}" if r["rows_per_s"] else "-"
+        print(
+            f"{r['rows']:>12,} {r['mode']:>8} {r['seconds']:>8.2f} {rate:>12} "
+            f"{r['peak_mib']:>9.0f}  {r['digest']}"
+        )
+    print(f"same counts on every path: {identical}")
+    report = {
+        "benchmark": "histogram over age x sex x race x education x income(64 bins)",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": datetime.now(UTC).date().isoformat(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "partitions": args.partitions,
+        "batch_size": args.batch_size,
+        "identical_counts": identical,
+        "results": rows_out,
+    }
+    out = ROOT / "bench" / "results" / "scale.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The Dask backend: one task per Parquet fragment, partials merged in order on the caller.
+
+The same :class:`~dp.engine.aggregate.Aggregate` objects as the streaming backend run unchanged:
+each fragment's partial is :func:`~dp.engine.aggregate.fragment_partial` (its batches folded in
+order) computed on a worker, and :func:`~dp.engine.aggregate.merge_partials` combines them in
+fragment order here. The arithmetic and its order are those of
+:class:`~dp.engine.aggregate.StreamingBackend`, so the exact aggregates are bit-identical
+(float sums included). Partials are domain- or model-sized, so shipping them back is cheap.
+
+Noise is never added here or on a worker: the caller adds it once to the merged result.
+
+Measured pitfalls (issue 7) this design avoids: one *Prefect* task per partition is overhead, not
+parallelism (17 tasks on the DaskTaskRunner took 14 s for what pyarrow does in 0.12 s), so the
+partitioning is done by dask inside one caller; and ``get_dask_client()`` inside a Prefect task
+hung with ``threads_per_worker=1`` -- this backend takes an explicit scheduler address (or the
+caller's current client) instead of asking Prefect for one. ``dask`` is imported lazily, so
+:mod:`dp.engine` works without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dp.engine.aggregate import Aggregate, fragment_partial, merge_partials
+from dp.engine.batches import DEFAULT_BATCH_SIZE, open_scan
+from dp.errors import ConfigError
+from dp.schema import TableSchema
+
+__all__ = ["DaskBackend"]
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaskBackend:
+    """Run aggregates with dask, one task per fragment (see the module docstring)."""
+
+    batch_size: int = DEFAULT_BATCH_SIZE
+    """Upper bound on rows per batch inside each worker task."""
+    address: str | None = None
+    """Scheduler address (``tcp://host:8786``); None uses the current default client, or dask's
+    local threaded scheduler when there is none."""
+
+    def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
+        """Check ``source`` here (metadata only), fold fragments on workers, merge here.
+
+        Raises:
+            ConfigError: dask (or distributed, with ``address``) is not installed.
+            InputError: as the streaming backend (raised from the worker that met it).
+        """
+        try:
+            import dask
+            from dask.delayed import delayed
+        except ImportError:
+            raise ConfigError("the dask engine needs 'dask[distributed]' installed") from None
+        scan = open_scan(source, schema, aggregate.columns, batch_size=self.batch_size)
+        # pure=False: the tasks read files, so their results must never be cached by key.
+        tasks = [
+            delayed(fragment_partial, pure=False)(aggregate, scan, fragment)
+            for fragment in scan.fragments
+        ]
+        partials = self._compute(dask, tasks)
+        return merge_partials(aggregate, partials)
+
+    def _compute(self, dask: Any, tasks: list[Any]) -> list[Any]:
+        if self.address is None:
+            return list(dask.compute(*tasks))
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ConfigError("a scheduler address needs 'distributed' installed") from None
+        with Client(self.address, set_as_default=False) as client:  # type: ignore[no-untyped-call]
+            return list(client.gather(client.compute(tasks)))

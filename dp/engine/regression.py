@@ -1,0 +1,169 @@
+"""Sufficient statistics of least squares, accumulated batch by batch.
+
+Each batch goes through the very :func:`dp.regression.statistics.sufficient_statistics` of the
+in-memory path (clip into the declared domains, shift and scale by public constants, form
+``Z^T Z`` and ``Z^T y``), and the per-batch sums are added. The result is the same
+:class:`~dp.regression.statistics.SufficientStatistics` object the mechanisms
+(:func:`~dp.regression.functional.functional_release`, :func:`~dp.regression.adassp.adassp_fit`)
+take as ``exact``; it differs from the whole-table computation only by the order of float64
+additions (relative error ~1e-12 on 10^7 rows; the tests use ``rtol=1e-9``). Within one engine the
+order is fixed (fragment by fragment, batch by batch), so streaming and Dask agree bit for bit.
+
+A *response* maps the raw target column to the ``y`` that is summed: identity for linear
+regression, ``(income > threshold) - 0.5`` for the logistic Taylor objective. Grouped statistics
+(one per declared category of a column, for trace regression's tasks) are the same sums with the
+rows of each group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.engine.aggregate import Backend, StreamingBackend
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.errors import ConfigError, InvariantError
+from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
+from dp.schema import TableSchema
+
+__all__ = ["Response", "StatisticsAggregate", "regression_statistics_stream"]
+
+FloatArray = npt.NDArray[np.float64]
+Response = Callable[[FloatArray], FloatArray]
+"""Maps the raw (clamped) target values of a batch to the summed ``y``."""
+_Acc = list[tuple[FloatArray, FloatArray]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatisticsAggregate:
+    """``(G, m)`` of :func:`sufficient_statistics`, per group (one group when ``by`` is None)."""
+
+    features: tuple[str, ...]
+    """Numeric feature columns, in model order."""
+    target: str
+    """Numeric target column."""
+    design: Design
+    """Declared domains, intercept and the public shifts."""
+    response: Response | None = None
+    """Optional map of the raw target to ``y`` (identity when None)."""
+    by: str | None = None
+    """Optional text column whose declared ``labels`` split the rows into groups."""
+    labels: tuple[str, ...] = ()
+    """The groups' labels (declared categories of ``by``), in output order."""
+
+    def __post_init__(self) -> None:
+        if not self.features:
+            raise ConfigError("a regression needs at least one feature")
+        if len(self.features) != self.design.features.dim:
+            raise ConfigError(
+                f"{len(self.features)} features but the design declares {self.design.features.dim}"
+            )
+        if (self.by is None) != (not self.labels):
+            raise ConfigError("'by' and 'labels' must be given together")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Features, target and the grouping column."""
+        extra = (self.by,) if self.by is not None else ()
+        return tuple(dict.fromkeys((*self.features, self.target, *extra)))
+
+    def empty(self) -> _Acc:
+        """Zero sums for every group."""
+        p = self.design.n_params
+        return [(np.zeros((p, p)), np.zeros(p)) for _ in range(max(1, len(self.labels)))]
+
+    def update(self, acc: _Acc, batch: Batch) -> _Acc:
+        """Add one batch's clipped, shifted sums (in place)."""
+        if batch.num_rows == 0:
+            return acc
+        X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
+        y = batch.numeric[self.target].astype(np.float64)
+        if self.response is not None:
+            y = np.asarray(self.response(y), dtype=np.float64)
+        for g, rows in enumerate(self._groups(batch)):
+            Xg, yg = (X, y) if rows is None else (X[rows], y[rows])
+            if len(yg) == 0:
+                continue
+            stats = sufficient_statistics(Xg, yg, self.design)
+            acc[g][0][...] += stats.gram
+            acc[g][1][...] += stats.moment
+        return acc
+
+    def _groups(self, batch: Batch) -> list[npt.NDArray[np.bool_] | None]:
+        if self.by is None:
+            return [None]
+        column = batch.text[self.by]
+        lookup = {v: i for i, v in enumerate(self.labels)}
+        dictionary = column.dictionary.to_pylist()
+        codes = np.array([lookup.get(str(v), -1) for v in dictionary], dtype=np.int64)
+        rows = codes[np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        return [rows == g for g in range(len(self.labels))]
+
+    def merge(self, left: _Acc, right: _Acc) -> _Acc:
+        """Group-wise float sums, ``left + right`` (order fixed by the backend)."""
+        for (gl, ml), (gr, mr) in zip(left, right, strict=True):
+            gl += gr
+            ml += mr
+        return left
+
+    def finish(self, acc: _Acc) -> list[SufficientStatistics]:
+        """One :class:`SufficientStatistics` per group."""
+        if len(acc) != max(1, len(self.labels)):
+            raise InvariantError("lost a regression group")
+        fi = self.design.fit_intercept
+        return [SufficientStatistics(gram=g, moment=m, fit_intercept=fi) for g, m in acc]
+
+
+def regression_statistics_stream(
+    source: str | Path,
+    schema: TableSchema,
+    *,
+    features: Sequence[str],
+    target: str,
+    design: Design,
+    response: Response | None = None,
+    by: str | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: Backend | None = None,
+) -> list[SufficientStatistics]:
+    """Exact sufficient statistics of ``target ~ features`` over a Parquet file or folder.
+
+    Args:
+        source: a Parquet file or a folder of Parquet files.
+        schema: the declared schema (numeric features and target are clamped to its bounds
+            first, then clipped into ``design``'s domains, as on the pandas path).
+        features: numeric feature columns, in model order.
+        target: numeric target column.
+        design: as built by the estimator (:class:`~dp.regression.statistics.Design`).
+        response: optional map of raw target values to the summed ``y``.
+        by: optional category column: one result per declared category, in declared order.
+        batch_size: upper bound on rows held per batch (ignored when ``backend`` is given).
+        backend: where to run; default a :class:`StreamingBackend` of ``batch_size``.
+
+    Returns:
+        ``[stats]`` without ``by``; else one entry per declared category of ``by``.
+    """
+    for name in (*features, target):
+        if not schema[name].is_numeric:
+            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
+    labels: tuple[str, ...] = ()
+    if by is not None:
+        spec = schema[by]
+        if spec.categories is None:
+            raise ConfigError(f"column {by!r} must be a category column to group by")
+        labels = spec.categories
+    agg = StatisticsAggregate(
+        features=tuple(features),
+        target=target,
+        design=design,
+        response=response,
+        by=by,
+        labels=labels,
+    )
+    runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
+    result: list[SufficientStatistics] = runner.run(agg, source, schema)
+    return result

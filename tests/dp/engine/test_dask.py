@@ -1,0 +1,82 @@
+"""The Dask backend gives bit-identical aggregates to the streaming engine (2 local workers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from dp.anonymity.hierarchy import Hierarchy
+from dp.engine import histogram_stream, leaf_counts_stream, regression_statistics_stream
+from dp.engine.dask import DaskBackend
+from dp.errors import InputError
+from dp.histogram import category_axis, hierarchy_axis, numeric_axis
+from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.statistics import Design
+from tests.conftest import generate
+from tests.dp.engine.conftest import SCHEMA, write_part
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
+        yield c.scheduler_address
+
+
+def test_histogram_is_bit_identical(
+    partitioned: Path, hierarchies: dict[str, Hierarchy], cluster: str
+) -> None:
+    axes = [
+        numeric_axis(SCHEMA["income"], bins=16),
+        category_axis(SCHEMA["race"]),
+        hierarchy_axis("age", hierarchies["age"], level=1),
+    ]
+    backend = DaskBackend(address=cluster, batch_size=100)
+    got = histogram_stream(partitioned, SCHEMA, axes, backend=backend)
+    assert np.array_equal(got, histogram_stream(partitioned, SCHEMA, axes, batch_size=100))
+
+
+def test_float_statistics_are_bit_identical(partitioned: Path, cluster: str) -> None:
+    design = Design(
+        features=FeatureDomain.box([17, 1], [90, 99], d=2),
+        target=TargetDomain(lower=0, upper=250_000),
+        fit_intercept=True,
+    )
+    kw = {"features": ["age", "hours"], "target": "income", "design": design, "by": "sex"}
+    local = regression_statistics_stream(partitioned, SCHEMA, batch_size=77, **kw)  # type: ignore[arg-type]
+    with Client(cluster):  # the current default client (no address on the backend)
+        remote = regression_statistics_stream(
+            partitioned,
+            SCHEMA,
+            backend=DaskBackend(batch_size=77),
+            **kw,  # type: ignore[arg-type]
+        )
+    for a, b in zip(local, remote, strict=True):
+        assert a.gram.tobytes() == b.gram.tobytes()  # bit for bit, not approximately
+        assert a.moment.tobytes() == b.moment.tobytes()
+
+
+def test_leaf_counts_match(
+    partitioned: Path, hierarchies: dict[str, Hierarchy], cluster: str
+) -> None:
+    backend = DaskBackend(address=cluster, batch_size=250)
+    remote = leaf_counts_stream(partitioned, SCHEMA, hierarchies, backend=backend)
+    local = leaf_counts_stream(partitioned, SCHEMA, hierarchies)
+    assert np.array_equal(remote.rows, local.rows)
+    assert np.array_equal(remote.counts, local.counts)
+
+
+def test_worker_errors_keep_their_message(tmp_path: Path, cluster: str) -> None:
+    bad = generate.make_census(50, 2)
+    bad.loc[7, "race"] = "Martian"
+    write_part(tmp_path, "a.parquet", generate.make_census(50, 1), row_group_size=10)
+    write_part(tmp_path, "b.parquet", bad, row_group_size=10)
+    with pytest.raises(InputError, match="'race' has values outside its declared categories"):
+        histogram_stream(
+            tmp_path, SCHEMA, [category_axis(SCHEMA["race"])], backend=DaskBackend(address=cluster)
+        )
