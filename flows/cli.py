@@ -118,7 +118,7 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
     )
 
 
-def _open(config: Path, ledger: Path, out: Path) -> Any:
+def _open(config: Path, ledger: Path, out: Path, engine: str | None) -> Any:
     from dp.io import check_source
     from dp.ledger import Ledger
     from dp.runs import open_run
@@ -130,7 +130,8 @@ def _open(config: Path, ledger: Path, out: Path) -> Any:
     # Bad input fails here, before anything is reserved or Prefect starts: the metadata check
     # is cheap; the value check reads the declared columns once (nothing is released).
     check_source(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns)
-    validate_input(cfg)
+    if (engine or cfg.dataset.engine) == "pandas":  # streaming engines validate as they scan
+        validate_input(cfg)
     book = Ledger(ledger, timeout=LEDGER_TIMEOUT)
     staging, _ = open_run(
         book,
@@ -149,6 +150,10 @@ def run(
     config: Path,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     out: Annotated[Path, typer.Option("--out", help="Publication folder.")] = DEFAULT_OUT,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="Override the config's engine: pandas, stream or dask."),
+    ] = None,
 ) -> None:
     """Run the publishing flow once; prints the run id.
 
@@ -158,7 +163,9 @@ def run(
     from dp.runs import resolve
     from flows.faults import fault_point
 
-    book, staging = _guard(_open, config, ledger, out)
+    if engine not in (None, "pandas", "stream", "dask"):
+        _fail(f"--engine must be pandas, stream or dask, got {engine!r}", 2)
+    book, staging = _guard(_open, config, ledger, out, engine)
     try:
         fault_point("reserved")
         _prefect_env()
@@ -172,6 +179,7 @@ def run(
             str(ledger.resolve()),
             str(out.resolve()),
             run_id=staging.run_id,
+            engine=engine,
         )
     finally:
         # If the flow never ran (or died before its own clean-up), settle the reservation:

@@ -61,6 +61,13 @@ class DatasetModel(_Model):
     path: Path
     budget: BudgetModel
     columns: dict[str, ColumnModel]
+    engine: Literal["pandas", "stream", "dask"] = "pandas"
+    """How exact aggregates are computed: one in-memory frame (pandas), record batches
+    (stream: memory bounded by the domain), or dask over the Parquet files."""
+    scheduler: str | None = None
+    """dask scheduler address (tcp://host:8786); omitted = dask's local scheduler."""
+    batch_size: int | None = Field(default=None, ge=1)
+    """Rows per record batch for the stream and dask engines (default 2^20)."""
 
 
 class HierarchyModel(_Model):
@@ -266,7 +273,11 @@ class PipelineConfig(_Model):
 
     @property
     def config_hash(self) -> str:
-        payload = self.model_dump(mode="json", exclude={"base_dir"})
+        """Hash of what the config releases; how aggregates are computed is not part of it."""
+        payload = self.model_dump(
+            mode="json",
+            exclude={"base_dir": True, "dataset": {"engine", "scheduler", "batch_size"}},
+        )
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

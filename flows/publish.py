@@ -19,10 +19,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dp.budget import PrivacyCost
+from dp.engine import TableSource, make_backend
 from dp.ledger import Ledger
 from dp.publication import Staging, sha256_files
 from dp.runs import confirm_reservation
@@ -46,9 +48,31 @@ from tasks.workload import answer_workload
 __all__ = ["publish"]
 
 
+def _frame_columns(cfg: PipelineConfig) -> list[str]:
+    """Columns the stages that need rows in memory read (the rest stream through the engine)."""
+    used: list[str] = []
+    if cfg.anonymize is not None and cfg.anonymize.publish:
+        used += [*cfg.anonymize.quasi_identifiers, *cfg.anonymize.include]
+    for r in cfg.regressions:
+        used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
+    used += [c for k in cfg.clustering for c in k.features]
+    return list(dict.fromkeys(used))
+
+
 def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
     """Compute every release into the staging folder; returns their summaries."""
-    frame = read_private_table(cfg.resolve(cfg.dataset.path), cfg.schema, cfg.used_columns)
+    path = cfg.resolve(cfg.dataset.path)
+    engine = cfg.dataset.engine
+    if engine == "pandas":
+        frame = read_private_table(path, cfg.schema, cfg.used_columns)
+        data: pd.DataFrame | TableSource = frame
+    else:
+        backend = make_backend(
+            engine, scheduler=cfg.dataset.scheduler, batch_size=cfg.dataset.batch_size
+        )
+        data = TableSource(path=path, schema=cfg.schema, backend=backend)
+        columns = _frame_columns(cfg)
+        frame = read_private_table(path, cfg.schema, columns) if columns else pd.DataFrame()
     summaries: list[dict[str, Any]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize
@@ -69,7 +93,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         W, A = workload_operator(w, axes)
         summaries.append(
             answer_workload(
-                frame,
+                data,
                 name=w.name,
                 epsilon=w.epsilon,
                 axes=axes,
@@ -113,7 +137,13 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
 
 
 @flow(name="dppub-publish", persist_result=False, validate_parameters=False)
-def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None = None) -> str:
+def publish(
+    config_path: str,
+    ledger_path: str,
+    out_dir: str,
+    run_id: str | None = None,
+    engine: str | None = None,
+) -> str:
     """Run one private publication; returns the run id. See the module docstring.
 
     With ``run_id`` the caller (``dppub run``) has already locked the run and reserved its cost
@@ -122,6 +152,8 @@ def publish(config_path: str, ledger_path: str, out_dir: str, run_id: str | None
     quiet_expected_errors()  # also in the subprocesses `serve` runs flows in
     logger = get_run_logger()
     cfg = load_config(config_path)
+    if engine is not None:  # --engine overrides the config (same plan, same cost)
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"engine": engine})})
     plan, total = plan_releases(cfg)
     dataset = cfg.dataset.name
     ledger = Ledger(ledger_path)

@@ -11,14 +11,15 @@ import pandas as pd
 from prefect import task
 
 from dp import matrix
-from dp.histogram import Axis, histogram
+from dp.engine import TableSource, exact_histogram
+from dp.histogram import Axis
 from dp.publication import Staging
 from tasks._common import PRIVATE, run_logger
 
 
 @task(name="answer-workload", **PRIVATE)
 def answer_workload(
-    frame: pd.DataFrame,
+    data: pd.DataFrame | TableSource,
     *,
     name: str,
     epsilon: float,
@@ -28,7 +29,8 @@ def answer_workload(
     reconstruction: str,
     staging: Staging,
 ) -> dict[str, Any]:
-    """Histogram over the declared domain, Laplace measurement of the strategy, reconstruction.
+    """Histogram over the declared domain (from the frame, or streamed through the engine),
+    Laplace measurement of the strategy, reconstruction.
 
     Only the noisy answers and the reconstructed histogram (post-processing) are staged; the
     exact histogram lives in memory only.
@@ -36,7 +38,7 @@ def answer_workload(
     done = staging.completed(name)
     if done is not None:
         return done
-    x = histogram(frame, axes)
+    x = exact_histogram(data, axes)
     result = matrix.answer(
         workload, x, epsilon=epsilon, strategy=strategy, reconstruction=reconstruction
     )

@@ -17,12 +17,14 @@ from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, Scan, iter_batches, ope
 from dp.engine.classes import LeafCounts, LeafCountsAggregate, leaf_counts_stream, node_class_sizes
 from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
+from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "Aggregate",
     "Backend",
     "Batch",
+    "EngineName",
     "HistogramAggregate",
     "LeafCounts",
     "LeafCountsAggregate",
@@ -30,11 +32,14 @@ __all__ = [
     "Scan",
     "StatisticsAggregate",
     "StreamingBackend",
+    "TableSource",
     "axis_codes",
+    "exact_histogram",
     "fragment_partial",
     "histogram_stream",
     "iter_batches",
     "leaf_counts_stream",
+    "make_backend",
     "merge_partials",
     "node_class_sizes",
     "open_scan",
