@@ -20,7 +20,7 @@ import numpy.typing as npt
 from dp.errors import ConfigError, InputError
 from dp.validation import check_bounds, check_positive
 
-__all__ = ["FeatureDomain", "TargetDomain", "check_training_data"]
+__all__ = ["FeatureDomain", "TargetDomain", "check_n_features", "check_training_data"]
 
 FloatArray = npt.NDArray[np.float64]
 BoundLike = float | Sequence[float] | npt.NDArray[np.float64]
@@ -155,6 +155,13 @@ def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:
     if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
         raise InputError("X and y must be finite (no NaN or inf)")
     return Xa, ya
+
+
+def check_n_features(d: object) -> int:
+    """Return the declared number of features ``d`` (an integer >= 1), or raise ConfigError."""
+    if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
+        raise ConfigError(f"d must be an integer >= 1, got {d!r}")
+    return int(d)
 
 
 def check_fitted(fitted: object, model: str) -> None:

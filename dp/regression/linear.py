@@ -30,12 +30,18 @@ from dp.regression.domain import (
     FeatureDomain,
     TargetDomain,
     check_fitted,
+    check_n_features,
     check_training_data,
     design_matrix,
 )
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import (
+    Design,
+    SufficientStatistics,
+    check_statistics,
+    sufficient_statistics,
+)
 from dp.validation import check_delta, check_epsilon, check_positive
 
 __all__ = ["LinearRegression"]
@@ -128,6 +134,16 @@ class LinearRegression:
             raise ConfigError("declare bounds_X or data_norm")
         return FeatureDomain.ball(self.data_norm, d=d)
 
+    def design(self, d: int) -> Design:
+        """The public preprocessing of a fit on ``d`` features.
+
+        Pass it as ``design`` to :func:`dp.engine.regression.regression_statistics_stream`
+        (identity ``response``) to compute the ``exact`` statistics :meth:`fit_statistics` takes.
+        """
+        return Design(
+            features=self._feature_domain(d), target=self.target, fit_intercept=self.fit_intercept
+        )
+
     def fit(
         self, X: object, y: object, *, rng: np.random.Generator | None = None
     ) -> LinearRegression:
@@ -139,12 +155,26 @@ class LinearRegression:
             rng: ``None`` for release-grade noise; a seeded generator for tests only.
         """
         Xa, ya = check_training_data(X, y)
-        design = Design(
-            features=self._feature_domain(Xa.shape[1]),
-            target=self.target,
-            fit_intercept=self.fit_intercept,
-        )
-        exact = sufficient_statistics(Xa, ya, design)
+        d = Xa.shape[1]
+        return self.fit_statistics(sufficient_statistics(Xa, ya, self.design(d)), d=d, rng=rng)
+
+    def fit_statistics(
+        self, exact: SufficientStatistics, *, d: int, rng: np.random.Generator | None = None
+    ) -> LinearRegression:
+        """Fit from exact sufficient statistics instead of rows; spends :attr:`privacy_cost`.
+
+        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
+        as :meth:`fit`. Privacy rests on ``exact`` having been summed from rows clipped and
+        shifted by :meth:`design` ``(d)`` (:func:`~dp.regression.statistics.sufficient_statistics`
+        or the streaming engine given that design): the sensitivities assume it.
+
+        Args:
+            exact: ``G`` and ``m`` of the private rows, in the frame of ``self.design(d)``.
+            d: number of features.
+            rng: ``None`` for release-grade noise; a seeded generator for tests only.
+        """
+        design = self.design(check_n_features(d))
+        check_statistics(exact, design)
         info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
         if self.method == "functional":
             rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)

@@ -39,13 +39,19 @@ from dp.regression.domain import (
     FeatureDomain,
     TargetDomain,
     check_fitted,
+    check_n_features,
     check_training_data,
     design_matrix,
 )
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import objective_perturbation
 from dp.regression.sensitivity import NEIGHBOURS, PARTS
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import (
+    Design,
+    SufficientStatistics,
+    check_statistics,
+    sufficient_statistics,
+)
 from dp.validation import check_delta, check_epsilon, check_positive
 
 __all__ = ["LogisticRegression"]
@@ -113,12 +119,32 @@ class LogisticRegression:
         """The ``(epsilon, 0)`` that one ``fit`` spends."""
         return PrivacyCost(epsilon=self.epsilon, delta=0.0)
 
-    def _design(self, d: int) -> Design:
+    def design(self, d: int) -> Design:
+        """The public preprocessing of a fit on ``d`` features (target: the Taylor ``y - 1/2``).
+
+        Pass it as ``design``, with :meth:`response` as ``response``, to
+        :func:`dp.engine.regression.regression_statistics_stream` to compute the ``exact``
+        statistics :meth:`fit_statistics` takes (method ``"functional"`` only).
+        """
         if self.bounds_X is not None:
             dom = FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
         else:
             dom = FeatureDomain.ball(float(self.data_norm or 0.0), d=d)
         return Design(features=dom, target=_TAYLOR_TARGET, fit_intercept=self.fit_intercept)
+
+    @staticmethod
+    def response(labels: FloatArray) -> FloatArray:
+        """The summed target of the Taylor objective: ``y - 1/2`` for labels ``y`` in {0, 1}.
+
+        Raises InputError on any other label, as :meth:`fit` does (the message names no value).
+
+        >>> LogisticRegression.response(np.array([0.0, 1.0])).tolist()
+        [-0.5, 0.5]
+        """
+        ya = np.asarray(labels, dtype=np.float64)
+        if not np.all((ya == 0.0) | (ya == 1.0)):
+            raise InputError("y must contain only the labels 0 and 1")
+        return np.asarray(ya - 0.5, dtype=np.float64)
 
     def fit(
         self, X: object, y: object, *, rng: np.random.Generator | None = None
@@ -131,36 +157,69 @@ class LogisticRegression:
             rng: ``None`` for release-grade noise; a seeded generator for tests only.
         """
         Xa, ya = check_training_data(X, y)
-        if not np.all((ya == 0.0) | (ya == 1.0)):
-            raise InputError("y must contain only the labels 0 and 1")
-        design = self._design(Xa.shape[1])
-        info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
+        target = self.response(ya)
+        d = Xa.shape[1]
+        design = self.design(d)
         if self.method == "functional":
-            exact = sufficient_statistics(Xa, ya - 0.5, design)
-            rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
-            floor = eigenvalue_floor(rel.scales, design.features.dim)
-            theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
-            theta = 4.0 * theta  # minimiser of w^T G w / 8 - m^T w (module doc)
-            info |= {
-                "l1_sensitivity": {k: rel.sensitivity.part(k) for k in PARTS},
-                "epsilon_split": rel.epsilons,
-                "laplace_scale": rel.scales,
-                "eigenvalue_floor": floor,
-                "eigenvalues_raised": trimmed,
-            }
-        else:
-            Z, norm = _normalised_rows(Xa, design)
-            obj = objective_perturbation(Z, ya, epsilon=self.epsilon, rng=rng)
-            theta = obj.theta / norm
-            info |= {
-                "epsilon_split": {
-                    "linear_noise": obj.epsilon_noise,
-                    "curvature": obj.epsilon_curvature,
-                },
-                "ridge_on_sum": obj.ridge,
-                "row_norm_bound": norm,
-                "newton_steps": obj.newton_steps,
-            }
+            exact = sufficient_statistics(Xa, target, design)
+            return self.fit_statistics(exact, d=d, rng=rng)
+        Z, norm = _normalised_rows(Xa, design)
+        obj = objective_perturbation(Z, ya, epsilon=self.epsilon, rng=rng)
+        info = {
+            "sampler": _sampler(rng),
+            "epsilon_split": {
+                "linear_noise": obj.epsilon_noise,
+                "curvature": obj.epsilon_curvature,
+            },
+            "ridge_on_sum": obj.ridge,
+            "row_norm_bound": norm,
+            "newton_steps": obj.newton_steps,
+        }
+        return self._publish(obj.theta / norm, design, info)
+
+    def fit_statistics(
+        self, exact: SufficientStatistics, *, d: int, rng: np.random.Generator | None = None
+    ) -> LogisticRegression:
+        """Fit the functional mechanism from exact statistics; spends :attr:`privacy_cost`.
+
+        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
+        as :meth:`fit` with ``method="functional"``. Privacy rests on ``exact`` having been
+        summed from rows clipped and shifted by :meth:`design` ``(d)``, with targets
+        :meth:`response` ``(labels)``: the sensitivities assume it.
+
+        Args:
+            exact: ``G`` and ``m`` of the private rows, in the frame of ``self.design(d)``.
+            d: number of features.
+            rng: ``None`` for release-grade noise; a seeded generator for tests only.
+
+        Raises:
+            ConfigError: for ``method="objective"``, which perturbs a loss over the rows
+                themselves and has no sufficient statistics.
+        """
+        if self.method != "functional":
+            raise ConfigError(
+                f"fit_statistics needs method 'functional', got {self.method!r}: objective "
+                "perturbation fits the logistic loss on the rows; call fit(X, y) instead"
+            )
+        design = self.design(check_n_features(d))
+        check_statistics(exact, design)
+        rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
+        floor = eigenvalue_floor(rel.scales, design.features.dim)
+        theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
+        info = {
+            "sampler": _sampler(rng),
+            "l1_sensitivity": {k: rel.sensitivity.part(k) for k in PARTS},
+            "epsilon_split": rel.epsilons,
+            "laplace_scale": rel.scales,
+            "eigenvalue_floor": floor,
+            "eigenvalues_raised": trimmed,
+        }
+        # 4 theta minimises w^T G w / 8 - m^T w (module doc).
+        return self._publish(4.0 * theta, design, info)
+
+    def _publish(
+        self, theta: FloatArray, design: Design, info: dict[str, Any]
+    ) -> LogisticRegression:
         self.coef_, self.intercept_ = design.unshift(theta)
         info["feature_bounds"] = design.features.to_dict()
         self._fitted = info
@@ -197,6 +256,10 @@ class LogisticRegression:
             "neighbours": NEIGHBOURS,
             **self._fitted,
         }
+
+
+def _sampler(rng: np.random.Generator | None) -> str:
+    return "opendp" if rng is None else "seeded-test-only"
 
 
 def _normalised_rows(X: FloatArray, design: Design) -> tuple[FloatArray, float]:

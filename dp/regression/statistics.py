@@ -25,7 +25,7 @@ import numpy.typing as npt
 from dp.errors import InputError
 from dp.regression.domain import FeatureDomain, TargetDomain
 
-__all__ = ["Design", "SufficientStatistics", "sufficient_statistics"]
+__all__ = ["Design", "SufficientStatistics", "check_statistics", "sufficient_statistics"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -166,3 +166,29 @@ def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> Suffi
     return SufficientStatistics(
         gram=Xc.T @ Xc, moment=Xc.T @ yc, fit_intercept=design.fit_intercept
     )
+
+
+def check_statistics(stats: object, design: Design) -> SufficientStatistics:
+    """Return ``stats`` if its layout is the one ``design`` produces, else raise InputError.
+
+    Only shapes and the intercept flag are checked (messages name shapes, never a value): that
+    the sums come from rows clipped into ``design`` cannot be read off them, and is the caller's
+    contract (:func:`sufficient_statistics` or the streaming engine given the same design).
+    """
+    if not isinstance(stats, SufficientStatistics):
+        raise InputError(f"exact must be a SufficientStatistics, got {type(stats).__name__}")
+    if stats.fit_intercept != design.fit_intercept:
+        raise InputError(
+            f"exact has fit_intercept={stats.fit_intercept}, "
+            f"the design has fit_intercept={design.fit_intercept}"
+        )
+    p = design.n_params
+    shapes = (np.shape(stats.gram), np.shape(stats.moment))
+    if shapes != ((p, p), (p,)):
+        raise InputError(
+            f"exact must have gram ({p}, {p}) and moment ({p},) for d={design.features.dim}, "
+            f"got gram {shapes[0]} and moment {shapes[1]}"
+        )
+    if not (np.all(np.isfinite(stats.gram)) and np.all(np.isfinite(stats.moment))):
+        raise InputError("exact statistics must be finite (no NaN or inf)")
+    return stats

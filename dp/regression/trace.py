@@ -49,11 +49,22 @@ import numpy.typing as npt
 
 from dp.budget import PlannedCost, PrivacyCost, parallel
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import BoundLike, FeatureDomain, TargetDomain, check_training_data
+from dp.regression.domain import (
+    BoundLike,
+    FeatureDomain,
+    TargetDomain,
+    check_n_features,
+    check_training_data,
+)
 from dp.regression.functional import FunctionalRelease, eigenvalue_floor, functional_release
 from dp.regression.lowrank import SOLVER, refit_in_subspace, solve_nuclear
 from dp.regression.sensitivity import NEIGHBOURS
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import (
+    Design,
+    SufficientStatistics,
+    check_statistics,
+    sufficient_statistics,
+)
 from dp.validation import check_epsilon, check_positive
 
 __all__ = ["TraceRegression"]
@@ -123,6 +134,23 @@ class TraceRegression:
             for t in range(self.n_tasks)
         ]
 
+    def design(self, d: int, *, matrix: bool = False) -> Design:
+        """The public preprocessing of a fit on ``d`` features (no intercept).
+
+        Multi-task (default): the box or ball of one row ``x``; pass it as ``design`` to
+        :func:`dp.engine.regression.regression_statistics_stream` with ``by`` the task column
+        (its ``n_tasks`` declared categories, in order, are the tasks). ``matrix=True``: the
+        Frobenius ball of ``vec(X_i)`` (column-major, ``d * n_tasks`` entries) of matrix
+        covariates, which needs ``data_norm``.
+        """
+        if not matrix:
+            dom = self._box_or_ball(d)
+        elif self.data_norm is None:
+            raise ConfigError("matrix covariates need data_norm (a Frobenius bound on X_i)")
+        else:
+            dom = FeatureDomain.ball(self.data_norm, d=d * self.n_tasks)
+        return Design(features=dom, target=self.target, fit_intercept=False)
+
     def fit(
         self,
         X: object,
@@ -153,7 +181,6 @@ class TraceRegression:
             flat = Xa.transpose(0, 2, 1).reshape(Xa.shape[0], -1)  # column-major vec(X_i)
             flat, ya = check_training_data(flat, y)
             blocks = [(flat, ya)]
-            dom = FeatureDomain.ball(self.data_norm, d=d * self.n_tasks)
         else:
             Xa, ya = check_training_data(X, y)
             d = Xa.shape[1]
@@ -165,12 +192,47 @@ class TraceRegression:
             ):
                 raise InputError(f"tasks must be integers in [0, {self.n_tasks - 1}]")
             blocks = [(Xa[t_idx == t], ya[t_idx == t]) for t in range(self.n_tasks)]
-            dom = self._box_or_ball(d)
-        design = Design(features=dom, target=self.target, fit_intercept=False)
-        releases: list[FunctionalRelease] = []
-        for Xb, yb in blocks:
-            exact = sufficient_statistics(Xb, yb, design)
-            releases.append(functional_release(exact, design, epsilon=self.epsilon, rng=rng))
+        design = self.design(d, matrix=not multitask)
+        exact = [sufficient_statistics(Xb, yb, design) for Xb, yb in blocks]
+        return self.fit_statistics(exact, d=d, rng=rng, matrix=not multitask)
+
+    def fit_statistics(
+        self,
+        exact: Sequence[SufficientStatistics],
+        *,
+        d: int,
+        rng: np.random.Generator | None = None,
+        matrix: bool = False,
+    ) -> TraceRegression:
+        """Fit from exact per-block statistics instead of rows.
+
+        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
+        as :meth:`fit`. Privacy rests on every block having been summed from rows clipped by
+        :meth:`design` ``(d, matrix=matrix)`` and, for the multi-task design, on the tasks
+        being disjoint row partitions (parallel composition): the sensitivities assume it.
+
+        Args:
+            exact: multi-task: one entry per task ``0 .. n_tasks - 1`` (all of them, empty
+                tasks included), e.g. the engine's result with ``by`` the task column;
+                ``matrix=True``: a single block over all rows.
+            d: number of features (rows of ``B``).
+            rng: ``None`` for release-grade noise; a seeded generator for tests only.
+            matrix: whether the statistics are of matrix covariates (see :meth:`design`).
+        """
+        design = self.design(check_n_features(d), matrix=matrix)
+        want = 1 if matrix else self.n_tasks
+        if isinstance(exact, SufficientStatistics) or len(exact) != want:
+            got = (
+                "one SufficientStatistics"
+                if isinstance(exact, SufficientStatistics)
+                else (f"{len(exact)} entries")
+            )
+            raise InputError(f"exact must be a list of {want} block statistics, got {got}")
+        for block in exact:
+            check_statistics(block, design)
+        multitask = not matrix
+        dom = design.features
+        releases = [functional_release(e, design, epsilon=self.epsilon, rng=rng) for e in exact]
         floor = eigenvalue_floor(releases[0].scales, dom.dim)
         grams, moments, independent = [], [], []
         for rel in releases:
