@@ -155,6 +155,14 @@ class RegressionModel(DPStage):
         return self
 
     @property
+    def streams(self) -> bool:
+        """True if the mechanism works from sufficient statistics, so a streaming engine can
+        compute them batch by batch (objective perturbation needs the rows themselves)."""
+        if self.model == "logistic":
+            return self.resolved_method == "functional" and self.threshold is not None
+        return True
+
+    @property
     def resolved_method(self) -> str:
         default = {"linear": "functional", "logistic": "objective", "trace": "functional"}
         return self.method or default[self.model]

@@ -54,7 +54,8 @@ def _frame_columns(cfg: PipelineConfig) -> list[str]:
     if cfg.anonymize is not None and cfg.anonymize.publish:
         used += [*cfg.anonymize.quasi_identifiers, *cfg.anonymize.include]
     for r in cfg.regressions:
-        used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
+        if not r.streams:
+            used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
     used += [c for k in cfg.clustering for c in k.features]
     return list(dict.fromkeys(used))
 
@@ -107,7 +108,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         labels = cfg.schema[r.tasks].categories or () if r.tasks else ()
         summaries.append(
             fit_model(
-                frame,
+                data if r.streams else frame,
                 name=r.name,
                 kind="regression",
                 mechanism=regression_mechanism(r),

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
+from dp.engine import TableSource, regression_statistics_stream
 from dp.publication import Staging
 from tasks._common import PRIVATE, run_logger
 
@@ -21,7 +22,7 @@ def _labels(frame: pd.DataFrame, target: str, positive: str | None, threshold: f
 
 @task(name="fit-model", **PRIVATE)
 def fit_model(
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | TableSource,
     *,
     name: str,
     kind: str,
@@ -43,8 +44,42 @@ def fit_model(
     done = staging.completed(name)
     if done is not None:
         return done
-    X = frame[list(features)].to_numpy(dtype=np.float64)
     partitions: list[dict[str, Any]] = []
+    if isinstance(frame, TableSource):
+        # Exact statistics summed batch by batch through the engine; the design (the clipping
+        # the sensitivity relies on) always comes from the estimator itself.
+        response = None
+        if threshold is not None:
+            cut = float(threshold)
+
+            def response(v: Any) -> Any:
+                return estimator.response((np.asarray(v) > cut).astype(np.float64))
+
+        stats = regression_statistics_stream(
+            frame.path,
+            frame.schema,
+            features=list(features),
+            target=target or "",
+            design=estimator.design(len(features)),
+            response=response,
+            by=task_column,
+            backend=frame.backend,
+        )
+        exact = stats if task_column is not None else stats[0]
+        estimator.fit_statistics(exact, d=len(features))
+        if task_column is not None:
+            partitions = _partitions(estimator, name, task_column)
+        return _finish(
+            estimator,
+            name=name,
+            kind=kind,
+            mechanism=mechanism,
+            features=features,
+            target=target,
+            partitions=partitions,
+            staging=staging,
+        )
+    X = frame[list(features)].to_numpy(dtype=np.float64)
     if target is None:
         estimator.fit(X)
     elif positive is not None or threshold is not None:
@@ -52,17 +87,44 @@ def fit_model(
     elif task_column is not None:
         tasks = pd.Index(list(task_labels)).get_indexer(pd.Index(frame[task_column].astype(str)))
         estimator.fit(X, frame[target].to_numpy(dtype=np.float64), tasks=tasks)
-        partitions = [
-            {
-                "name": p.name,
-                "partition": list(p.partition),
-                "epsilon": p.cost.epsilon,
-                "delta": p.cost.delta,
-            }
-            for p in estimator.partition_costs(name, key=task_column)
-        ]
+        partitions = _partitions(estimator, name, task_column)
     else:
         estimator.fit(X, frame[target].to_numpy(dtype=np.float64))
+    return _finish(
+        estimator,
+        name=name,
+        kind=kind,
+        mechanism=mechanism,
+        features=features,
+        target=target,
+        partitions=partitions,
+        staging=staging,
+    )
+
+
+def _partitions(estimator: Any, name: str, key: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": p.name,
+            "partition": list(p.partition),
+            "epsilon": p.cost.epsilon,
+            "delta": p.cost.delta,
+        }
+        for p in estimator.partition_costs(name, key=key)
+    ]
+
+
+def _finish(
+    estimator: Any,
+    *,
+    name: str,
+    kind: str,
+    mechanism: str,
+    features: Sequence[str],
+    target: str | None,
+    partitions: list[dict[str, Any]],
+    staging: Staging,
+) -> dict[str, Any]:
     cost = estimator.privacy_cost
     model = {**estimator.to_dict(), "features": list(features), "target": target}
     staging.write_json(name, "model.json", model)
