@@ -41,7 +41,8 @@ def encode_columns(df: pd.DataFrame, hierarchies: Mapping[str, Hierarchy]) -> In
     """Leaf codes of every QI as an ``(n, d)`` array, in ``hierarchies`` order.
 
     Raises:
-        InputError: a column is missing, or holds values that are not leaves (count only).
+        InputError: a column is missing, or holds values that are not leaves (the message
+            names neither the values nor how many).
     """
     cols = _check_columns(df, hierarchies)
     out = np.empty((len(df), len(cols)), dtype=np.int64)

@@ -231,11 +231,11 @@ class Hierarchy:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         lookup = np.array([self._index.get(_as_leaf(u), -1) for u in uniques], dtype=np.int64)
         out = np.where(codes >= 0, lookup[np.maximum(codes, 0)] if len(lookup) else -1, -1)
-        bad = int(np.count_nonzero(out < 0))
-        if bad:
+        if np.any(out < 0):
+            # Neither the values nor how many there are: messages can be persisted by the
+            # orchestrator, and a count of bad rows is an exact statistic of the private table.
             column = values.name if values.name is not None else self.name
-            noun = "value is not a leaf" if bad == 1 else "values are not leaves"
-            raise InputError(f"column {column!r}: {bad} {noun} of its hierarchy")
+            raise InputError(f"column {column!r} has values that are not leaves of its hierarchy")
         return out.astype(np.int64)
 
     def generalize(self, values: pd.Series, level: int) -> pd.Series:

@@ -128,7 +128,7 @@ def test_a_million_distinct_categories(tmp_path: Path, census_frame: pd.DataFram
 def test_hierarchy_missing_a_value(tmp_path: Path, census_frame: pd.DataFrame) -> None:
     case = Case(tmp_path, census_frame)
     del case.raw["hierarchies"]["education"]["levels"]["Doctorate"]
-    _refused(case, case.run(), "are not leaves of its hierarchy")
+    _refused(case, case.run(), "has values that are not leaves of its hierarchy")
 
 
 @pytest.mark.parametrize(
