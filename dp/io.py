@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -21,7 +22,7 @@ import pyarrow.dataset as pads
 from dp.errors import InputError, InvariantError
 from dp.schema import ColumnSpec, TableSchema
 
-__all__ = ["ReadResult", "check_source", "read_table"]
+__all__ = ["ReadResult", "check_source", "clamp_numeric", "read_table"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,8 +55,11 @@ def _check_type(spec: ColumnSpec, arrow_type: pa.DataType, path: Path) -> None:
         raise InputError(f"{path}: column {spec.name!r} should be {spec.type}, found {t}")
 
 
-def _numeric(spec: ColumnSpec, values: pd.Series, path: Path) -> tuple[pd.Series, int]:
-    arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
+def clamp_numeric(
+    spec: ColumnSpec, arr: npt.NDArray[np.float64], path: Path
+) -> tuple[npt.NDArray[np.float64] | npt.NDArray[np.int64], int]:
+    """Reject NaN/inf/missing (as NaN), clamp to the declared bounds; return the values and how
+    many were outside (exact: never log or publish it). Shared by every read path."""
     if not np.all(np.isfinite(arr)):
         raise InputError(f"{path}: column {spec.name!r} contains missing, NaN or inf values")
     if spec.bounds is None:
@@ -63,9 +67,12 @@ def _numeric(spec: ColumnSpec, values: pd.Series, path: Path) -> tuple[pd.Series
     lo, hi = spec.bounds
     outside = int(np.count_nonzero((arr < lo) | (arr > hi)))
     clipped = np.clip(arr, lo, hi)
-    if spec.type == "int":
-        return pd.Series(clipped.astype(np.int64), index=values.index, name=spec.name), outside
-    return pd.Series(clipped, index=values.index, name=spec.name), outside
+    return (clipped.astype(np.int64) if spec.type == "int" else clipped), outside
+
+
+def _numeric(spec: ColumnSpec, values: pd.Series, path: Path) -> tuple[pd.Series, int]:
+    arr, outside = clamp_numeric(spec, values.to_numpy(dtype=np.float64, na_value=np.nan), path)
+    return pd.Series(arr, index=values.index, name=spec.name), outside
 
 
 def _text(spec: ColumnSpec, values: pd.Series, path: Path) -> pd.Series:

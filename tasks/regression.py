@@ -22,7 +22,7 @@ def _labels(frame: pd.DataFrame, target: str, positive: str | None, threshold: f
 
 @task(name="fit-model", **PRIVATE)
 def fit_model(
-    frame: pd.DataFrame | TableSource,
+    data: pd.DataFrame | TableSource,
     *,
     name: str,
     kind: str,
@@ -44,8 +44,7 @@ def fit_model(
     done = staging.completed(name)
     if done is not None:
         return done
-    partitions: list[dict[str, Any]] = []
-    if isinstance(frame, TableSource):
+    if isinstance(data, TableSource):
         # Exact statistics summed batch by batch through the engine; the design (the clipping
         # the sensitivity relies on) always comes from the estimator itself.
         response = None
@@ -56,40 +55,30 @@ def fit_model(
                 return estimator.response((np.asarray(v) > cut).astype(np.float64))
 
         stats = regression_statistics_stream(
-            frame.path,
-            frame.schema,
+            data.path,
+            data.schema,
             features=list(features),
             target=target or "",
             design=estimator.design(len(features)),
             response=response,
             by=task_column,
-            backend=frame.backend,
+            backend=data.backend,
         )
         exact = stats if task_column is not None else stats[0]
         estimator.fit_statistics(exact, d=len(features))
-        if task_column is not None:
-            partitions = _partitions(estimator, name, task_column)
-        return _finish(
-            estimator,
-            name=name,
-            kind=kind,
-            mechanism=mechanism,
-            features=features,
-            target=target,
-            partitions=partitions,
-            staging=staging,
-        )
-    X = frame[list(features)].to_numpy(dtype=np.float64)
-    if target is None:
-        estimator.fit(X)
-    elif positive is not None or threshold is not None:
-        estimator.fit(X, _labels(frame, target, positive, threshold))
-    elif task_column is not None:
-        tasks = pd.Index(list(task_labels)).get_indexer(pd.Index(frame[task_column].astype(str)))
-        estimator.fit(X, frame[target].to_numpy(dtype=np.float64), tasks=tasks)
-        partitions = _partitions(estimator, name, task_column)
     else:
-        estimator.fit(X, frame[target].to_numpy(dtype=np.float64))
+        X = data[list(features)].to_numpy(dtype=np.float64)
+        if target is None:
+            estimator.fit(X)
+        elif positive is not None or threshold is not None:
+            estimator.fit(X, _labels(data, target, positive, threshold))
+        elif task_column is not None:
+            labels = pd.Index(list(task_labels))
+            tasks = labels.get_indexer(pd.Index(data[task_column].astype(str)))
+            estimator.fit(X, data[target].to_numpy(dtype=np.float64), tasks=tasks)
+        else:
+            estimator.fit(X, data[target].to_numpy(dtype=np.float64))
+    partitions = [] if task_column is None else _partitions(estimator, name, task_column)
     return _finish(
         estimator,
         name=name,

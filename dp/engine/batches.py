@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dp.errors import ConfigError, InputError, InvariantError
-from dp.io import check_source
+from dp.io import check_source, clamp_numeric
 from dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
@@ -151,16 +151,7 @@ def _numeric(spec: ColumnSpec, column: pa.Array, path: Path) -> tuple[NumericArr
         column = column.dictionary_decode()
     # Same float64 detour as dp.io: ints go through float64, nulls become NaN and fail below.
     arr = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"{path}: column {spec.name!r} contains missing, NaN or inf values")
-    if spec.bounds is None:
-        raise InvariantError(f"numeric column {spec.name!r} has no bounds")
-    lo, hi = spec.bounds
-    outside = int(np.count_nonzero((arr < lo) | (arr > hi)))
-    clipped = np.clip(arr, lo, hi)
-    if spec.type == "int":
-        return clipped.astype(np.int64), outside
-    return clipped, outside
+    return clamp_numeric(spec, arr, path)
 
 
 def _text(spec: ColumnSpec, column: pa.Array, path: Path) -> pa.DictionaryArray:
