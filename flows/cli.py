@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +43,42 @@ def _prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+@contextmanager
+def _own_temporary_server() -> Iterator[None]:
+    """Prefect's temporary API server, started by and owned by this process.
+
+    Prefect picks its temporary server's port at random from 8000-8999 and checks it with a
+    health request, so two ``dppub run`` processes starting together can end up on one port:
+    the loser's health check is answered by the winner's server, which later shuts down under
+    it. Here the port comes from the OS and the server counts only if *our* process serves it
+    (the same arrangement as ``prefect_test_harness``).
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    import socket
+
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    for _ in range(5):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = SubprocessASGIServer(port=port)
+        server.start()
+        if server.server_process is not None and server.server_process.poll() is None:
+            break
+        server.stop()
+    else:
+        _fail("Prefect's temporary server did not start on this machine", 2)
+    SubprocessASGIServer._instances[None] = server  # what flow code asks for by default
+    # No explicit stop: start() registered one at exit, after which Prefect's log and event
+    # workers (registered later, so run earlier) have drained into this server.
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield
 
 
 def _fail(message: str, code: int) -> None:
@@ -173,14 +211,15 @@ def run(
         from flows.publish import publish
 
         quiet_expected_errors()
-        _guard(
-            publish,
-            str(config.resolve()),
-            str(ledger.resolve()),
-            str(out.resolve()),
-            run_id=staging.run_id,
-            engine=engine,
-        )
+        with _own_temporary_server():
+            _guard(
+                publish,
+                str(config.resolve()),
+                str(ledger.resolve()),
+                str(out.resolve()),
+                run_id=staging.run_id,
+                engine=engine,
+            )
     finally:
         # If the flow never ran (or died before its own clean-up), settle the reservation:
         # committed if the folder was published, else released.
