@@ -1,4 +1,4 @@
-"""The ``dppub`` command line: plan, run, audit, serve.
+"""The ``dppub`` command line: plan, run, audit, recover, serve.
 
 Prefect runs in its local mode (a temporary API server, no network); unless ``PREFECT_HOME`` is
 set, its state lives in ``./.state/prefect``. Every error dppub raises on purpose is printed as
