@@ -27,8 +27,8 @@ import numpy.typing as npt
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
 from dp.mechanisms import laplace
-from dp.regression.domain import BoundLike, FeatureDomain
-from dp.validation import check_epsilon, check_positive
+from dp.regression.domain import BoundLike, FeatureDomain, declared_feature_bounds, feature_domain
+from dp.validation import check_epsilon
 
 __all__ = ["COUNT_SENSITIVITY", "KMeans", "sum_sensitivity"]
 
@@ -86,15 +86,9 @@ class KMeans:
             raise ConfigError(f"n_clusters must be an integer >= 1, got {n_clusters!r}")
         if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
             raise ConfigError(f"n_iter must be an integer >= 1, got {n_iter!r}")
-        if (bounds_X is None) == (data_norm is None):
-            raise ConfigError(
-                "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
-                "bounds never come from data"
-            )
         self.n_clusters = n_clusters
         self.epsilon = check_epsilon(epsilon)
-        self.bounds_X = bounds_X
-        self.data_norm = None if data_norm is None else check_positive(data_norm, name="data_norm")
+        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.n_iter = n_iter
         self.cluster_centers_: FloatArray = np.zeros((0, 0))
         self._record: dict[str, Any] | None = None
@@ -105,9 +99,7 @@ class KMeans:
         return PrivacyCost(epsilon=self.epsilon)
 
     def _domain(self, d: int) -> FeatureDomain:
-        if self.bounds_X is not None:
-            return FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
-        return FeatureDomain.ball(float(self.data_norm or 0.0), d=d)
+        return feature_domain(self.bounds_X, self.data_norm, d=d)
 
     def fit(self, X: object, *, rng: np.random.Generator | None = None) -> KMeans:
         """Run ``n_iter`` noisy Lloyd iterations on private rows.

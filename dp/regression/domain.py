@@ -176,3 +176,28 @@ def design_matrix(X: object, d: int) -> FloatArray:
     if Xa.ndim != 2 or Xa.shape[1] != d:
         raise InputError(f"X must have shape (n, {d}), got {Xa.shape}")
     return Xa
+
+
+def declared_feature_bounds(
+    bounds_X: tuple[BoundLike, BoundLike] | None, data_norm: float | None
+) -> tuple[tuple[BoundLike, BoundLike] | None, float | None]:
+    """Validate declared feature bounds: exactly one of a box ``(lo, hi)`` or an L2 bound."""
+    if (bounds_X is None) == (data_norm is None):
+        raise ConfigError(
+            "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
+            "bounds never come from data"
+        )
+    if bounds_X is not None and len(bounds_X) != 2:
+        raise ConfigError(f"bounds_X must be a pair (lo, hi), got {len(bounds_X)} items")
+    return bounds_X, None if data_norm is None else check_positive(data_norm, name="data_norm")
+
+
+def feature_domain(
+    bounds_X: tuple[BoundLike, BoundLike] | None, data_norm: float | None, *, d: int
+) -> FeatureDomain:
+    """The box or ball of :func:`declared_feature_bounds` over ``d`` features."""
+    if bounds_X is not None:
+        return FeatureDomain.box(bounds_X[0], bounds_X[1], d=d)
+    if data_norm is None:
+        raise ConfigError("declare bounds_X or data_norm")
+    return FeatureDomain.ball(data_norm, d=d)

@@ -32,7 +32,9 @@ from dp.regression.domain import (
     check_fitted,
     check_n_features,
     check_training_data,
+    declared_feature_bounds,
     design_matrix,
+    feature_domain,
 )
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
@@ -42,7 +44,7 @@ from dp.regression.statistics import (
     check_statistics,
     sufficient_statistics,
 )
-from dp.validation import check_delta, check_epsilon, check_positive
+from dp.validation import check_delta, check_epsilon
 
 __all__ = ["LinearRegression"]
 
@@ -94,15 +96,7 @@ class LinearRegression:
             )
         if method == "adassp" and self.delta == 0.0:
             raise ConfigError("method 'adassp' needs delta > 0, got 0.0")
-        if (bounds_X is None) == (data_norm is None):
-            raise ConfigError(
-                "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
-                "bounds never come from data"
-            )
-        if bounds_X is not None and len(bounds_X) != 2:
-            raise ConfigError(f"bounds_X must be a pair (lo, hi), got {len(bounds_X)} items")
-        self.bounds_X = bounds_X
-        self.data_norm = None if data_norm is None else check_positive(data_norm, name="data_norm")
+        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.target = TargetDomain.from_bounds(bounds_y)
         self.fit_intercept = bool(fit_intercept)
         self.method = method
@@ -128,11 +122,7 @@ class LinearRegression:
         return 3.0 * zcdp_of_gaussian(sigma_over_sensitivity=s)
 
     def _feature_domain(self, d: int) -> FeatureDomain:
-        if self.bounds_X is not None:
-            return FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
-        if self.data_norm is None:  # unreachable after __init__; keeps the type checker honest
-            raise ConfigError("declare bounds_X or data_norm")
-        return FeatureDomain.ball(self.data_norm, d=d)
+        return feature_domain(self.bounds_X, self.data_norm, d=d)
 
     def design(self, d: int) -> Design:
         """The public preprocessing of a fit on ``d`` features.

@@ -36,12 +36,13 @@ from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
 from dp.regression.domain import (
     BoundLike,
-    FeatureDomain,
     TargetDomain,
     check_fitted,
     check_n_features,
     check_training_data,
+    declared_feature_bounds,
     design_matrix,
+    feature_domain,
 )
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import objective_perturbation
@@ -52,7 +53,7 @@ from dp.regression.statistics import (
     check_statistics,
     sufficient_statistics,
 )
-from dp.validation import check_delta, check_epsilon, check_positive
+from dp.validation import check_delta, check_epsilon
 
 __all__ = ["LogisticRegression"]
 
@@ -99,15 +100,7 @@ class LogisticRegression:
             raise ConfigError(
                 f"LogisticRegression is pure epsilon-DP: delta must be 0, got {delta!r}"
             )
-        if (bounds_X is None) == (data_norm is None):
-            raise ConfigError(
-                "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
-                "bounds never come from data"
-            )
-        if bounds_X is not None and len(bounds_X) != 2:
-            raise ConfigError(f"bounds_X must be a pair (lo, hi), got {len(bounds_X)} items")
-        self.bounds_X = bounds_X
-        self.data_norm = None if data_norm is None else check_positive(data_norm, name="data_norm")
+        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.fit_intercept = bool(fit_intercept)
         self.method = method
         self._fitted: dict[str, Any] | None = None
@@ -126,10 +119,7 @@ class LogisticRegression:
         :func:`dp.engine.regression.regression_statistics_stream` to compute the ``exact``
         statistics :meth:`fit_statistics` takes (method ``"functional"`` only).
         """
-        if self.bounds_X is not None:
-            dom = FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
-        else:
-            dom = FeatureDomain.ball(float(self.data_norm or 0.0), d=d)
+        dom = feature_domain(self.bounds_X, self.data_norm, d=d)
         return Design(features=dom, target=_TAYLOR_TARGET, fit_intercept=self.fit_intercept)
 
     @staticmethod

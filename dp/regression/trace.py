@@ -55,6 +55,8 @@ from dp.regression.domain import (
     TargetDomain,
     check_n_features,
     check_training_data,
+    declared_feature_bounds,
+    feature_domain,
 )
 from dp.regression.functional import FunctionalRelease, eigenvalue_floor, functional_release
 from dp.regression.lowrank import SOLVER, refit_in_subspace, solve_nuclear
@@ -104,14 +106,8 @@ class TraceRegression:
         self.epsilon = check_epsilon(epsilon)
         if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
             raise ConfigError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
-        if (bounds_X is None) == (data_norm is None):
-            raise ConfigError(
-                "declare exactly one of bounds_X (per-feature box) or data_norm (L2 bound); "
-                "bounds never come from data"
-            )
         self.n_tasks = n_tasks
-        self.bounds_X = bounds_X
-        self.data_norm = None if data_norm is None else check_positive(data_norm, name="data_norm")
+        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.target = TargetDomain.from_bounds(bounds_y)
         if not self.target.lower <= 0.0 <= self.target.upper:
             bounds = [self.target.lower, self.target.upper]
@@ -270,9 +266,7 @@ class TraceRegression:
         return self
 
     def _box_or_ball(self, d: int) -> FeatureDomain:
-        if self.bounds_X is not None:
-            return FeatureDomain.box(self.bounds_X[0], self.bounds_X[1], d=d)
-        return FeatureDomain.ball(float(self.data_norm or 0.0), d=d)
+        return feature_domain(self.bounds_X, self.data_norm, d=d)
 
     def _penalty(self, rel: FunctionalRelease, design: Design, d: int) -> float:
         t = design.shifted_target
