@@ -14,7 +14,6 @@ large ``n`` (the error of the matrix mechanism, Li et al. VLDB J. 2015, Prop. 4)
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +21,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from dp.errors import ConfigError
-from dp.matrix.workload import FloatArray, Workload, as_columns, check_size
+from dp.matrix.workload import FloatArray, LinearOperator, Workload, as_columns, check_size
 
 __all__ = [
     "Strategy",
@@ -39,43 +38,14 @@ _BATCH = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Strategy:
+class Strategy(LinearOperator):
     """Base class of measurement strategies (linear operators with an exact sensitivity)."""
 
-    @property
-    def name(self) -> str:
-        """Short name (``"H4"``, ``"Haar"``, ``"OPT0(p=16)"`` ...)."""
-        raise NotImplementedError
-
-    @property
-    def domain(self) -> tuple[int, ...]:
-        """Shape of the histogram the strategy measures."""
-        raise NotImplementedError
-
-    @property
-    def n(self) -> int:
-        """Number of cells."""
-        return math.prod(self.domain)
-
-    @property
-    def m(self) -> int:
-        """Number of measurements (rows)."""
-        raise NotImplementedError
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(m, n)``."""
-        return (self.m, self.n)
+    _kind = "strategy"
 
     @property
     def sensitivity(self) -> float:
         """Exact ``||A||_1``, the maximum column L1 norm."""
-        raise NotImplementedError
-
-    def _matmat(self, x: FloatArray) -> FloatArray:
-        raise NotImplementedError
-
-    def _rmatmat(self, y: FloatArray) -> FloatArray:
         raise NotImplementedError
 
     def _lstsq(self, r: FloatArray) -> FloatArray:
@@ -85,17 +55,6 @@ class Strategy:
     def squared_error_factor(self, workload: Workload) -> float:
         """``||W A^+||_F^2``: the workload's total squared error per unit noise variance."""
         raise NotImplementedError
-
-    def __matmul__(self, x: npt.ArrayLike) -> FloatArray:
-        cols, vec = as_columns(x, self.n, what=f"strategy {self.name}")
-        out = self._matmat(cols)
-        return out[:, 0] if vec else out
-
-    def rmatvec(self, y: npt.ArrayLike) -> FloatArray:
-        """``A^T y`` for a vector of length ``m`` or an ``m x k`` matrix."""
-        cols, vec = as_columns(y, self.m, what=f"transpose of strategy {self.name}")
-        out = self._rmatmat(cols)
-        return out[:, 0] if vec else out
 
     @property
     def T(self) -> _Transposed:
@@ -144,7 +103,37 @@ def check_1d(workload: Workload, n: int, name: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Tree(Strategy):
+class SparseStrategy(Strategy):
+    """A 1-D strategy held as a sparse matrix ``A`` (built by the subclass's __post_init__)."""
+
+    _matrix: sp.csr_matrix = field(init=False, repr=False)
+
+    @property
+    def domain(self) -> tuple[int, ...]:
+        return (int(self._matrix.shape[1]),)
+
+    @property
+    def m(self) -> int:
+        return int(self._matrix.shape[0])
+
+    @property
+    def matrix(self) -> sp.csr_matrix:
+        """``A`` as a sparse matrix."""
+        return self._matrix
+
+    @property
+    def sensitivity(self) -> float:
+        return float(np.max(abs(self._matrix).sum(axis=0)))
+
+    def _matmat(self, x: FloatArray) -> FloatArray:
+        return np.asarray(self._matrix @ x)
+
+    def _rmatmat(self, y: FloatArray) -> FloatArray:
+        return np.asarray(self._matrix.T @ y)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tree(SparseStrategy):
     """Weighted interval tree over ``n`` cells: one row ``w_v 1_[lo_v, hi_v)`` per node.
 
     Nodes are stored top-down; children partition their parent and leaves are single cells, so
@@ -168,7 +157,6 @@ class Tree(Strategy):
     """Index of each node's parent row (-1 for roots); children partition their parent."""
     label: str = "Tree"
     """Name shown in plans."""
-    _matrix: sp.csr_matrix = field(init=False, repr=False)
     _levels: list[tuple[IntArray, sp.csr_matrix, FloatArray]] = field(init=False, repr=False)
     _leaf_c: FloatArray = field(init=False, repr=False)
 
@@ -216,29 +204,6 @@ class Tree(Strategy):
     @property
     def name(self) -> str:
         return self.label
-
-    @property
-    def domain(self) -> tuple[int, ...]:
-        return (self.size,)
-
-    @property
-    def m(self) -> int:
-        return int(self.lo.size)
-
-    @property
-    def matrix(self) -> sp.csr_matrix:
-        """``A`` as a sparse matrix (rows = nodes, top-down)."""
-        return self._matrix
-
-    @property
-    def sensitivity(self) -> float:
-        return float(np.max(abs(self._matrix).sum(axis=0)))
-
-    def _matmat(self, x: FloatArray) -> FloatArray:
-        return np.asarray(self._matrix @ x)
-
-    def _rmatmat(self, y: FloatArray) -> FloatArray:
-        return np.asarray(self._matrix.T @ y)
 
     def inv_gram(self, y: FloatArray) -> FloatArray:
         """``(A^T A)^-1 Y`` in ``O(n depth)`` per column."""

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dp.matrix.strategy import Strategy, check_1d, intervals, quad_forms
+from dp.matrix.strategy import SparseStrategy, check_1d, intervals, quad_forms
 from dp.matrix.workload import FloatArray, Workload, check_size
 
 __all__ = ["Wavelet", "wavelet"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Wavelet(Strategy):
+class Wavelet(SparseStrategy):
     """Haar wavelet strategy: the total plus, per internal node of a binary split, the row
     ``|v|/2 (1_L/|L| - 1_R/|R|)``. Rows are orthogonal even for uneven splits (each row sums to
     zero over its support), so ``A^+ = A^T diag(1/||a_k||^2)``; for ``n = 2^k`` the rows are the
@@ -29,7 +29,6 @@ class Wavelet(Strategy):
 
     size: int
     """Domain size ``n``."""
-    _matrix: sp.csr_matrix = field(init=False, repr=False)
     _norm_sq: FloatArray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -56,29 +55,6 @@ class Wavelet(Strategy):
     @property
     def name(self) -> str:
         return "Haar"
-
-    @property
-    def domain(self) -> tuple[int, ...]:
-        return (self.size,)
-
-    @property
-    def m(self) -> int:
-        return self.size
-
-    @property
-    def matrix(self) -> sp.csr_matrix:
-        """``A`` as a sparse matrix."""
-        return self._matrix
-
-    @property
-    def sensitivity(self) -> float:
-        return float(np.max(abs(self._matrix).sum(axis=0)))
-
-    def _matmat(self, x: FloatArray) -> FloatArray:
-        return np.asarray(self._matrix @ x)
-
-    def _rmatmat(self, y: FloatArray) -> FloatArray:
-        return np.asarray(self._matrix.T @ y)
 
     def _lstsq(self, r: FloatArray) -> FloatArray:
         return np.asarray(self._matrix.T @ (r / self._norm_sq[:, None]))

@@ -25,6 +25,7 @@ from dp.errors import ConfigError
 __all__ = [
     "AllRange",
     "Identity",
+    "LinearOperator",
     "Prefix",
     "Total",
     "WidthRange",
@@ -57,12 +58,16 @@ def as_columns(x: npt.ArrayLike, rows: int, *, what: str) -> tuple[FloatArray, b
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Workload:
-    """Base class: a linear workload ``W`` over a (possibly multi-dimensional) domain.
+class LinearOperator:
+    """What workloads and strategies share: an ``m x n`` operator over a histogram domain,
+    applied to a vector or an ``n x k`` block; subclasses implement ``_matmat``/``_rmatmat``."""
 
-    Subclasses implement :meth:`_matmat` and :meth:`_rmatmat`; the rest is derived. ``W @ X``
-    accepts a vector of length ``n`` or an ``n x k`` matrix.
-    """
+    _kind = "operator"  # used in error messages ("workload", "strategy")
+
+    @property
+    def name(self) -> str:
+        """Short human-readable name, used in plans and reports."""
+        raise NotImplementedError
 
     @property
     def domain(self) -> tuple[int, ...]:
@@ -76,7 +81,7 @@ class Workload:
 
     @property
     def m(self) -> int:
-        """Number of queries (rows)."""
+        """Number of rows (queries or measurements)."""
         raise NotImplementedError
 
     @property
@@ -84,30 +89,36 @@ class Workload:
         """``(m, n)``."""
         return (self.m, self.n)
 
-    @property
-    def name(self) -> str:
-        """Short human-readable name, used in plans and reports."""
-        raise NotImplementedError
-
     def _matmat(self, x: FloatArray) -> FloatArray:
         raise NotImplementedError
 
     def _rmatmat(self, y: FloatArray) -> FloatArray:
         raise NotImplementedError
 
-    def _gram_matmat(self, x: FloatArray) -> FloatArray:
-        return self._rmatmat(self._matmat(x))
-
     def __matmul__(self, x: npt.ArrayLike) -> FloatArray:
-        cols, vec = as_columns(x, self.n, what=f"workload {self.name}")
+        cols, vec = as_columns(x, self.n, what=f"{self._kind} {self.name}")
         out = self._matmat(cols)
         return out[:, 0] if vec else out
 
     def rmatvec(self, y: npt.ArrayLike) -> FloatArray:
-        """``W^T y`` for a vector (length ``m``) or an ``m x k`` matrix."""
-        cols, vec = as_columns(y, self.m, what=f"transpose of workload {self.name}")
+        """The transpose applied to a vector (length ``m``) or an ``m x k`` matrix."""
+        cols, vec = as_columns(y, self.m, what=f"transpose of {self._kind} {self.name}")
         out = self._rmatmat(cols)
         return out[:, 0] if vec else out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload(LinearOperator):
+    """Base class: a linear workload ``W`` over a (possibly multi-dimensional) domain.
+
+    Subclasses implement :meth:`_matmat` and :meth:`_rmatmat`; the rest is derived. ``W @ X``
+    accepts a vector of length ``n`` or an ``n x k`` matrix.
+    """
+
+    _kind = "workload"
+
+    def _gram_matmat(self, x: FloatArray) -> FloatArray:
+        return self._rmatmat(self._matmat(x))
 
     def gram_rows(self, xt: FloatArray) -> FloatArray:
         """``(W^T W X^T)^T`` for a ``k x n`` block of row vectors (same as :meth:`gram_matmul`
