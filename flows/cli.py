@@ -207,10 +207,8 @@ def run(
     try:
         fault_point("reserved")
         _prefect_env()
-        from flows.logs import quiet_expected_errors
         from flows.publish import publish
 
-        quiet_expected_errors()
         with _own_temporary_server():
             _guard(
                 publish,
@@ -393,10 +391,8 @@ def serve(
         from prefect import serve as prefect_serve
         from prefect.schedules import Cron, Interval
 
-        from flows.logs import quiet_expected_errors
         from flows.publish import publish
 
-        quiet_expected_errors()
         deployments = []
         for path, cfg in cfgs:
             sched = cfg.schedule

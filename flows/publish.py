@@ -150,7 +150,7 @@ def publish(
     With ``run_id`` the caller (``dppub run``) has already locked the run and reserved its cost
     (:func:`dp.runs.open_run`); the flow checks that reservation matches this plan.
     """
-    quiet_expected_errors()  # also in the subprocesses `serve` runs flows in
+    quiet_expected_errors()  # in whichever process runs the flow (CLI or a served run)
     logger = get_run_logger()
     cfg = load_config(config_path)
     if engine is not None:  # --engine overrides the config (same plan, same cost)
