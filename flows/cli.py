@@ -207,11 +207,12 @@ def run(
     try:
         fault_point("reserved")
         _prefect_env()
-        from flows.publish import publish
+        from flows.config import load_config
+        from flows.runner import flow_for
 
         with _own_temporary_server():
             _guard(
-                publish,
+                flow_for(_guard(load_config, config), engine),
                 str(config.resolve()),
                 str(ledger.resolve()),
                 str(out.resolve()),
@@ -391,7 +392,7 @@ def serve(
         from prefect import serve as prefect_serve
         from prefect.schedules import Cron, Interval
 
-        from flows.publish import publish
+        from flows.runner import flow_for
 
         deployments = []
         for path, cfg in cfgs:
@@ -409,7 +410,9 @@ def serve(
                 else Interval(sched.interval_seconds or 0, timezone=sched.timezone)
             )
             deployments.append(
-                publish.to_deployment(name=cfg.dataset.name, parameters=params, schedule=schedule)
+                flow_for(cfg).to_deployment(
+                    name=cfg.dataset.name, parameters=params, schedule=schedule
+                )
             )
         prefect_serve(*deployments)
     finally:

@@ -65,7 +65,9 @@ class DatasetModel(_Model):
     """How exact aggregates are computed: one in-memory frame (pandas), record batches
     (stream: memory bounded by the domain), or dask over the Parquet files."""
     scheduler: str | None = None
-    """dask scheduler address (tcp://host:8786); omitted = dask's local scheduler."""
+    """dask scheduler address (tcp://host:8786); omitted = a local cluster of ``workers``."""
+    workers: int = Field(default=2, ge=1)
+    """Worker processes of the local dask cluster started when no ``scheduler`` is given."""
     batch_size: int | None = Field(default=None, ge=1)
     """Rows per record batch for the stream and dask engines (default 2^20)."""
 
@@ -284,7 +286,7 @@ class PipelineConfig(_Model):
         """Hash of what the config releases; how aggregates are computed is not part of it."""
         payload = self.model_dump(
             mode="json",
-            exclude={"base_dir": True, "dataset": {"engine", "scheduler", "batch_size"}},
+            exclude={"base_dir": True, "dataset": {"engine", "scheduler", "workers", "batch_size"}},
         )
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 

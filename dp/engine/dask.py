@@ -12,9 +12,11 @@ Noise is never added here or on a worker: the caller adds it once to the merged 
 Measured pitfalls (issue 7) this design avoids: one *Prefect* task per partition is overhead, not
 parallelism (17 tasks on the DaskTaskRunner took 14 s for what pyarrow does in 0.12 s), so the
 partitioning is done by dask inside one caller; and ``get_dask_client()`` inside a Prefect task
-hung with ``threads_per_worker=1`` -- this backend takes an explicit scheduler address (or the
-caller's current client) instead of asking Prefect for one. ``dask`` is imported lazily, so
-:mod:`dp.engine` works without it.
+hung with ``threads_per_worker=1`` (it connects a second client, which does not secede from the
+worker's only thread) -- inside a worker this backend uses the worker's own client through
+``dask.compute``, which secedes while it waits; elsewhere it takes an explicit scheduler address
+(or the caller's current client). ``dask`` is imported lazily, so :mod:`dp.engine` works
+without it.
 """
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ class DaskBackend:
         return merge_partials(aggregate, partials)
 
     def _compute(self, dask: Any, tasks: list[Any]) -> list[Any]:
-        if self.address is None:
+        if self.address is None or _on_worker():
+            # On a worker (a Prefect task on the DaskTaskRunner), dask.compute uses the worker's
+            # own client and secedes from its thread pool while waiting; a second Client would
+            # not, and could deadlock a one-thread worker.
             return list(dask.compute(*tasks))
         try:
             from distributed import Client
@@ -74,3 +79,16 @@ class DaskBackend:
             raise ConfigError("a scheduler address needs 'distributed' installed") from None
         with Client(self.address, set_as_default=False) as client:  # type: ignore[no-untyped-call]
             return list(client.gather(client.compute(tasks)))
+
+
+def _on_worker() -> bool:
+    """True inside a task running on a dask worker."""
+    try:
+        from distributed import get_worker
+    except ImportError:
+        return False
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    return True

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, get_task_stream
 
 from dp.anonymity.hierarchy import Hierarchy
 from dp.engine import histogram_stream, leaf_counts_stream, regression_statistics_stream
@@ -80,3 +80,24 @@ def test_worker_errors_keep_their_message(tmp_path: Path, cluster: str) -> None:
         histogram_stream(
             tmp_path, SCHEMA, [category_axis(SCHEMA["race"])], backend=DaskBackend(address=cluster)
         )
+
+
+def _histogram_on_worker(path: Path, address: str) -> bytes:
+    axes = [category_axis(SCHEMA["race"]), numeric_axis(SCHEMA["income"], bins=8)]
+    backend = DaskBackend(batch_size=50, address=address)
+    return histogram_stream(path, SCHEMA, axes, backend=backend).tobytes()
+
+
+def test_runs_inside_a_worker_task_without_deadlock(partitioned: Path, cluster: str) -> None:
+    # Both workers' only threads hold an outer task (as Prefect tasks on the DaskTaskRunner do);
+    # the fragment tasks can only run because the backend secedes from the worker's pool.
+    axes = [category_axis(SCHEMA["race"]), numeric_axis(SCHEMA["income"], bins=8)]
+    expected = histogram_stream(partitioned, SCHEMA, axes, batch_size=50).tobytes()
+    with Client(cluster, set_as_default=False) as client, get_task_stream(client) as stream:
+        futures = [
+            client.submit(_histogram_on_worker, partitioned, cluster, pure=False) for _ in range(2)
+        ]
+        assert [f.result(timeout=120) for f in futures] == [expected, expected]
+    # ... and the fragments ran as cluster tasks, not serially inside the outer task.
+    fragments = [t for t in stream.data if str(t["key"]).startswith("fragment_partial")]
+    assert len(fragments) == 2 * len(list(partitioned.glob("*.parquet")))

@@ -1,0 +1,50 @@
+"""The Prefect task runner of a run: Prefect's default thread pool, or Dask for ``engine: dask``.
+
+With ``engine: dask`` the release tasks run on the prefect-dask ``DaskTaskRunner``, connected to
+``dataset.scheduler`` if the config names one, otherwise to a local cluster of
+``dataset.workers`` one-thread worker processes started for the run (loopback only, no
+dashboard). Each release is one Prefect task; inside it the engine partitions the work over the
+Parquet files as dask tasks on the same cluster (:class:`dp.engine.dask.DaskBackend`) and merges
+the exact partials before any noise is drawn. One Prefect task per partition would be overhead,
+not parallelism (issue 7's measurements).
+
+With a remote scheduler, the workers must see the dataset path and the publication folder at
+the same paths as the machine running ``dppub`` (shared storage): they read the Parquet files
+and write the staged releases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import Flow
+
+from flows.config import PipelineConfig
+from flows.publish import publish
+
+__all__ = ["flow_for", "task_runner"]
+
+
+def flow_for(cfg: PipelineConfig, engine: str | None = None) -> Flow[..., str]:
+    """The publish flow with the task runner of ``cfg``'s engine (``engine`` overrides it)."""
+    runner = task_runner(cfg, engine)
+    return publish if runner is None else publish.with_options(task_runner=runner)
+
+
+def task_runner(cfg: PipelineConfig, engine: str | None = None) -> Any | None:
+    """A ``DaskTaskRunner`` when the run's engine (``engine`` overrides the config) is dask."""
+    if (engine or cfg.dataset.engine) != "dask":
+        return None
+    from prefect_dask import DaskTaskRunner
+
+    if cfg.dataset.scheduler is not None:
+        return DaskTaskRunner(address=cfg.dataset.scheduler)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": cfg.dataset.workers,
+            "threads_per_worker": 1,
+            "processes": True,
+            "host": "127.0.0.1",
+            "dashboard_address": None,
+        }
+    )
