@@ -27,7 +27,11 @@ the declared target range, ``B = max |y - shift|``), ``T = d^2 / R^2``, and for 
 ``w_0`` first the worst case ``B``, then ``|noisy sum y| / noisy n`` padded by two noise standard
 deviations. The count therefore gets the same small share as ``sum y`` (about 2.7% of epsilon
 on the unit ball at ``d = 10``, 1.3% at ``d = 30``): its noise is ``O(1 / epsilon)`` against
-``n`` rows, a negligible relative error.
+``n`` rows, a negligible relative error. That analysis assumes the noisy ``G`` is inverted as
+released; :class:`~dp.regression.LinearRegression` shrinks its spectrum first
+(:mod:`dp.regression.shrinkage`), which damps the quadratic part's noise, and so weighs that part
+by :data:`SHRUNK_QUADRATIC_WEIGHT` (``quadratic_weight``); the split stays a function of public
+quantities and earlier noisy releases only.
 
 Boundedness. The noisy ``G`` can be indefinite, and then the objective has no minimum. We
 eigendecompose it and raise every eigenvalue below a floor ``tau`` to ``tau`` (spectral trimming,
@@ -37,10 +41,12 @@ Laplace entries of scales ``b_Q`` (quadratic) and ``b_x`` (feature sums) (Bai-Yi
 public quantities only. The full norm is the noise along its *worst* direction; along a typical
 direction ``v^T E v`` is ``O(b_Q)``, and raising every eigenvalue to the full edge over-shrinks.
 The fraction 1/2 was chosen by measurement (``bench/regression.py``, 21 seeds, against the
-full edge): at ``d = 30``, ``epsilon = 0.1`` the median MSE ratio drops from 2.76 to 2.03
-(sigma = 0.1) and from 1.44 to 1.25 (sigma = 0.2), randhie at ``epsilon = 1`` from 1.35 to 1.11;
-``d = 30``, ``epsilon = 0.5`` moves from 1.12 to 1.14 and diabetes at ``epsilon = 0.1`` from 2.32
-to 2.34; the ``d = 10`` cells are unchanged (the floor does not bind there). 0.3 was no better.
+full edge, with the trimmed solve below, which ``LinearRegression`` used before
+:mod:`dp.regression.shrinkage` and the functional logistic regression still uses): at
+``d = 30``, ``epsilon = 0.1`` the median MSE ratio drops from 2.76 to 2.03 (sigma = 0.1) and
+from 1.44 to 1.25 (sigma = 0.2), randhie at ``epsilon = 1`` from 1.35 to 1.11; ``d = 30``,
+``epsilon = 0.5`` moves from 1.12 to 1.14 and diabetes at ``epsilon = 0.1`` from 2.32 to 2.34;
+the ``d = 10`` cells are unchanged (the floor does not bind there). 0.3 was no better.
 (The corner's noise is left out: the curvature along the intercept is the count itself, far
 above its own noise; a noisy count that is small or negative is raised to ``tau`` like any other
 eigenvalue.) Directions whose curvature is far above the noise are untouched (no ridge bias at
@@ -62,6 +68,7 @@ from dp.regression.sensitivity import PARTS, BlockSensitivity, l1_sensitivity
 from dp.regression.statistics import Design, SufficientStatistics
 
 __all__ = [
+    "SHRUNK_QUADRATIC_WEIGHT",
     "FunctionalRelease",
     "budget_shares",
     "eigenvalue_floor",
@@ -86,13 +93,32 @@ class FunctionalRelease:
     """Laplace scale of each part (0 for parts not released)."""
 
 
+SHRUNK_QUADRATIC_WEIGHT = 0.25
+"""Weight on the quadratic part's risk term when the solve shrinks the noisy spectrum.
+
+Chosen by measurement (the data of ``bench/regression.py``, 6-20 seeds, solved by
+:mod:`dp.regression.shrinkage` with the floor at ``tau / 2``; MSE / OLS medians at weights 1 /
+0.4 / 0.25 / 0.125): ball ``d = 30``, ``epsilon = 0.1``: 1.96 /
+1.50 / 1.39 / 1.32; ``d = 10``, ``epsilon = 0.1``: 1.04 / 1.03 / 1.02 / 1.02; diabetes
+``epsilon = 1``: 1.61 / 1.61 / 1.64 / 1.73; randhie ``epsilon = 0.1``: 1.74 / 1.44 / 1.36 / 1.30
+(randhie ``epsilon = 1``: 1.05 / 1.03 / 1.02 / 1.02). 0.25 keeps enough of ``Q`` for
+anisotropic designs (shrinkage weight ``rho`` 0.65 / 0.48 / 0.29 on randhie at ``epsilon = 0.1``
+and weights 1 / 0.5 / 0.25).
+"""
+
+
 def budget_shares(
-    sens: BlockSensitivity, design: Design, *, ybar: float | None
+    sens: BlockSensitivity,
+    design: Design,
+    *,
+    ybar: float | None,
+    quadratic_weight: float = 1.0,
 ) -> dict[str, float]:
     """Fractions of epsilon per part, minimising the first-order excess risk (module doc).
 
     ``ybar`` is a public proxy for the mean shifted target (``None``: its worst case); it also
-    stands in for the shifted intercept ``w_0``.
+    stands in for the shifted intercept ``w_0``. ``quadratic_weight`` scales the quadratic
+    part's risk term (1: the noisy ``G`` is inverted as released).
 
     >>> from dp.regression.domain import FeatureDomain, TargetDomain
     >>> dsg = Design(features=FeatureDomain.ball(1.0, d=10),
@@ -100,6 +126,9 @@ def budget_shares(
     >>> s = l1_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=True)
     >>> {k: round(v, 3) for k, v in budget_shares(s, dsg, ybar=None).items()}
     {'quadratic': 0.396, 'feature_sum': 0.275, 'count': 0.027, 'cross': 0.274, 'target_sum': 0.027}
+    >>> shares = budget_shares(s, dsg, ybar=None, quadratic_weight=SHRUNK_QUADRATIC_WEIGHT)
+    >>> {k: round(v, 3) for k, v in shares.items()}
+    {'quadratic': 0.207, 'feature_sum': 0.361, 'count': 0.036, 'cross': 0.36, 'target_sum': 0.036}
     """
     d, r = design.features.dim, design.shifted_features.radius
     t = design.shifted_target
@@ -107,7 +136,7 @@ def budget_shares(
     w = b / r
     yb = b if ybar is None else min(b, abs(ybar))
     weights = {
-        "quadratic": sens.quadratic * w,
+        "quadratic": sens.quadratic * w * quadratic_weight,
         "cross": sens.cross,
         "feature_sum": sens.feature_sum * math.sqrt(yb * yb + (b / d) ** 2),
         "target_sum": sens.target_sum * r / d,
@@ -126,6 +155,7 @@ def functional_release(
     *,
     epsilon: float,
     rng: np.random.Generator | None = None,
+    quadratic_weight: float = 1.0,
 ) -> FunctionalRelease:
     """Perturb the five parts with Laplace noise; epsilon-DP in total (add/remove neighbours).
 
@@ -134,6 +164,8 @@ def functional_release(
         design: the public design the statistics were computed under.
         epsilon: total privacy parameter of the release.
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+        quadratic_weight: public weight of the quadratic part in the split
+            (:func:`budget_shares`); it moves shares only, never a sensitivity.
     """
     sens = l1_sensitivity(
         design.shifted_features, design.shifted_target, fit_intercept=exact.fit_intercept
@@ -152,7 +184,7 @@ def functional_release(
 
     remaining, ybar = epsilon, None
     if exact.fit_intercept:
-        first = budget_shares(sens, design, ybar=None)
+        first = budget_shares(sens, design, ybar=None, quadratic_weight=quadratic_weight)
         for part in ("count", "target_sum"):
             release(part, epsilon * first[part])
             remaining -= eps[part]
@@ -161,7 +193,7 @@ def functional_release(
         pad = 2.0 * math.sqrt(2.0)
         n_low = max(1.0, float(noisy["count"][0]) - pad * scales["count"])
         ybar = (abs(float(noisy["target_sum"][0])) + pad * scales["target_sum"]) / n_low
-    shares = budget_shares(sens, design, ybar=ybar)
+    shares = budget_shares(sens, design, ybar=ybar, quadratic_weight=quadratic_weight)
     rest = [k for k in PARTS if k not in ("count", "target_sum") and shares[k] > 0.0]
     norm = sum(shares[k] for k in rest)
     for k in rest:

@@ -4,7 +4,8 @@ Two methods share one pipeline (clip into declared bounds, shift by public midpo
 sufficient statistics, perturb, solve a bounded problem, un-shift):
 
 * ``"functional"`` (default, pure epsilon-DP): the functional mechanism with derived L1
-  sensitivities and spectral trimming (:mod:`dp.regression.functional`).
+  sensitivities (:mod:`dp.regression.functional`), solved with a shrunk, floored covariance
+  (:mod:`dp.regression.shrinkage`).
 * ``"adassp"`` (``(epsilon, delta)``-DP): AdaSSP, Gaussian noise with an adaptive private ridge
   (:mod:`dp.regression.adassp`).
 
@@ -36,8 +37,13 @@ from dp.regression.domain import (
     design_matrix,
     feature_domain,
 )
-from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
+from dp.regression.functional import (
+    SHRUNK_QUADRATIC_WEIGHT,
+    eigenvalue_floor,
+    functional_release,
+)
 from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
+from dp.regression.shrinkage import shrunk_solve
 from dp.regression.statistics import (
     Design,
     SufficientStatistics,
@@ -167,15 +173,24 @@ class LinearRegression:
         check_statistics(exact, design)
         info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
         if self.method == "functional":
-            rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
+            rel = functional_release(
+                exact,
+                design,
+                epsilon=self.epsilon,
+                rng=rng,
+                quadratic_weight=SHRUNK_QUADRATIC_WEIGHT,
+            )
             floor = eigenvalue_floor(rel.scales, design.features.dim)
-            theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
+            theta, spec = shrunk_solve(
+                rel.noisy, quadratic_scale=rel.scales["quadratic"], floor=floor
+            )
             info |= {
                 "l1_sensitivity": _parts_dict(rel.sensitivity),
                 "epsilon_split": rel.epsilons,
                 "laplace_scale": rel.scales,
                 "eigenvalue_floor": floor,
-                "eigenvalues_raised": trimmed,
+                "eigenvalues_raised": spec.raised,
+                "spectrum_shrinkage": spec.rho,
                 "ridge": 0.0,
             }
         else:

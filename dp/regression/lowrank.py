@@ -13,7 +13,6 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.errors import SolverError
-from dp.regression.functional import FunctionalRelease, eigenvalue_floor, trimmed_solve
 
 __all__ = ["SOLVER", "refit_in_subspace", "solve_nuclear"]
 
@@ -67,7 +66,11 @@ def solve_nuclear(
 
 
 def refit_in_subspace(
-    B: FloatArray, releases: Sequence[FunctionalRelease], *, per_column: bool
+    B: FloatArray,
+    grams: Sequence[FloatArray],
+    moments: Sequence[FloatArray],
+    *,
+    per_column: bool,
 ) -> tuple[FloatArray, int]:
     """Refit without the penalty inside the subspace the nuclear norm selected.
 
@@ -75,8 +78,9 @@ def refit_in_subspace(
     bias, as the lasso's); refitting on the selected support removes that bias (Belloni &
     Chernozhukov 2013 for the lasso; Candes & Plan 2011 for low rank). Multi-task: each task is
     re-solved within the column space ``U`` (``b_t = U c_t``); matrix covariates: within
-    ``B = U S V^T``. The projected noisy statistics are trimmed at the floor of their own
-    (``r``-dimensional) size. Post-processing of the noisy statistics only.
+    ``B = U S V^T``. ``grams`` are the positive definite (shrunk, floored) noisy matrices the
+    penalised problem used, so their projections are positive definite too. Post-processing of
+    the noisy statistics only.
     """
     u, sv, vt = np.linalg.svd(B, full_matrices=False)
     cut = max(_RANK_TOL * float(sv[0]), _ZERO_TOL) if sv.size else 0.0
@@ -85,16 +89,10 @@ def refit_in_subspace(
         return np.zeros_like(B), 0
     u, vt = u[:, :rank], vt[:rank]
     if per_column:
-        cols = []
-        for rel in releases:
-            g = u.T @ rel.noisy.gram @ u
-            m = u.T @ rel.noisy.moment
-            c, _ = trimmed_solve(g, m, floor=eigenvalue_floor(rel.scales, rank))
-            cols.append(u @ c)
+        cols = [
+            u @ np.linalg.solve(u.T @ g @ u, u.T @ m) for g, m in zip(grams, moments, strict=True)
+        ]
         return np.column_stack(cols), rank
     basis = np.kron(vt.T, u)  # vec(U S V^T) = (V kron U) vec(S), column-major
-    rel = releases[0]
-    g = basis.T @ rel.noisy.gram @ basis
-    m = basis.T @ rel.noisy.moment
-    s_vec, _ = trimmed_solve(g, m, floor=eigenvalue_floor(rel.scales, rank * rank))
+    s_vec = np.linalg.solve(basis.T @ grams[0] @ basis, basis.T @ moments[0])
     return u @ s_vec.reshape((rank, rank), order="F") @ vt, rank

@@ -7,7 +7,8 @@ add/remove L1 sensitivity) are audited with the Laplace noise the release actual
 ``sensitivity`` and ``epsilons`` reported by :func:`functional_release`), vectorised; the twin
 understates that sensitivity by 2x. The whole release (all parts, adaptive split included) is
 then audited end to end through the public ``functional_release`` call (per-call, so fewer
-samples), against its twin run at twice the epsilon it claims.
+samples), against its twin run at twice the epsilon it claims, at both budget splits in use
+(``quadratic_weight`` 1 and :data:`~dp.regression.functional.SHRUNK_QUADRATIC_WEIGHT`).
 
 DP k-means (seed 003): the per-iteration releases, noisy per-cluster counts and coordinate sums
 at ``epsilon / (2T)`` each with their declared sensitivities, are audited the same way. (An end
@@ -15,7 +16,7 @@ to end audit of the published centres has no power: the centre ``noisy sum / noi
 hides most of the loss, so a 2x twin is not rejected with ~10^4 per-call samples.)
 
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6
-(``dp.audit``, confidence 1 - 1e-6); 13 such audits here -> <= 3e-5 for the file.
+(``dp.audit``, confidence 1 - 1e-6); 14 such audits here -> <= 3e-5 for the file.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dp.audit import audit, looped
 from dp.clustering import COUNT_SENSITIVITY, sum_sensitivity
 from dp.mechanisms import laplace
 from dp.regression import FeatureDomain, TargetDomain
-from dp.regression.functional import functional_release
+from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
 from dp.regression.sensitivity import PARTS
 from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
 
@@ -94,10 +95,13 @@ def test_each_released_part_passes_and_its_twin_is_rejected(domain: str, part: s
     assert not twin.passed, twin.summary()
 
 
-def test_functional_release_end_to_end_passes_and_its_twin_is_rejected() -> None:
-    # Without an intercept (two parts, quadratic and cross, half the budget each), on one
-    # feature in the unit ball; the added row (1, 1) attains both sensitivities, so the loss on
-    # the corner event is the full epsilon. Per-call sampling: 2,000 test samples per input.
+@pytest.mark.parametrize("weight", [1.0, SHRUNK_QUADRATIC_WEIGHT])
+def test_functional_release_end_to_end_passes_and_its_twin_is_rejected(weight: float) -> None:
+    # Without an intercept (two parts, quadratic and cross: half the budget each at weight 1,
+    # 28% / 72% at the weight LinearRegression and TraceRegression use), on one feature in the
+    # unit ball; the added row (1, 1) attains both sensitivities, so the loss on the corner
+    # event is the full epsilon whatever the split. Per-call sampling: 2,000 test samples per
+    # input.
     design = Design(
         features=FeatureDomain.ball(1.0, d=1),
         target=TargetDomain(lower=-1.0, upper=1.0),
@@ -111,7 +115,10 @@ def test_functional_release_end_to_end_passes_and_its_twin_is_rejected() -> None
         epsilon: float,
     ) -> Callable[[SufficientStatistics, np.random.Generator], np.ndarray]:
         def mech(stats: SufficientStatistics, rng: np.random.Generator) -> np.ndarray:
-            parts = functional_release(stats, design, epsilon=epsilon, rng=rng).noisy.parts()
+            rel = functional_release(
+                stats, design, epsilon=epsilon, rng=rng, quadratic_weight=weight
+            )
+            parts = rel.noisy.parts()
             return np.concatenate([parts[k] for k in PARTS])
 
         return mech
