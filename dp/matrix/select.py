@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from dp.errors import ConfigError
-from dp.matrix.opt_blocks import opt_blocks
+from dp.matrix.opt_blocks import block_start, opt_blocks
 from dp.matrix.optimize import opt0, tuned_hierarchy
 from dp.matrix.product import Kron, Marginals, Union, along_axes
 from dp.matrix.strategy import Strategy, hierarchical, identity_strategy
@@ -38,6 +38,10 @@ __all__ = [
 # block-sparse variant takes over up to 8192; beyond, the tuned hierarchy is the optimized one.
 _OPT0_MAX_N = 1024
 _OPT_BLOCKS_MAX_N = 8192
+# Block OPT0's iteration cost grows with its row count p: iterations = work / p, capped (n = 4096:
+# prefix p = 274 runs 164 iterations, all-range p = 296 runs 152; about 5-6 s CPU each).
+_OPT_BLOCKS_WORK = 45_000
+_OPT_BLOCKS_MAX_ITER = 300
 # HDMM's random start (p = n / 16) wins up to ~256 cells; beyond, the hierarchy start is better.
 _OPT0_RANDOM_MAX_N = 512
 
@@ -170,14 +174,18 @@ def candidate_strategies(workload: Workload) -> list[Strategy]:
         n = workload.n
         out: list[Strategy] = [identity_strategy(n), wavelet(n)]
         out += [hierarchical(n, b) for b in (2, 4, 8, 16) if b < n]
-        if n >= 4:
-            out.append(tuned_hierarchy(workload))
+        tree = tuned_hierarchy(workload) if n >= 4 else None
+        if tree is not None:
+            out.append(tree)
         if 16 <= n <= _OPT0_RANDOM_MAX_N:
             out.append(opt0(workload, init="random"))
         if 16 <= n <= _OPT0_MAX_N:
             out.append(opt0(workload, init="hierarchy", maxiter=500))
         elif _OPT0_MAX_N < n <= _OPT_BLOCKS_MAX_N:
-            out.append(opt_blocks(workload, maxiter=150))
+            start = block_start(tree if tree is not None else tuned_hierarchy(workload))
+            rows = int(np.count_nonzero(start.hi - start.lo > 1))
+            iters = min(_OPT_BLOCKS_MAX_ITER, _OPT_BLOCKS_WORK // max(1, rows))
+            out.append(opt_blocks(workload, maxiter=iters, start=start))
         return out
     if isinstance(workload, Kron) and all(len(f.domain) == 1 for f in workload.factors):
         return [kron_strategy(*(select_strategy(f) for f in workload.factors))]

@@ -35,6 +35,8 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 # Columns of the Gram matrix evaluated per batch in error analysis (bounds memory to ~n * 512).
 _BATCH = 512
+# Beyond this many distinct row lengths the O(nnz) quadratic forms fall back to column batches.
+_MAX_ROW_LENGTHS = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,12 +85,44 @@ class _Transposed:
 
 
 def quad_forms(workload: Workload, h: sp.csr_matrix) -> FloatArray:
-    """``diag(H G H^T)`` for the rows of sparse ``h`` (``G = W^T W``), in column batches."""
+    """``diag(H G H^T)`` for the rows of sparse ``h`` (``G = W^T W``): ``O(nnz)`` for prefix and
+    range workloads (:meth:`Workload.semiseparable`), else in column batches."""
+    ss = workload.semiseparable()
+    if ss is not None:
+        out_ss = _semiseparable_quad_forms(sp.csr_matrix(h), *ss)
+        if out_ss is not None:
+            return out_ss
     out = np.empty(h.shape[0])
     for start in range(0, h.shape[0], _BATCH):
         block = h[start : start + _BATCH]
         gh = workload._gram_matmat(block.T.toarray())
         out[start : start + _BATCH] = np.asarray(block.multiply(gh.T).sum(axis=1)).ravel()
+    return out
+
+
+def _semiseparable_quad_forms(h: sp.csr_matrix, u: FloatArray, v: FloatArray) -> FloatArray | None:
+    """``h_r G h_r^T`` for ``G[a, b] = u[min(a, b)] v[max(a, b)]`` in ``O(nnz)``.
+
+    With sorted columns, ``h G h^T = sum_b h_b (v_b L_b + u_b R_b)`` where
+    ``L_b = sum_{a <= b} h_a u_a`` and ``R_b = sum_{a > b} h_a v_a``: two running sums per row.
+    Rows are processed in groups of equal length (a few per tree level), so every running sum
+    restarts exactly at its row. ``None`` if there are too many distinct lengths.
+    """
+    h = h.copy()
+    h.sort_indices()
+    lengths = np.diff(h.indptr)
+    sizes = np.unique(lengths[lengths > 0])
+    if sizes.size > _MAX_ROW_LENGTHS:
+        return None
+    out = np.zeros(h.shape[0])
+    for length in sizes:
+        rows = np.flatnonzero(lengths == length)
+        idx = h.indptr[rows][:, None] + np.arange(length)
+        cols, vals = h.indices[idx], h.data[idx]
+        left = np.cumsum(vals * u[cols], axis=1)
+        cum_v = np.cumsum(vals * v[cols], axis=1)
+        right = cum_v[:, -1:] - cum_v
+        out[rows] = np.sum(vals * (v[cols] * left + u[cols] * right), axis=1)
     return out
 
 

@@ -158,14 +158,16 @@ def test_opt0_gradient_matches_finite_differences() -> None:
     assert math.isfinite(loss)
 
 
-def test_block_opt0_gradient_matches_the_dense_formula() -> None:
+@pytest.mark.parametrize("which", ["all_range", "prefix", "width_range"])
+def test_block_opt0_gradient_matches_the_dense_formula(which: str) -> None:
+    # Prefix and ranges take the O(nnz) semiseparable path; width-k ranges the generic one.
     import scipy.sparse as sp
 
     from dp.matrix.opt_blocks import _groups, _loss_grad, _pattern
     from dp.matrix.optimize import _opt0_loss
 
-    w = mx.all_range(64)
-    pattern, init = _pattern(w, 4)
+    w = mx.width_range(64, 8) if which == "width_range" else getattr(mx, which)(64)
+    pattern, init = _pattern(mx.tuned_hierarchy(w), 3)
     values = init * np.random.default_rng(0).uniform(0.5, 1.5, init.size)
     loss, grad = _loss_grad(values, pattern, w, w.gram_diag(), _groups(pattern))
     dense = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=pattern.shape)
@@ -182,3 +184,59 @@ def test_block_opt0_improves_on_its_hierarchy_start() -> None:
     assert a.sensitivity == pytest.approx(1.0)
     assert mx.expected_rmse(w, a, 1.0) < 0.95 * mx.expected_rmse(w, start, 1.0)
     np.testing.assert_allclose(a.lstsq(a @ np.arange(128.0)), np.arange(128.0), atol=1e-8)
+
+
+def test_block_opt0_rejects_a_start_hierarchy_of_another_size() -> None:
+    with pytest.raises(ConfigError, match="start hierarchy has 32 cells, the workload 64"):
+        mx.opt_blocks(mx.prefix(64), start=mx.hierarchical(32, 2))
+
+
+@pytest.mark.parametrize("which", ["prefix", "all_range"])
+def test_semiseparable_gram_and_sparse_quadratic_forms_match_dense(which: str) -> None:
+    import scipy.sparse as sp
+
+    from dp.matrix.strategy import quad_forms
+
+    n = 23
+    w = getattr(mx, which)(n)
+    ss = w.semiseparable()
+    assert ss is not None
+    u, v = ss
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    np.testing.assert_allclose(u[np.minimum(a, b)] * v[np.maximum(a, b)], w.gram())
+    # Rows of mixed lengths, gaps, signs and an empty row.
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(9, n)) * (rng.random((9, n)) < 0.4)
+    h[4] = 0.0
+    expected = np.einsum("ij,jk,ik->i", h, w.gram(), h)
+    np.testing.assert_allclose(quad_forms(w, sp.csr_matrix(h)), expected, rtol=1e-12, atol=1e-9)
+    assert mx.width_range(n, 3).semiseparable() is None
+
+
+def test_block_opt0_windows_are_centred_on_their_blocks() -> None:
+    # Centred windows let neighbouring rows overlap across block boundaries, like dense OPT0.
+    from dp.matrix.opt_blocks import _pattern
+
+    pattern, init = _pattern(mx.nested_blocks(64, [16, 4, 1], [2.0, 1.0, 1.0]), 3)
+    first = pattern.indices[pattern.indptr[:-1]]
+    last = pattern.indices[pattern.indptr[1:] - 1] + 1
+    assert list(zip(first[:4], last[:4], strict=True)) == [(0, 32), (0, 48), (16, 64), (32, 64)]
+    assert (first[5], last[5]) == (0, 12) and (first[19], last[19]) == (56, 64)
+    # Start values: a hat with the block's mass (weight 2 x 16 cells) on a small floor.
+    row = init[pattern.indptr[1] : pattern.indptr[2]]
+    assert int(np.argmax(row)) in (23, 24)
+    np.testing.assert_allclose(row[:8], 1e-3)
+    assert float(np.sum(row - 1e-3)) == pytest.approx(32.0)
+
+
+def test_block_start_splits_a_coarse_finest_level_into_16_cell_blocks() -> None:
+    from dp.matrix.opt_blocks import block_start
+
+    tree = mx.nested_blocks(200, [128, 64, 1], [0.5, 0.7, 1.0])
+    start = block_start(tree)
+    assert start.name == "Blocks(128,16,1)"
+    sizes = start.hi - start.lo
+    np.testing.assert_allclose(start.weight[sizes == 16], 0.7)
+    assert int(np.count_nonzero(sizes > 1)) == 2 + 13  # 200 cells: 2 + ceil(200 / 16) blocks
+    fine = mx.nested_blocks(200, [64, 16, 1], [0.5, 0.7, 1.0])
+    assert block_start(fine) is fine
