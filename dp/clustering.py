@@ -14,25 +14,40 @@ budgets), so an iteration is ``epsilon / T``-DP and ``T`` iterations are epsilon
 composition; the assignment step only uses the previous (already private) centres, and the
 number of rows is never used (only noisy counts are). Initial and re-seeded centres are
 data-independent.
+
+The exact per-iteration aggregates can come from rows in memory (:meth:`KMeans.fit`) or from any
+fold over the rows (:meth:`KMeans.fit_steps`, e.g. the streaming engine's
+:class:`dp.engine.LloydAggregate` over Parquet batches): the noise is then added here, once per
+iteration, to the combined exact counts and sums -- never per batch or partition.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError
+from dp.errors import ConfigError, InputError, InvariantError
 from dp.mechanisms import laplace
-from dp.regression.domain import BoundLike, FeatureDomain, declared_feature_bounds, feature_domain
+from dp.regression.domain import (
+    BoundLike,
+    FeatureDomain,
+    check_n_features,
+    declared_feature_bounds,
+    feature_domain,
+)
 from dp.validation import check_epsilon
 
-__all__ = ["COUNT_SENSITIVITY", "KMeans", "sum_sensitivity"]
+__all__ = ["COUNT_SENSITIVITY", "KMeans", "Step", "lloyd_step", "sum_sensitivity"]
 
 FloatArray = npt.NDArray[np.float64]
+Step = Callable[[FloatArray], tuple[FloatArray, FloatArray]]
+"""Maps centres (in the centred frame) to the exact per-cluster counts and sums of the rows
+clipped into the declared domain and shifted by its midpoint (:func:`lloyd_step` of those rows)."""
 
 
 def sum_sensitivity(domain: FeatureDomain) -> float:
@@ -98,8 +113,10 @@ class KMeans:
         """The epsilon one ``fit`` spends."""
         return PrivacyCost(epsilon=self.epsilon)
 
-    def _domain(self, d: int) -> FeatureDomain:
-        return feature_domain(self.bounds_X, self.data_norm, d=d)
+    def domain(self, d: int) -> FeatureDomain:
+        """The declared domain of ``d`` features: rows are clipped into it, then shifted by its
+        :meth:`~dp.regression.FeatureDomain.midpoint` (what a :data:`Step` must sum)."""
+        return feature_domain(self.bounds_X, self.data_norm, d=check_n_features(d))
 
     def fit(self, X: object, *, rng: np.random.Generator | None = None) -> KMeans:
         """Run ``n_iter`` noisy Lloyd iterations on private rows.
@@ -114,17 +131,34 @@ class KMeans:
             raise InputError(f"X must be a non-empty 2-d array (n, d), got shape {Xa.shape}")
         if not np.all(np.isfinite(Xa)):
             raise InputError("X must be finite (no NaN or inf)")
-        domain = self._domain(Xa.shape[1])
+        domain = self.domain(Xa.shape[1])
+        rows = domain.clip(Xa) - domain.midpoint()
+        return self.fit_steps(lambda centres: lloyd_step(rows, centres), d=Xa.shape[1], rng=rng)
+
+    def fit_steps(self, step: Step, *, d: int, rng: np.random.Generator | None = None) -> KMeans:
+        """Run ``n_iter`` noisy Lloyd iterations whose exact aggregates ``step`` computes.
+
+        Same mechanism, and for the same aggregates and seeded ``rng`` the same centres, as
+        :meth:`fit`. Privacy rests on ``step`` summing rows clipped into :meth:`domain` ``(d)``
+        and shifted by its midpoint (the sensitivities assume it).
+
+        Args:
+            step: exact counts and sums for given centres (see :data:`Step`).
+            d: number of features.
+            rng: as in :meth:`fit`.
+        """
+        domain = self.domain(d)
         shift = domain.midpoint()
         centred = domain.translated(shift)
-        rows = domain.clip(Xa) - shift
         public = rng if rng is not None else np.random.default_rng()
         centres = _uniform(centred, self.n_clusters, public)
         eps_half = self.epsilon / (2.0 * self.n_iter)
         s_sum = sum_sensitivity(centred)
         reseeded = 0
         for _ in range(self.n_iter):
-            counts, sums = _assign(rows, centres)
+            counts, sums = step(centres)
+            if counts.shape != (self.n_clusters,) or sums.shape != centres.shape:
+                raise InvariantError("a Lloyd step returned aggregates of the wrong shape")
             noisy_counts = laplace(counts, sensitivity=COUNT_SENSITIVITY, epsilon=eps_half, rng=rng)
             noisy_sums = laplace(sums, sensitivity=s_sum, epsilon=eps_half, rng=rng)
             small = noisy_counts < 1.0
@@ -173,15 +207,35 @@ class KMeans:
 
 
 def _nearest(X: FloatArray, centres: FloatArray) -> npt.NDArray[np.int64]:
-    dist = (X * X).sum(axis=1)[:, None] - 2.0 * X @ centres.T + (centres * centres).sum(axis=1)
-    return np.asarray(np.argmin(dist, axis=1), dtype=np.int64)
+    """Index of the nearest centre (squared distance; ties to the lowest index, as argmin).
+
+    Column by column, centre by centre: no BLAS call (whose thread pool is slow on a shared
+    machine) and no argmin over a short axis.
+    """
+    columns = np.ascontiguousarray(X.T)
+    best = np.full(len(X), np.inf)
+    label = np.zeros(len(X), dtype=np.int64)
+    dist = np.empty(len(X))
+    diff = np.empty(len(X))
+    for j, centre in enumerate(centres):
+        dist.fill(0.0)
+        for values, c in zip(columns, centre, strict=True):
+            np.subtract(values, c, out=diff)
+            np.multiply(diff, diff, out=diff)
+            dist += diff
+        closer = dist < best
+        label[closer] = j
+        np.minimum(best, dist, out=best)
+    return label
 
 
-def _assign(rows: FloatArray, centres: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Exact per-cluster counts and sums for the current centres."""
+def lloyd_step(rows: FloatArray, centres: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Exact per-cluster counts and sums of ``rows`` for the current centres (exact: never
+    publish them; :class:`KMeans` adds the noise)."""
     k = centres.shape[0]
     label = _nearest(rows, centres)
     counts = np.bincount(label, minlength=k).astype(np.float64)
-    sums = np.zeros_like(centres)
-    np.add.at(sums, label, rows)
+    sums = np.empty_like(centres)
+    for j in range(centres.shape[1]):
+        sums[:, j] = np.bincount(label, weights=rows[:, j], minlength=k)
     return counts, sums

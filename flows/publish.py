@@ -49,14 +49,13 @@ __all__ = ["publish"]
 
 
 def _frame_columns(cfg: PipelineConfig) -> list[str]:
-    """Columns the stages that need rows in memory read (the rest stream through the engine)."""
+    """Columns the stages that need rows in memory read with a streaming engine: only regressions
+    whose mechanism needs the rows themselves (objective perturbation). The k-anonymous table,
+    the workloads, the other regressions and k-means all stream through the engine."""
     used: list[str] = []
-    if cfg.anonymize is not None and cfg.anonymize.publish:
-        used += [*cfg.anonymize.quasi_identifiers, *cfg.anonymize.include]
     for r in cfg.regressions:
         if not r.streams:
             used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
-    used += [c for k in cfg.clustering for c in k.features]
     return list(dict.fromkeys(used))
 
 
@@ -79,9 +78,9 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         a = cfg.anonymize
         summaries.append(
             anonymize_release(
-                frame,
+                data,
                 name=a.name,
-                hierarchies=anonymity_hierarchies(cfg, frame),
+                hierarchies=anonymity_hierarchies(cfg, data),
                 k=a.k,
                 max_suppression=a.max_suppression,
                 metric=a.metric,
@@ -125,7 +124,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
     for k in cfg.clustering:
         summaries.append(
             fit_model(
-                frame,
+                data,
                 name=k.name,
                 kind="clustering",
                 mechanism="dp-lloyd-laplace",

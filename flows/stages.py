@@ -15,6 +15,7 @@ import pandas as pd
 from dp import matrix
 from dp.anonymity import Hierarchy
 from dp.clustering import KMeans
+from dp.engine import TableSource, distinct_values_stream, make_backend, validate_stream
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.io import read_table
@@ -67,11 +68,32 @@ def declared_hierarchy(
     return Hierarchy.from_prefix_mask(leaves)
 
 
-def anonymity_hierarchies(cfg: PipelineConfig, frame: pd.DataFrame) -> dict[str, Hierarchy]:
-    """Hierarchies of the quasi-identifiers for the (non-DP) k-anonymity release."""
+def anonymity_hierarchies(
+    cfg: PipelineConfig, data: pd.DataFrame | TableSource
+) -> dict[str, Hierarchy]:
+    """Hierarchies of the quasi-identifiers for the (non-DP) k-anonymity release.
+
+    Leaves a hierarchy takes from the data come from the frame, or from one streaming pass over
+    the column (its distinct values only) through the source's engine.
+    """
     if cfg.anonymize is None:
         return {}
-    return {q: declared_hierarchy(cfg, q, data=frame[q]) for q in cfg.anonymize.quasi_identifiers}
+    out: dict[str, Hierarchy] = {}
+    for q in cfg.anonymize.quasi_identifiers:
+        if not _leaves_from_data(cfg, q):
+            out[q] = declared_hierarchy(cfg, q)
+        elif isinstance(data, TableSource):
+            leaves = distinct_values_stream(data.path, data.schema, q, backend=data.backend)
+            out[q] = declared_hierarchy(cfg, q, data=pd.Series(leaves, dtype=object))
+        else:
+            out[q] = declared_hierarchy(cfg, q, data=data[q])
+    return out
+
+
+def _leaves_from_data(cfg: PipelineConfig, column: str) -> bool:
+    model = cfg.hierarchies[column]
+    declared = model.file is not None or model.levels is not None or model.bands is not None
+    return not declared and cfg.dataset.columns[column].categories is None
 
 
 def workload_axes(cfg: PipelineConfig, w: WorkloadModel) -> list[Axis]:
@@ -180,15 +202,35 @@ def expected_errors(cfg: PipelineConfig, w: WorkloadModel) -> dict[str, Any]:
     }
 
 
-def validate_input(cfg: PipelineConfig) -> None:
+def validate_input(cfg: PipelineConfig, engine: str | None = None) -> None:
     """Read and validate every value a stage will read, releasing nothing.
 
     ``dppub run`` calls this before reserving, so bad values (NaN, undeclared categories,
     values missing from a hierarchy or outside a declared domain) leave the ledger untouched.
+    With the ``stream`` or ``dask`` engine (``engine``, default the config's) the values are
+    checked batch by batch through the engine; no column is ever loaded whole.
     """
-    frame = read_table(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns).frame
-    for column, hierarchy in anonymity_hierarchies(cfg, frame).items():
-        hierarchy.generalize(frame[column], 0)
-    for w in cfg.workloads:
-        for axis in workload_axes(cfg, w):
+    path = cfg.resolve(cfg.dataset.path)
+    axes = [axis for w in cfg.workloads for axis in workload_axes(cfg, w)]
+    chosen = engine or cfg.dataset.engine
+    if chosen == "pandas":
+        frame = read_table(path, cfg.schema, columns=cfg.used_columns).frame
+        for column, hierarchy in anonymity_hierarchies(cfg, frame).items():
+            hierarchy.generalize(frame[column], 0)
+        for axis in axes:
             axis.codes(frame[axis.column])
+        return
+    backend = make_backend(
+        "dask" if chosen == "dask" else "stream",
+        scheduler=cfg.dataset.scheduler,
+        batch_size=cfg.dataset.batch_size,
+    )
+    source = TableSource(path=path, schema=cfg.schema, backend=backend)
+    validate_stream(
+        path,
+        cfg.schema,
+        cfg.used_columns,
+        hierarchies=anonymity_hierarchies(cfg, source),
+        axes=axes,
+        backend=backend,
+    )

@@ -9,13 +9,15 @@ import pandas as pd
 from prefect import task
 
 from dp.anonymity import Hierarchy, anonymize
+from dp.anonymity.result import AnonymizationReport
+from dp.engine import DEFAULT_BATCH_SIZE, TableSource, anonymize_stream
 from dp.publication import Staging
 from tasks._common import PRIVATE, run_logger
 
 
 @task(name="k-anonymize", **PRIVATE)
 def anonymize_release(
-    frame: pd.DataFrame,
+    data: pd.DataFrame | TableSource,
     *,
     name: str,
     hierarchies: Mapping[str, Hierarchy],
@@ -27,6 +29,8 @@ def anonymize_release(
 ) -> dict[str, Any]:
     """Generalize the quasi-identifiers to k-anonymity and stage the released table.
 
+    From a frame, or through the engine from a :class:`TableSource`: leaf counts, then the table
+    written batch by batch (same levels, metrics and rows; memory bounded by the leaf domain).
     The levels are chosen by looking at the data, so this release is *not* DP; DP stages never
     read its levels (they use levels fixed in the config).
     """
@@ -34,10 +38,30 @@ def anonymize_release(
     if done is not None:
         return done
     qis = list(hierarchies)
-    result = anonymize(
-        frame[[*qis, *include]], hierarchies, k=k, max_suppression=max_suppression, metric=metric
-    )
-    staging.write_frame(name, "table.parquet", result.table)
+    result: AnonymizationReport
+    if isinstance(data, TableSource):
+        result = anonymize_stream(
+            data.path,
+            data.schema,
+            hierarchies,
+            out=staging.release_dir(name) / "table.parquet",
+            include=include,
+            k=k,
+            max_suppression=max_suppression,
+            metric=metric,
+            batch_size=getattr(data.backend, "batch_size", DEFAULT_BATCH_SIZE),
+            backend=data.backend,
+        )
+    else:
+        frame = anonymize(
+            data[[*qis, *include]],
+            hierarchies,
+            k=k,
+            max_suppression=max_suppression,
+            metric=metric,
+        )
+        staging.write_frame(name, "table.parquet", frame.table)
+        result = frame
     staging.write_json(name, "metrics.json", result.metrics)
     run_logger().info("k-anonymity release %r staged (k=%d)", name, k)
     return staging.complete(

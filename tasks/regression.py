@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from dp.engine import TableSource, regression_statistics_stream
+from dp.engine import TableSource, lloyd_statistics_stream, regression_statistics_stream
 from dp.publication import Staging
 from tasks._common import PRIVATE, run_logger
 
@@ -44,7 +44,23 @@ def fit_model(
     done = staging.completed(name)
     if done is not None:
         return done
-    if isinstance(data, TableSource):
+    if isinstance(data, TableSource) and kind == "clustering":
+        # Each Lloyd iteration's exact counts and sums, folded over the batches by the engine;
+        # the estimator adds the noise once per iteration to the combined aggregates.
+        domain = estimator.domain(len(features))
+
+        def step(centres: Any) -> Any:
+            return lloyd_statistics_stream(
+                data.path,
+                data.schema,
+                features=list(features),
+                domain=domain,
+                centres=centres,
+                backend=data.backend,
+            )
+
+        estimator.fit_steps(step, d=len(features))
+    elif isinstance(data, TableSource):
         # Exact statistics summed batch by batch through the engine; the design (the clipping
         # the sensitivity relies on) always comes from the estimator itself.
         response = None

@@ -12,6 +12,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -30,12 +31,20 @@ from dp.anonymity.metrics import (
     class_size_summary,
     wsum,
 )
-from dp.anonymity.result import AnonymizationResult
+from dp.anonymity.result import AnonymizationReport, AnonymizationResult
 from dp.anonymity.search import Outcome, greedy, optimal
 from dp.errors import ConfigError, InputError
 from dp.validation import check_probability
 
-__all__ = ["EXACT_MAX_NODES", "EXACT_MAX_QIS", "anonymize"]
+__all__ = [
+    "EXACT_MAX_NODES",
+    "EXACT_MAX_QIS",
+    "Generalization",
+    "InputDigest",
+    "anonymize",
+    "anonymize_counts",
+    "release_rows",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -74,6 +83,26 @@ def _check_l(
     return col, LDiversity(l=l_value, kind=str(kind))
 
 
+def _check_search(
+    k: object,
+    max_suppression: float,
+    metric: str,
+    hierarchies: Mapping[str, Hierarchy],
+    quasi_identifiers: Sequence[str] | None,
+) -> tuple[int, float, dict[str, Hierarchy]]:
+    k = _check_k(k)
+    sigma = check_probability(max_suppression, name="max_suppression")
+    if metric not in METRICS + ARX_METRICS:
+        raise ConfigError(f"metric must be one of {list(METRICS + ARX_METRICS)}, got {metric!r}")
+    qis = list(hierarchies) if quasi_identifiers is None else list(quasi_identifiers)
+    for col in qis:
+        if col not in hierarchies:
+            raise ConfigError(f"quasi-identifier {col!r} has no hierarchy")
+    if len(set(qis)) != len(qis):
+        raise ConfigError(f"quasi_identifiers must be distinct, got {qis}")
+    return k, sigma, {col: hierarchies[col] for col in qis}
+
+
 def anonymize(
     df: pd.DataFrame,
     hierarchies: Mapping[str, Hierarchy],
@@ -107,19 +136,9 @@ def anonymize(
             top node needs more suppression than allowed, e.g. ``n < k`` with ``sigma < 1``).
     """
     started = time.perf_counter()
-    k = _check_k(k)
-    sigma = check_probability(max_suppression, name="max_suppression")
-    if metric not in METRICS + ARX_METRICS:
-        raise ConfigError(f"metric must be one of {list(METRICS + ARX_METRICS)}, got {metric!r}")
-    qis = list(hierarchies) if quasi_identifiers is None else list(quasi_identifiers)
-    for col in qis:
-        if col not in hierarchies:
-            raise ConfigError(f"quasi-identifier {col!r} has no hierarchy")
-    if len(set(qis)) != len(qis):
-        raise ConfigError(f"quasi_identifiers must be distinct, got {qis}")
-    hier = {col: hierarchies[col] for col in qis}
+    k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, quasi_identifiers)
     leaf_codes = encode_columns(df, hier)
-    ldiv = _check_l(l_diversity, df, qis)
+    ldiv = _check_l(l_diversity, df, list(hier))
     if len(df) == 0:
         raise InputError("the table to anonymize is empty")
     sensitive = None
@@ -131,10 +150,98 @@ def anonymize(
             )
         sensitive = sensitive.astype(np.int64)
     table = CodedTable.build(leaf_codes, list(hier.values()), sensitive)
+    found = _generalization(
+        table, hier, k=k, sigma=sigma, metric=metric, ldiv=ldiv, started=started
+    )
+    rest = df[[c for c in df.columns if c not in hier]]
+    released = release_rows(
+        rest, list(df.columns), hier, leaf_codes, found.levels, ~found.suppress[table.records()]
+    )
+    digest = InputDigest()
+    digest.update(leaf_codes, rest)
+    report = found.report(digest.hexdigest(hier, list(df.columns)))
+    return AnonymizationResult(
+        levels=report.levels,
+        suppressed=report.suppressed,
+        score=report.score,
+        metrics=report.metrics,
+        table=released,
+    )
+
+
+def anonymize_counts(
+    rows: IntArray,
+    counts: IntArray,
+    hierarchies: Mapping[str, Hierarchy],
+    *,
+    k: int,
+    max_suppression: float,
+    metric: str = "loss",
+) -> Generalization:
+    """:func:`anonymize`'s search on distinct leaf-code rows and their counts (no records).
+
+    ``rows`` and ``counts`` are what :func:`dp.engine.leaf_counts_stream` returns, so a table of
+    any size is searched in memory bounded by its leaf domain. Given in first-appearance order
+    (as :func:`anonymize` numbers its base rows), the chosen node and every metric equal those of
+    :func:`anonymize` on the same records bit for bit; the caller writes
+    the release (:func:`release_rows` per chunk) and finishes the report with the input's
+    :class:`InputDigest`. No l-diversity here (it needs the sensitive values per base row).
+
+    Raises:
+        ConfigError, InputError: as :func:`anonymize`.
+    """
+    started = time.perf_counter()
+    k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, None)
+    if int(np.sum(counts)) == 0:
+        raise InputError("the table to anonymize is empty")
+    table = CodedTable.from_counts(rows, counts, list(hier.values()))
+    return _generalization(table, hier, k=k, sigma=sigma, metric=metric, ldiv=None, started=started)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Generalization:
+    """The node chosen on a table's base rows, before the released records are written."""
+
+    levels: tuple[int, ...]
+    """Chosen level per QI, in QI order."""
+    suppress: npt.NDArray[np.bool_]
+    """Per base row (in the order given): whether its records are suppressed."""
+    suppressed: int
+    score: float
+    metrics: dict[str, Any]
+    """The report, still without ``input_sha256`` and ``runtime_seconds``."""
+    qis: tuple[str, ...]
+    started: float
+
+    def report(self, input_sha256: str) -> AnonymizationReport:
+        """The finished report, once the input has been read for its digest."""
+        metrics = {**self.metrics, "input_sha256": input_sha256}
+        metrics["runtime_seconds"] = time.perf_counter() - self.started
+        return AnonymizationReport(
+            levels={col: int(lvl) for col, lvl in zip(self.qis, self.levels, strict=True)},
+            suppressed=self.suppressed,
+            score=self.score,
+            metrics=metrics,
+        )
+
+
+def _generalization(
+    table: CodedTable,
+    hier: Mapping[str, Hierarchy],
+    *,
+    k: int,
+    sigma: float,
+    metric: str,
+    ldiv: tuple[str, LDiversity] | None,
+    started: float,
+) -> Generalization:
+    """Search the lattice of ``table`` and report the chosen node (see the module docstring)."""
+    qis = list(hier)
     tables = MetricTables.build(table)
     n = table.n
     limit = math.floor(Fraction(repr(sigma)) * n)
     check = ldiv[1] if ldiv is not None else None
+    sensitive = table.pair_value
 
     # Scores are floats, or tuples compared lexicographically for ARX's rank aggregate.
     rank = metric == "loss_rank"
@@ -184,7 +291,6 @@ def anonymize(
     best = outcome.levels
     score = float(outcome.score[0]) if rank else float(outcome.score)
     nc = table.classes(best, k, check)
-    released = _release(df, hier, leaf_codes, best, ~nc.bad[table.record_row])
     metrics = _report(table, tables, hier, best, nc, k=k, limit=limit)
     if rank:
         metrics["score_vector"] = list(outcome.score)
@@ -203,17 +309,18 @@ def anonymize(
         nodes_checked=outcome.checked,
         lattice_size=size,
         search_seconds=searched - started,
-        input_sha256=_digest(df, hier, leaf_codes),
+        input_sha256="",
         hierarchy_sha256={col: h.digest() for col, h in hier.items()},
         differentially_private=False,
     )
-    metrics["runtime_seconds"] = time.perf_counter() - started
-    return AnonymizationResult(
-        levels={col: int(lvl) for col, lvl in zip(qis, best, strict=True)},
-        table=released,
+    return Generalization(
+        levels=best,
+        suppress=nc.bad,
         suppressed=nc.suppressed,
         score=score,
         metrics=metrics,
+        qis=tuple(qis),
+        started=started,
     )
 
 
@@ -248,20 +355,35 @@ def _bounds(
     return bound
 
 
-def _release(
-    df: pd.DataFrame,
+def release_rows(
+    rest: pd.DataFrame,
+    columns: Sequence[str],
     hier: Mapping[str, Hierarchy],
     leaf_codes: IntArray,
     levels: Sequence[int],
     keep: npt.NDArray[np.bool_],
 ) -> pd.DataFrame:
+    """The released records of one chunk of the input, in its row order.
+
+    ``rest`` holds the chunk's non-QI columns, ``leaf_codes`` its QIs' leaf codes, ``keep`` which
+    of its records are released; ``columns`` is the output column order. QIs become categoricals
+    over the hierarchy's labels at ``levels``. Chunk by chunk, the outputs concatenate to the
+    release of the whole table.
+    """
     # Positional take + reset index: the released row order must not reveal which rows went.
     rows = np.flatnonzero(keep)
-    out = df.iloc[rows].reset_index(drop=True)
-    for i, (col, h) in enumerate(hier.items()):
-        codes = h.group_codes(levels[i])[leaf_codes[rows, i]]
-        out[col] = pd.Categorical.from_codes(codes, categories=pd.Index(h.labels(levels[i])))
-    return out
+    kept = rest.iloc[rows].reset_index(drop=True)
+    out: dict[str, Any] = {}
+    qi_index = {col: i for i, col in enumerate(hier)}
+    for col in columns:
+        if col in qi_index:
+            i = qi_index[col]
+            h = hier[col]
+            codes = h.group_codes(levels[i])[leaf_codes[rows, i]]
+            out[col] = pd.Categorical.from_codes(codes, categories=pd.Index(h.labels(levels[i])))
+        else:
+            out[col] = kept[col]
+    return pd.DataFrame(out, index=pd.RangeIndex(len(rows)))
 
 
 def _risk(sizes: FloatArray, records: float) -> dict[str, float]:
@@ -312,14 +434,27 @@ def _report(
     }
 
 
-def _digest(df: pd.DataFrame, hier: Mapping[str, Hierarchy], leaf_codes: IntArray) -> str:
-    """SHA-256 of the input: QIs through their leaf codes + hierarchy digests (cheaper than
-    hashing their text, and exact since values are compared as text), other columns hashed."""
-    h = hashlib.sha256(np.ascontiguousarray(leaf_codes).tobytes())
-    for hierarchy in hier.values():
-        h.update(hierarchy.digest().encode())
-    rest = [c for c in df.columns if c not in hier]
-    if rest:
-        h.update(pd.util.hash_pandas_object(df[rest], index=False).to_numpy().tobytes())
-    h.update("\x1f".join(map(str, df.columns)).encode())
-    return h.hexdigest()
+class InputDigest:
+    """SHA-256 of the input table, fed chunk by chunk in row order (any chunking of the same
+    rows gives the same digest): QIs through their leaf codes (cheaper than hashing their text,
+    and exact since values are compared as text), other columns through pandas' row hashes,
+    then the hierarchies' digests and the column names."""
+
+    def __init__(self) -> None:
+        self._codes = hashlib.sha256()
+        self._rest = hashlib.sha256()
+
+    def update(self, leaf_codes: IntArray, rest: pd.DataFrame) -> None:
+        """Add the next rows: their ``(n, d)`` leaf codes and non-QI columns."""
+        self._codes.update(np.ascontiguousarray(leaf_codes, dtype=np.int64).tobytes())
+        if len(rest.columns):
+            self._rest.update(pd.util.hash_pandas_object(rest, index=False).to_numpy().tobytes())
+
+    def hexdigest(self, hier: Mapping[str, Hierarchy], columns: Sequence[object]) -> str:
+        """The digest of every row added so far."""
+        h = hashlib.sha256(self._codes.digest())
+        for hierarchy in hier.values():
+            h.update(hierarchy.digest().encode())
+        h.update(self._rest.digest())
+        h.update("\x1f".join(map(str, columns)).encode())
+        return h.hexdigest()

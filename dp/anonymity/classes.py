@@ -77,11 +77,16 @@ class NodeClasses:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CodedTable:
-    """A table's QIs as leaf codes, collapsed to weighted base rows (see module docstring)."""
+    """A table's QIs as leaf codes, collapsed to weighted base rows (see module docstring).
+
+    Base rows are numbered by first appearance in the records. A table built from streamed leaf
+    counts (:meth:`from_counts`) given in that order (:attr:`dp.engine.LeafCounts.first`) is
+    identical array for array, so every metric is computed with the same float operations.
+    """
 
     hierarchies: tuple[Hierarchy, ...]
-    record_row: IntArray
-    """Base row of every record."""
+    record_row: IntArray | None
+    """Base row of every record (``None`` when built from counts: there are no records)."""
     rows: IntArray
     """``(m, d)`` leaf codes of the base rows."""
     counts: IntArray
@@ -102,21 +107,42 @@ class CodedTable:
         hs = tuple(hierarchies)
         parts = [(leaf_codes[:, i], len(h.leaves)) for i, h in enumerate(hs)]
         record_row, m = _densify(_combine(parts)[0])
-        counts = np.bincount(record_row, minlength=m).astype(np.int64)
         rows = leaf_codes[_first_index(record_row)]
+        counts = np.bincount(record_row, minlength=m).astype(np.int64)
+        pairs = None
+        if sensitive is not None:
+            n_sens = int(sensitive.max()) + 1 if len(sensitive) else 1
+            pair_key, _ = _densify(record_row * n_sens + sensitive)
+            pair_first = _first_index(pair_key)
+            pairs = (
+                record_row[pair_first],
+                sensitive[pair_first],
+                np.bincount(pair_key).astype(np.int64),
+            )
+        return cls.from_counts(rows, counts, hs, record_row=record_row, pairs=pairs)
+
+    @classmethod
+    def from_counts(
+        cls,
+        rows: IntArray,
+        counts: IntArray,
+        hierarchies: Sequence[Hierarchy],
+        *,
+        record_row: IntArray | None = None,
+        pairs: tuple[IntArray, IntArray, IntArray] | None = None,
+    ) -> CodedTable:
+        """A table from distinct leaf-code rows and their counts, e.g. streamed from a Parquet
+        source (:class:`dp.engine.LeafCounts`)."""
+        hs = tuple(hierarchies)
+        if rows.ndim != 2 or rows.shape != (len(counts), len(hs)):
+            raise InvariantError("leaf rows must be (m, d) with one count per row")
         group = tuple(
             tuple(h.group_codes(lvl)[rows[:, i]] for lvl in range(h.height))
             for i, h in enumerate(hs)
         )
         blocks = _make_blocks([h.height for h in hs])
         block_codes = tuple(_block_table(group, hs, b) for b in blocks)
-        pair_row = pair_value = pair_count = None
-        if sensitive is not None:
-            n_sens = int(sensitive.max()) + 1 if len(sensitive) else 1
-            pair_key, _ = _densify(record_row * n_sens + sensitive)
-            pair_count = np.bincount(pair_key).astype(np.int64)
-            pair_first = _first_index(pair_key)
-            pair_row, pair_value = record_row[pair_first], sensitive[pair_first]
+        pair_row, pair_value, pair_count = pairs if pairs is not None else (None, None, None)
         return cls(
             hierarchies=hs,
             record_row=record_row,
@@ -130,10 +156,16 @@ class CodedTable:
             pair_count=pair_count,
         )
 
+    def records(self) -> IntArray:
+        """Base row of every record (only for a table built from records)."""
+        if self.record_row is None:
+            raise InvariantError("this table was built from counts and has no records")
+        return self.record_row
+
     @property
     def n(self) -> int:
         """Number of records."""
-        return len(self.record_row)
+        return int(self.counts.sum())
 
     def classes(self, levels: Sequence[int], k: int, l_check: LDiversity | None) -> NodeClasses:
         """Count the equivalence classes of node ``levels`` and mark those to suppress."""

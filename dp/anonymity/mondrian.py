@@ -178,7 +178,7 @@ def _release(
             g = table.group[i][level][sel]
             label_of[sel] = np.asarray(h.labels(int(level)), dtype=object)[g]
             loss_row[sel] = node_loss[i][level][g]
-        out[col] = label_of[table.record_row]
+        out[col] = label_of[table.records()]
         per_qi[i] = float(np.multiply(table.counts, loss_row).sum()) / n
     loss = float(np.prod(1.0 + per_qi) ** (1.0 / d) - 1.0)
     class_levels = pd.DataFrame(class_level, columns=cols)

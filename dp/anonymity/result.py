@@ -13,18 +13,16 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["AnonymizationResult"]
+__all__ = ["AnonymizationReport", "AnonymizationResult"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AnonymizationResult:
-    """A k-anonymous release and its disclosure-review metrics."""
+class AnonymizationReport:
+    """The chosen generalization of a k-anonymous release and its disclosure-review metrics
+    (the released table itself may have been written elsewhere, e.g. batch by batch)."""
 
     levels: dict[str, int]
     """Chosen generalization level per quasi-identifier (0 = original values)."""
-    table: pd.DataFrame = field(repr=False)
-    """The released table: QIs generalized (categorical over the hierarchy's labels at the chosen
-    level), suppressed records removed, other columns unchanged, index reset."""
     suppressed: int
     """Number of suppressed (removed) records; never more than ``floor(sigma * n)``."""
     score: float
@@ -79,6 +77,15 @@ class AnonymizationResult:
         lines += ["", "| measure | value |", "|---|---|"]
         lines += [f"| {name} | {value} |" for name, value in rows]
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnonymizationResult(AnonymizationReport):
+    """A k-anonymous release in memory: the report and the released table."""
+
+    table: pd.DataFrame = field(repr=False)
+    """The released table: QIs generalized (categorical over the hierarchy's labels at the chosen
+    level), suppressed records removed, other columns unchanged, index reset."""
 
 
 def _risk(r: Mapping[str, float]) -> str:

@@ -1,9 +1,10 @@
 """Exact aggregates of Parquet sources computed batch by batch (local stream or a cluster).
 
 The data-touching steps of a publication -- validation, clamping, histograms, regression
-sufficient statistics, k-anonymity leaf counts -- are single-pass folds, so they run over bounded
-batches instead of a whole in-memory frame. Every function returns *exact* aggregates; DP noise
-is added once by the caller, never here.
+sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums -- are
+single-pass folds, so they run over bounded batches instead of a whole in-memory frame; the
+k-anonymous table is written batch by batch (:func:`anonymize_stream`). Every function returns
+*exact* aggregates; DP noise is added once by the caller, never here.
 """
 
 from dp.engine.aggregate import (
@@ -13,35 +14,62 @@ from dp.engine.aggregate import (
     fragment_partial,
     merge_partials,
 )
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, Scan, iter_batches, open_scan
-from dp.engine.classes import LeafCounts, LeafCountsAggregate, leaf_counts_stream, node_class_sizes
+from dp.engine.anonymize import anonymize_stream
+from dp.engine.batches import (
+    DEFAULT_BATCH_SIZE,
+    Batch,
+    Scan,
+    batch_frame,
+    iter_batches,
+    open_scan,
+)
+from dp.engine.classes import (
+    DistinctValuesAggregate,
+    LeafCounts,
+    LeafCountsAggregate,
+    batch_leaf_codes,
+    distinct_values_stream,
+    leaf_counts_stream,
+    node_class_sizes,
+)
+from dp.engine.clustering import LloydAggregate, lloyd_statistics_stream
 from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
+from dp.engine.validate import CheckAggregate, validate_stream
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "Aggregate",
     "Backend",
     "Batch",
+    "CheckAggregate",
+    "DistinctValuesAggregate",
     "EngineName",
     "HistogramAggregate",
     "LeafCounts",
     "LeafCountsAggregate",
+    "LloydAggregate",
     "Response",
     "Scan",
     "StatisticsAggregate",
     "StreamingBackend",
     "TableSource",
+    "anonymize_stream",
     "axis_codes",
+    "batch_frame",
+    "batch_leaf_codes",
+    "distinct_values_stream",
     "exact_histogram",
     "fragment_partial",
     "histogram_stream",
     "iter_batches",
     "leaf_counts_stream",
+    "lloyd_statistics_stream",
     "make_backend",
     "merge_partials",
     "node_class_sizes",
     "open_scan",
     "regression_statistics_stream",
+    "validate_stream",
 ]

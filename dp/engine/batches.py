@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "Batch",
     "Scan",
+    "batch_frame",
     "iter_batches",
     "open_scan",
 ]
@@ -131,6 +133,28 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
             yield _validate(scan, record)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise InputError(f"cannot read {scan.path} as Parquet: {_reason(exc)}") from None
+
+
+def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
+    """The columns ``specs`` of ``batch`` as the frame :func:`dp.io.read_table` gives for these
+    rows: the same values and dtypes (clamped int64 / float64, a categorical over the declared
+    categories, or text). Exact data: never log or persist it."""
+    out: dict[str, pd.Series] = {}
+    for spec in specs:
+        if spec.is_numeric:
+            out[spec.name] = pd.Series(batch.numeric[spec.name], name=spec.name, copy=False)
+            continue
+        column = batch.text[spec.name]
+        if spec.categories is None:
+            out[spec.name] = column.dictionary_decode().to_pandas().astype(str).rename(spec.name)
+            continue
+        declared = pd.Index(list(spec.categories))
+        lookup = declared.get_indexer(column.dictionary.to_pandas().astype(str))
+        codes = lookup[np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        dtype = pd.CategoricalDtype(declared, ordered=False)
+        values = pd.Categorical.from_codes(codes, dtype=dtype)
+        out[spec.name] = pd.Series(values, name=spec.name)
+    return pd.DataFrame(out, index=pd.RangeIndex(batch.num_rows))
 
 
 def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:

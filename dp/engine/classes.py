@@ -13,25 +13,40 @@ per distinct value of a batch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dp.anonymity.hierarchy import Hierarchy
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
-from dp.errors import ConfigError
+from dp.errors import ConfigError, InvariantError
 from dp.schema import TableSchema
 
-__all__ = ["LeafCounts", "LeafCountsAggregate", "leaf_counts_stream", "node_class_sizes"]
+__all__ = [
+    "DistinctValuesAggregate",
+    "LeafCounts",
+    "LeafCountsAggregate",
+    "batch_leaf_codes",
+    "distinct_values_stream",
+    "leaf_counts_stream",
+    "node_class_sizes",
+]
 
 IntArray = npt.NDArray[np.int64]
-_Acc = tuple[IntArray, IntArray]  # (sorted unique mixed-radix keys, counts)
+# (sorted unique mixed-radix keys, their counts, their first record positions, records folded)
+_Acc = tuple[IntArray, IntArray, IntArray, int]
+
+
+_DENSE_KEYS = 1 << 22
+"""Key spaces up to this size (or twice the keys at hand) are counted and looked up densely."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -44,11 +59,69 @@ class LeafCounts:
     """``(m, d)`` leaf codes, sorted lexicographically."""
     counts: IntArray
     """Records per row of :attr:`rows` (all > 0)."""
+    first: IntArray
+    """Position of the first record with each row's tuple, in source order (fragment by fragment,
+    row by row). Ordering the rows by it numbers them as
+    :meth:`dp.anonymity.classes.CodedTable.build` does on the whole table (first appearance)."""
+    _keys: IntArray = field(init=False, repr=False)
+    _dense: IntArray | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        keys = _mixed_keys(self.rows, self.hierarchies)
+        space = _key_space(self.hierarchies)
+        dense = None
+        if space <= max(_DENSE_KEYS, 2 * len(keys)):
+            dense = np.full(space, -1, dtype=np.int64)
+            dense[keys] = np.arange(len(keys), dtype=np.int64)
+        object.__setattr__(self, "_keys", keys)
+        object.__setattr__(self, "_dense", dense)
 
     @property
     def n(self) -> int:
         """Number of records."""
         return int(self.counts.sum())
+
+    def row_of(self, codes: IntArray) -> IntArray:
+        """Index into :attr:`rows` of each ``(n, d)`` leaf-code tuple (each must be counted)."""
+        wanted = _mixed_keys(codes, self.hierarchies)
+        if self._dense is not None:
+            found = self._dense[wanted]
+            if len(found) and found.min() < 0:
+                raise InvariantError("a leaf tuple that was not counted")
+            return found
+        found = np.searchsorted(self._keys, wanted)
+        if len(wanted) and (
+            found.max() >= len(self._keys) or not np.array_equal(self._keys[found], wanted)
+        ):
+            raise InvariantError("a leaf tuple that was not counted")
+        return found.astype(np.int64, copy=False)
+
+
+def _key_space(hierarchies: Sequence[Hierarchy]) -> int:
+    return math.prod(len(h.leaves) for h in hierarchies)
+
+
+def _mixed_keys(codes: IntArray, hierarchies: Sequence[Hierarchy]) -> IntArray:
+    """Mixed-radix key of each leaf-code row (sorts like the rows; < 2^62 by construction)."""
+    key = np.zeros(len(codes), dtype=np.int64)
+    for i, h in enumerate(hierarchies):
+        key = key * len(h.leaves) + codes[:, i]
+    return key
+
+
+def _sum_by_key(keys: IntArray, weights: IntArray | None, first: IntArray, space: int) -> _Acc:
+    """Sorted distinct ``keys``, their summed ``weights`` (their counts when None; exact, as
+    counts stay far below 2^53) and smallest ``first``. A small key space is counted densely."""
+    if space <= max(_DENSE_KEYS, 2 * len(keys)):
+        total = np.bincount(keys, weights=weights, minlength=space)
+        uniq = np.flatnonzero(total).astype(np.int64, copy=False)
+        earliest = np.full(space, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(earliest, keys, first)
+        return uniq, total[uniq].astype(np.int64), earliest[uniq], 0
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    earliest = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(earliest, inverse, first)
+    return uniq, np.bincount(inverse, weights=weights).astype(np.int64), earliest, 0
 
 
 def node_class_sizes(leaf: LeafCounts, levels: Sequence[int]) -> IntArray:
@@ -62,7 +135,9 @@ def node_class_sizes(leaf: LeafCounts, levels: Sequence[int]) -> IntArray:
     return np.bincount(inverse, weights=leaf.counts, minlength=len(uniq)).astype(np.int64)
 
 
-def _leaf_codes(h: Hierarchy, batch: Batch, column: str) -> IntArray:
+def batch_leaf_codes(h: Hierarchy, batch: Batch, column: str) -> IntArray:
+    """Leaf code of every row of ``batch`` in ``column`` (:meth:`Hierarchy.encode` once per
+    distinct value). Raises :class:`~dp.errors.InputError` for a value that is not a leaf."""
     if column in batch.numeric:
         encoded = pc.dictionary_encode(pa.array(batch.numeric[column]))
     else:
@@ -101,7 +176,8 @@ class LeafCountsAggregate:
 
     def empty(self) -> _Acc:
         """No tuples."""
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, none, 0
 
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
         """Add the batch's leaf tuples (memory: distinct tuples, not rows)."""
@@ -109,16 +185,21 @@ class LeafCountsAggregate:
             return acc
         key = np.zeros(batch.num_rows, dtype=np.int64)
         for h, column in zip(self.hierarchies, self.qi, strict=True):
-            key = key * len(h.leaves) + _leaf_codes(h, batch, column)
-        uniq, inverse = np.unique(key, return_inverse=True)
-        return self.merge(acc, (uniq, np.bincount(inverse).astype(np.int64)))
+            key = key * len(h.leaves) + batch_leaf_codes(h, batch, column)
+        n = batch.num_rows
+        keys, counts, first, _ = _sum_by_key(
+            key, None, np.arange(n, dtype=np.int64), _key_space(self.hierarchies)
+        )
+        return self.merge(acc, (keys, counts, first, n))
 
     def merge(self, left: _Acc, right: _Acc) -> _Acc:
-        """Union of the key sets, counts added (integer: exact in any order)."""
+        """Union of the key sets, counts added (integer: exact in any order); ``right``'s records
+        come after ``left``'s (the backend merges in source order)."""
         keys = np.concatenate([left[0], right[0]])
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([left[1], right[1]]))
-        return uniq, counts.astype(np.int64)
+        counts = np.concatenate([left[1], right[1]])
+        first = np.concatenate([left[2], right[2] + left[3]])
+        merged = _sum_by_key(keys, counts, first, _key_space(self.hierarchies))
+        return merged[0], merged[1], merged[2], left[3] + right[3]
 
     def finish(self, acc: _Acc) -> LeafCounts:
         """Decode the mixed-radix keys back into leaf-code rows."""
@@ -128,7 +209,7 @@ class LeafCountsAggregate:
             size = len(self.hierarchies[i].leaves)
             rows[:, i] = keys % size
             keys //= size
-        return LeafCounts(hierarchies=self.hierarchies, rows=rows, counts=acc[1])
+        return LeafCounts(hierarchies=self.hierarchies, rows=rows, counts=acc[1], first=acc[2])
 
 
 def leaf_counts_stream(
@@ -154,4 +235,60 @@ def leaf_counts_stream(
     agg = LeafCountsAggregate(qi=tuple(hierarchies), hierarchies=tuple(hierarchies.values()))
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
     result: LeafCounts = runner.run(agg, source, schema)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctValuesAggregate:
+    """The distinct values of one column, as text (for a prefix-mask hierarchy's leaves).
+
+    Only the k-anonymity release (not DP) may take a hierarchy from the data (SPEC 3.2).
+    """
+
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The one column."""
+        return (self.column,)
+
+    def empty(self) -> set[str]:
+        """No values."""
+        return set()
+
+    def update(self, acc: set[str], batch: Batch) -> set[str]:
+        """Add the batch's distinct values (looked up once per dictionary entry in use)."""
+        if batch.num_rows == 0:
+            return acc
+        if self.column in batch.numeric:
+            values = pd.Series(np.unique(batch.numeric[self.column]))
+        else:
+            encoded = batch.text[self.column]
+            indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            used = np.flatnonzero(np.bincount(indices, minlength=len(encoded.dictionary)))
+            values = encoded.dictionary.take(pa.array(used)).to_pandas()
+        acc.update(values.astype(str).tolist())
+        return acc
+
+    def merge(self, left: set[str], right: set[str]) -> set[str]:
+        """Union."""
+        left |= right
+        return left
+
+    def finish(self, acc: set[str]) -> list[str]:
+        """Sorted, as ``sorted(frame[column].astype(str).unique())`` on the whole table."""
+        return sorted(acc)
+
+
+def distinct_values_stream(
+    source: str | Path,
+    schema: TableSchema,
+    column: str,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: Backend | None = None,
+) -> list[str]:
+    """Sorted distinct values (as text) of ``column`` of a Parquet file or folder."""
+    runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
+    result: list[str] = runner.run(DistinctValuesAggregate(column), source, schema)
     return result

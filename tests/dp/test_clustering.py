@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost
-from dp.clustering import COUNT_SENSITIVITY, KMeans, _assign, sum_sensitivity
-from dp.errors import ConfigError, InputError
+from dp.clustering import COUNT_SENSITIVITY, KMeans, lloyd_step, sum_sensitivity
+from dp.errors import ConfigError, InputError, InvariantError
 from dp.regression import FeatureDomain
 
 
@@ -67,8 +67,8 @@ def _neighbours(draw: st.DrawFn):
 def test_neighbours_move_counts_and_sums_within_sensitivity(case) -> None:
     dom, X, X2, centres = case
     shift = dom.midpoint()
-    c1, s1 = _assign(dom.clip(X) - shift, centres - shift)
-    c2, s2 = _assign(dom.clip(X2) - shift, centres - shift)
+    c1, s1 = lloyd_step(dom.clip(X) - shift, centres - shift)
+    c2, s2 = lloyd_step(dom.clip(X2) - shift, centres - shift)
     assert np.abs(c1 - c2).sum() == COUNT_SENSITIVITY  # exactly one count moves, by one
     assert np.abs(s1 - s2).sum() <= sum_sensitivity(dom.translated(shift)) + 1e-9
 
@@ -93,3 +93,21 @@ def test_tiny_data_reseeds_and_stays_in_domain() -> None:
     doc = model.to_dict()
     assert doc["reseeded"] > 0  # counts of ~1 row under Laplace(60) noise are mostly < 1
     assert np.all(np.linalg.norm(model.cluster_centers_, axis=1) <= 1.0 + 1e-12)
+
+
+def test_fit_steps_is_fit_from_aggregates() -> None:
+    rng = np.random.default_rng(8)
+    X = rng.uniform(0, 10, (300, 2))
+    model = KMeans(2, 1.0, bounds_X=(0.0, 10.0), n_iter=3)
+    want = KMeans(2, 1.0, bounds_X=(0.0, 10.0), n_iter=3).fit(X, rng=np.random.default_rng(1))
+    seen: list[np.ndarray] = []
+
+    def step(centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(centres)
+        return lloyd_step(model.domain(2).clip(X) - 5.0, centres)
+
+    got = model.fit_steps(step, d=2, rng=np.random.default_rng(1))
+    assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()
+    assert len(seen) == 3 and all(np.abs(c).max() <= 5.0 for c in seen)  # centred frame
+    with pytest.raises(InvariantError, match="wrong shape"):
+        model.fit_steps(lambda c: (np.zeros(3), np.zeros((3, 2))), d=2)

@@ -11,13 +11,16 @@ from prefect.client.orchestration import get_client
 from prefect.testing.utilities import prefect_test_harness
 
 from dp import matrix
-from dp.errors import InputError
+from dp.anonymity import anonymize
+from dp.errors import ConfigError, InputError
 from dp.histogram import category_axis
+from dp.io import read_table
 from dp.ledger import Ledger
 from dp.publication import Staging
 from dp.schema import ColumnSpec
 from flows.config import load_config, plan_releases
-from flows.publish import publish
+from flows.publish import _frame_columns, publish
+from flows.stages import anonymity_hierarchies, validate_input
 from tasks.workload import answer_workload
 
 
@@ -136,7 +139,7 @@ def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None: 
 
 @pytest.mark.parametrize("engine", ["stream", "dask"])
 def test_streaming_engines_publish_the_same_statistics(
-    tmp_path: Path, config_factory, census_frame: pd.DataFrame, engine: str
+    tmp_path: Path, config_factory, census_small: Path, census_frame: pd.DataFrame, engine: str
 ) -> None:  # type: ignore[no-untyped-def]
     import yaml
 
@@ -152,11 +155,35 @@ def test_streaming_engines_publish_the_same_statistics(
             "reconstruction": "least-squares",
         }
     ]
-    for key in ("anonymize", "clustering"):
-        raw.pop(key)
     config.write_text(yaml.safe_dump(raw))
     run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
     run_dir = tmp_path / "out" / "census_demo" / run_id
+    # The k-anonymous table, written batch by batch, is the in-memory path's (rows, order,
+    # levels and metrics); no column was loaded whole for it.
+    cfg = load_config(config)
+    a = cfg.anonymize
+    assert a is not None
+    frame = read_table(census_small, cfg.schema, columns=cfg.used_columns).frame
+    want = anonymize(
+        frame[[*a.quasi_identifiers, *a.include]],
+        anonymity_hierarchies(cfg, frame),
+        k=a.k,
+        max_suppression=a.max_suppression,
+        metric=a.metric,
+    )
+    got = pd.read_parquet(run_dir / a.name / "table.parquet")
+    pd.testing.assert_frame_equal(got, want.table)
+    metrics = json.loads((run_dir / a.name / "metrics.json").read_text())
+    timings = ("search_seconds", "runtime_seconds")
+    assert {k: v for k, v in metrics.items() if k not in timings} == json.loads(
+        json.dumps({k: v for k, v in want.metrics.items() if k not in timings})
+    )
+    # DP k-means, streamed: one noisy Lloyd pass per iteration, centres inside the bounds.
+    centres = np.array(
+        json.loads((run_dir / "work_patterns" / "model.json").read_text())["centres"]
+    )
+    assert centres.shape == (3, 2)
+    assert (centres >= [17, 1]).all() and (centres <= [90, 99]).all()
     # income_model and income_by_education are fitted from streamed statistics; high_income
     # (objective perturbation needs rows) reads only its own columns.
     for model in ("income_model", "high_income", "income_by_education"):
@@ -167,3 +194,38 @@ def test_streaming_engines_publish_the_same_statistics(
     truth = census_frame["sex"].value_counts().reindex(["Female", "Male"]).to_numpy()
     # Laplace scale 1/50 per cell: |noise| > 1 has probability e^-50 (false-failure rate).
     assert np.abs(answers - truth).max() < 1.0
+
+
+def test_streaming_engines_load_no_whole_column(
+    config_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    cfg = load_config(config_factory())
+    # Only the objective-perturbation regression needs rows in memory.
+    assert _frame_columns(cfg) == ["age", "hours", "income"]
+    assert [r.name for r in cfg.regressions if not r.streams] == ["high_income"]
+
+    def no_frame(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a whole column was read")
+
+    monkeypatch.setattr("flows.stages.read_table", no_frame)
+    for engine in ("stream", "dask"):
+        validate_input(cfg, engine)  # checks every value batch by batch
+    with pytest.raises(AssertionError, match="whole column"):
+        validate_input(cfg, "pandas")
+
+
+def test_streamed_validation_rejects_what_the_frame_rejects(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
+    from tests.flows.conftest import small_config
+
+    bad = census_frame.copy()
+    bad.loc[2999, "zip"] = "19x"  # a prefix-mask leaf of another length: no hierarchy fits
+    bad.to_parquet(tmp_path / "bad.parquet", index=False, row_group_size=700)
+    cfg = load_config(small_config(tmp_path, tmp_path / "bad.parquet"))
+    messages = []
+    for engine in ("pandas", "stream"):
+        with pytest.raises(ConfigError, match="prefix-mask leaves must all have one length") as e:
+            validate_input(cfg, engine)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]

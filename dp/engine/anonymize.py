@@ -1,0 +1,124 @@
+"""The k-anonymous release of a Parquet source, in memory bounded by the QIs' leaf domain.
+
+Two passes over the source, never a whole column in memory:
+
+1. :func:`~dp.engine.classes.leaf_counts_stream` reduces the quasi-identifiers to their distinct
+   leaf-code tuples and counts (through the engine, so also on Dask), and
+   :func:`dp.anonymity.anonymize.anonymize_counts` searches the lattice on them: the same base rows,
+   hence the same node, levels and metrics as :func:`dp.anonymity.anonymize` on the whole table.
+2. The release is written batch by batch (locally, in source order): each batch's records are
+   generalized at the chosen levels by :func:`dp.anonymity.anonymize.release_rows`, those of the
+   suppressed classes (known from the counts) dropped, and the rest appended to one Parquet file.
+   The input digest of the report is computed in the same pass.
+
+The rows and their order equal the in-memory release's. This release is *not* differentially
+private (SPEC 3.2); it adds no noise and reads no budget.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dp.anonymity.anonymize import InputDigest, anonymize_counts, release_rows
+from dp.anonymity.hierarchy import Hierarchy
+from dp.anonymity.result import AnonymizationReport
+from dp.engine.aggregate import Backend, StreamingBackend
+from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame, iter_batches, open_scan
+from dp.engine.classes import batch_leaf_codes, leaf_counts_stream
+from dp.errors import ConfigError, InvariantError
+from dp.schema import TableSchema
+
+__all__ = ["anonymize_stream"]
+
+
+def anonymize_stream(
+    source: str | Path,
+    schema: TableSchema,
+    hierarchies: Mapping[str, Hierarchy],
+    *,
+    out: str | Path,
+    include: Sequence[str] = (),
+    k: int,
+    max_suppression: float,
+    metric: str = "loss",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: Backend | None = None,
+) -> AnonymizationReport:
+    """Anonymize the QIs ``hierarchies`` (plus the ``include`` columns, unchanged) of a Parquet
+    file or folder and write the released table to ``out`` (see the module docstring).
+
+    ``out`` appears only once complete (written beside it, then renamed). The report equals
+    :func:`dp.anonymity.anonymize`'s on the frame ``read_table`` gives for these columns (timings
+    aside).
+
+    Args:
+        source: a Parquet file or a folder of Parquet files.
+        schema: the declared schema.
+        hierarchies: QI column -> hierarchy, in QI order.
+        out: the Parquet file to write.
+        include: non-QI columns released as they are.
+        k, max_suppression, metric: as :func:`dp.anonymity.anonymize`.
+        batch_size: rows per batch of the writing pass (and of the counting pass when
+            ``backend`` is not given).
+        backend: where the counting pass runs; default a :class:`StreamingBackend`.
+
+    Raises:
+        ConfigError, InputError: as :func:`dp.anonymity.anonymize` and the engine's reads.
+    """
+    hier = dict(hierarchies)
+    rest = [c for c in dict.fromkeys(include) if c not in hier]
+    if not hier:
+        raise ConfigError("at least one quasi-identifier hierarchy is required")
+    runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
+    leaf = leaf_counts_stream(source, schema, hier, backend=runner)
+    # Base rows in first-appearance order, as the in-memory path numbers them: the same arrays,
+    # hence the same float operations and metrics bit for bit.
+    order = np.argsort(leaf.first)
+    found = anonymize_counts(
+        leaf.rows[order],
+        leaf.counts[order],
+        hier,
+        k=k,
+        max_suppression=max_suppression,
+        metric=metric,
+    )
+    keep = np.empty(len(order), dtype=bool)
+    keep[order] = ~found.suppress
+    columns = [*hier, *rest]
+    scan = open_scan(source, schema, columns, batch_size=batch_size)
+    rest_specs = [schema[c] for c in rest]
+    target = Path(out)
+    partial = target.with_name(f".{target.name}.partial")
+    digest = InputDigest()
+    writer: pq.ParquetWriter | None = None
+    try:
+        for fragment in scan.fragments:
+            for batch in iter_batches(scan, fragment):
+                codes = np.column_stack(
+                    [batch_leaf_codes(h, batch, c) for c, h in hier.items()]
+                ).reshape(batch.num_rows, len(hier))
+                others = batch_frame(batch, rest_specs)
+                digest.update(codes, others)
+                released = release_rows(
+                    others, columns, hier, codes, found.levels, keep[leaf.row_of(codes)]
+                )
+                table = pa.Table.from_pandas(released, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(partial, table.schema)
+                writer.write_table(table)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        partial.unlink(missing_ok=True)
+        raise
+    if writer is None:
+        raise InvariantError("no batch was read although leaf counts were found")
+    writer.close()
+    os.replace(partial, target)
+    return found.report(digest.hexdigest(hier, columns))

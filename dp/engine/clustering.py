@@ -1,0 +1,104 @@
+"""One DP-Lloyd iteration's exact aggregates, folded batch by batch.
+
+:class:`LloydAggregate` computes, for fixed centres, the per-cluster counts and coordinate sums
+of the rows clipped into the declared domain and shifted by its midpoint: each batch goes through
+the very :func:`dp.clustering.lloyd_step` of the in-memory fit, and the per-batch sums are added
+(so the result differs from the whole-table computation only by the order of float64 additions;
+counts are exact). :meth:`dp.clustering.KMeans.fit_steps` calls :func:`lloyd_statistics_stream`
+once per iteration and adds the noise to the combined result, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.clustering import lloyd_step
+from dp.engine.aggregate import Backend, StreamingBackend
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.errors import ConfigError
+from dp.regression.domain import FeatureDomain
+from dp.schema import TableSchema
+
+__all__ = ["LloydAggregate", "lloyd_statistics_stream"]
+
+FloatArray = npt.NDArray[np.float64]
+_Acc = tuple[FloatArray, FloatArray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class LloydAggregate:
+    """Per-cluster ``(counts, sums)`` of the clipped, centred rows for fixed ``centres``."""
+
+    features: tuple[str, ...]
+    """Numeric feature columns, in model order."""
+    domain: FeatureDomain
+    """The declared domain (rows are clipped into it, then shifted by its midpoint)."""
+    centres: FloatArray
+    """``(k, d)`` current centres, in the centred frame."""
+
+    def __post_init__(self) -> None:
+        if not self.features or self.centres.shape[1:] != (len(self.features),):
+            raise ConfigError("give one centre coordinate per feature (at least one feature)")
+        if self.domain.dim != len(self.features):
+            raise ConfigError(f"{len(self.features)} features but a {self.domain.dim}-d domain")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The feature columns."""
+        return tuple(dict.fromkeys(self.features))
+
+    def empty(self) -> _Acc:
+        """Zero counts and sums."""
+        return np.zeros(len(self.centres)), np.zeros_like(self.centres, dtype=np.float64)
+
+    def update(self, acc: _Acc, batch: Batch) -> _Acc:
+        """Add one batch's counts and sums (in place)."""
+        if batch.num_rows == 0:
+            return acc
+        X = np.column_stack([batch.numeric[f].astype(np.float64) for f in self.features])
+        counts, sums = lloyd_step(self.domain.clip(X) - self.domain.midpoint(), self.centres)
+        acc[0][...] += counts
+        acc[1][...] += sums
+        return acc
+
+    def merge(self, left: _Acc, right: _Acc) -> _Acc:
+        """``left + right`` (order fixed by the backend)."""
+        left[0][...] += right[0]
+        left[1][...] += right[1]
+        return left
+
+    def finish(self, acc: _Acc) -> _Acc:
+        """The exact ``(counts, sums)``."""
+        return acc
+
+
+def lloyd_statistics_stream(
+    source: str | Path,
+    schema: TableSchema,
+    *,
+    features: Sequence[str],
+    domain: FeatureDomain,
+    centres: FloatArray,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: Backend | None = None,
+) -> _Acc:
+    """Exact per-cluster counts and sums of a Parquet file or folder (a :data:`dp.clustering.Step`).
+
+    Raises:
+        ConfigError: a feature is not numeric.
+        InputError: as :func:`dp.io.read_table` would.
+    """
+    for name in features:
+        if not schema[name].is_numeric:
+            raise ConfigError(f"column {name!r} must be numeric (int or float) for k-means")
+    agg = LloydAggregate(
+        features=tuple(features), domain=domain, centres=np.asarray(centres, dtype=np.float64)
+    )
+    runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
+    result: _Acc = runner.run(agg, source, schema)
+    return result

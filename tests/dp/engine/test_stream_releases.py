@@ -1,0 +1,216 @@
+"""k-anonymity, DP k-means and validation through the engine equal the in-memory paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp.anonymity import Hierarchy, anonymize
+from dp.anonymity.classes import CodedTable
+from dp.clustering import KMeans
+from dp.engine import (
+    anonymize_stream,
+    distinct_values_stream,
+    leaf_counts_stream,
+    lloyd_statistics_stream,
+    validate_stream,
+)
+from dp.engine.dask import DaskBackend
+from dp.errors import InputError
+from dp.histogram import category_axis, hierarchy_axis
+from dp.io import read_table
+from tests.conftest import generate
+from tests.dp.engine.conftest import SCHEMA, write_part
+
+TIMINGS = ("search_seconds", "runtime_seconds")
+INCLUDE = ["marital", "hours", "race"]
+
+
+def _untimed(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if k not in TIMINGS}
+
+
+@pytest.mark.parametrize(
+    ("k", "sigma", "metric"), [(5, 0.05, "loss"), (3, 0.0, "entropy"), (10, 0.1, "loss_rank")]
+)
+def test_streamed_release_equals_the_in_memory_one(
+    partitioned: Path,
+    hierarchies: dict[str, Hierarchy],
+    tmp_path: Path,
+    k: int,
+    sigma: float,
+    metric: str,
+) -> None:
+    # Uneven partitions (one empty, one out of bounds: clamped), several batches per file.
+    frame = read_table(partitioned, SCHEMA, columns=[*hierarchies, *INCLUDE]).frame
+    want = anonymize(frame, hierarchies, k=k, max_suppression=sigma, metric=metric)
+    out = tmp_path / "table.parquet"
+    got = anonymize_stream(
+        partitioned,
+        SCHEMA,
+        hierarchies,
+        out=out,
+        include=INCLUDE,
+        k=k,
+        max_suppression=sigma,
+        metric=metric,
+        batch_size=300,
+    )
+    assert got.levels == want.levels
+    assert got.suppressed == want.suppressed
+    assert got.score == want.score  # same base rows, same float operations: bit for bit
+    assert _untimed(got.metrics) == _untimed(want.metrics)
+    assert got.suppressed > 0 or sigma == 0.0  # the suppression path is exercised
+    want.table.to_parquet(tmp_path / "want.parquet", index=False)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out), pd.read_parquet(tmp_path / "want.parquet")
+    )  # same rows in the same order, same dtypes
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_release_leaves_no_file(tmp_path: Path, hierarchies: dict[str, Hierarchy]) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_part(folder, "p0.parquet", generate.make_census(400, 1), row_group_size=100)
+    bad = generate.make_census(50, 2)
+    bad.loc[10, "hours"] = np.nan  # only the writing pass reads 'hours': it fails mid-file
+    write_part(folder, "p1.parquet", bad, row_group_size=100)
+    with pytest.raises(InputError, match="'hours' contains missing, NaN or inf"):
+        anonymize_stream(
+            folder,
+            SCHEMA,
+            hierarchies,
+            out=tmp_path / "table.parquet",
+            include=["hours"],
+            k=2,
+            max_suppression=0.1,
+            batch_size=64,
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_leaf_rows_of_records(partitioned: Path, hierarchies: dict[str, Hierarchy]) -> None:
+    leaf = leaf_counts_stream(partitioned, SCHEMA, hierarchies, batch_size=400)
+    # In first-appearance order, the streamed base rows are the in-memory table's.
+    frame = read_table(partitioned, SCHEMA, columns=list(hierarchies)).frame
+    codes = np.column_stack([h.encode(frame[c]) for c, h in hierarchies.items()])
+    table = CodedTable.build(codes, list(hierarchies.values()), None)
+    order = np.argsort(leaf.first)
+    assert np.array_equal(leaf.rows[order], table.rows)
+    assert np.array_equal(leaf.counts[order], table.counts)
+    assert np.array_equal(np.sort(leaf.first), np.unique(table.records(), return_index=True)[1])
+    picked = np.array([0, len(leaf.counts) - 1, len(leaf.counts) // 2, 0])
+    assert np.array_equal(leaf.row_of(leaf.rows[picked]), picked)
+
+
+def test_distinct_values_are_the_frames(partitioned: Path) -> None:
+    frame = read_table(partitioned, SCHEMA, columns=["zip", "age"]).frame
+    for column in ("zip", "age"):
+        want = sorted(frame[column].astype(str).unique().tolist())
+        assert distinct_values_stream(partitioned, SCHEMA, column, batch_size=256) == want
+
+
+def test_validation_fails_like_the_encoders(
+    tmp_path: Path, hierarchies: dict[str, Hierarchy]
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_part(folder, "p0.parquet", generate.make_census(300, 1), row_group_size=100)
+    kw: dict[str, Any] = {"hierarchies": hierarchies, "batch_size": 64}
+    validate_stream(folder, SCHEMA, ["age", "sex", "zip", "income"], **kw)  # all good
+    narrow = Hierarchy.from_prefix_mask(["190101"], name="zip")
+    with pytest.raises(InputError, match="column 'zip' has values that are not leaves"):
+        validate_stream(folder, SCHEMA, ["zip"], **{**kw, "hierarchies": {"zip": narrow}})
+    axis = hierarchy_axis("zip", narrow, level=0)
+    frame = read_table(folder, SCHEMA, columns=["zip"]).frame
+    with pytest.raises(InputError) as in_memory:
+        axis.codes(frame["zip"])
+    with pytest.raises(InputError) as streamed:
+        validate_stream(folder, SCHEMA, ["sex"], axes=[axis, category_axis(SCHEMA["sex"])])
+    assert str(streamed.value) == str(in_memory.value)
+
+
+def test_streamed_kmeans_equals_the_in_memory_fit(partitioned: Path) -> None:
+    features = ["age", "hours"]
+    X = read_table(partitioned, SCHEMA, columns=features).frame.to_numpy(dtype=np.float64)
+    make = lambda: KMeans(3, 5.0, bounds_X=([17, 1], [90, 99]), n_iter=4)  # noqa: E731
+    want = make().fit(X, rng=np.random.default_rng(11))
+    model = make()
+    calls: list[int] = []
+
+    def step(centres: Any) -> Any:
+        calls.append(1)
+        return lloyd_statistics_stream(
+            partitioned,
+            SCHEMA,
+            features=features,
+            domain=model.domain(2),
+            centres=centres,
+            batch_size=200,
+        )
+
+    got = model.fit_steps(step, d=2, rng=np.random.default_rng(11))
+    assert len(calls) == 4  # one pass over the source per iteration
+    # Same noise draws; the exact sums differ only in float addition order.
+    np.testing.assert_allclose(got.cluster_centers_, want.cluster_centers_, rtol=1e-9)
+    assert {**got.to_dict(), "centres": None} == {**want.to_dict(), "centres": None}
+
+
+def test_one_batch_kmeans_is_bit_identical(tmp_path: Path) -> None:
+    source = tmp_path / "one.parquet"
+    write_part(tmp_path, source.name, generate.make_census(2000, 5), row_group_size=2000)
+    features = ["age", "hours"]
+    X = read_table(source, SCHEMA, columns=features).frame.to_numpy(dtype=np.float64)
+    want = KMeans(2, 1.0, bounds_X=([17, 1], [90, 99])).fit(X, rng=np.random.default_rng(3))
+    model = KMeans(2, 1.0, bounds_X=([17, 1], [90, 99]))
+    got = model.fit_steps(
+        lambda c: lloyd_statistics_stream(
+            source,
+            SCHEMA,
+            features=features,
+            domain=model.domain(2),
+            centres=c,
+            batch_size=len(X),
+        ),
+        d=2,
+        rng=np.random.default_rng(3),
+    )
+    assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()
+
+
+def test_dask_backend_gives_the_same_releases(
+    partitioned: Path, hierarchies: dict[str, Hierarchy], tmp_path: Path
+) -> None:
+    # Dask's local scheduler (the 2-worker cluster is exercised in test_dask.py).
+    kw: dict[str, Any] = {"include": INCLUDE, "k": 5, "max_suppression": 0.05, "batch_size": 300}
+    local = anonymize_stream(partitioned, SCHEMA, hierarchies, out=tmp_path / "a.parquet", **kw)
+    remote = anonymize_stream(
+        partitioned,
+        SCHEMA,
+        hierarchies,
+        out=tmp_path / "b.parquet",
+        backend=DaskBackend(batch_size=300),
+        **kw,
+    )
+    assert _untimed(remote.metrics) == _untimed(local.metrics)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "a.parquet"), pd.read_parquet(tmp_path / "b.parquet")
+    )
+    centres = np.array([[0.0, 0.0], [10.0, -5.0]])
+    domain = KMeans(2, 1.0, bounds_X=([17, 1], [90, 99])).domain(2)
+    a = lloyd_statistics_stream(
+        partitioned, SCHEMA, features=["age", "hours"], domain=domain, centres=centres
+    )
+    b = lloyd_statistics_stream(
+        partitioned,
+        SCHEMA,
+        features=["age", "hours"],
+        domain=domain,
+        centres=centres,
+        backend=DaskBackend(),
+    )
+    assert a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()
