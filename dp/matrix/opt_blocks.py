@@ -5,25 +5,29 @@ Dense OPT0 (:func:`dp.matrix.optimize.opt0`) costs ``O(n p^2)`` per iteration wi
 are local, though (HDMM, McKenna et al. VLDB 2018, Fig. 4): each is a weighted bump over a range.
 Here every row starts as a block of the workload-tuned hierarchy
 (:func:`dp.matrix.optimize.tuned_hierarchy`) and may place weight only inside a window ``widen``
-times its size centred on that block, so ``Theta`` has ``O(n levels widen)`` non-zeros and an
-iteration needs only sparse products, one structured ``W^T W`` product on ``n x p``, and
-``O(p^3)`` for ``M = I + Theta Theta^T``. Centred windows let neighbouring rows overlap the way
-dense OPT0's bumps do (aligned windows cannot cross their block boundary): at ``n = 4096``,
-with the hat start of :func:`_pattern`, they reach 2.556 / 2.452 x the SVD bound (prefix / all
-ranges) where aligned flat blocks stop at 2.584 / 2.492 for the same iterations. The loss and
-gradient are those of the module :mod:`dp.matrix.optimize`, restricted to the sparsity pattern.
+times its size centred on that block (neighbouring rows overlap the way dense OPT0's bumps do),
+so ``Theta`` has ``O(n levels widen)`` non-zeros. The loss and gradient are those of
+:mod:`dp.matrix.optimize`, restricted to the sparsity pattern. For prefix and range workloads
+(semiseparable ``W^T W``) an iteration touches no dense ``p x n`` array: ``O(p^3)`` for
+``M = I + Theta Theta^T`` plus gathers over the pattern (:func:`_semiseparable_terms`), 2.5x
+faster than dense ``n x p`` Gram products. With bound-constrained L-BFGS on ``Theta``, the
+n = 4096 selection (about 300 iterations, 4.5-6 s CPU) reaches 2.529 / 2.447 x the SVD bound
+(prefix / all ranges); more iterations creep on (prefix: 600 -> 2.528, 1200 -> 2.525), and
+richer patterns (more levels, finer blocks, wider windows) were not better.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.optimize as sopt
 import scipy.sparse as sp
 
 from dp.errors import ConfigError, SolverError
-from dp.matrix.optimize import PIdentity, lbfgs, single_threaded_blas, tuned_hierarchy
+from dp.matrix.optimize import PIdentity, single_threaded_blas, tuned_hierarchy
 from dp.matrix.strategy import IntArray, Tree, nested_blocks
 from dp.matrix.workload import FloatArray, Workload
 
@@ -38,7 +42,8 @@ def _pattern(tree: Tree, widen: int) -> tuple[sp.csr_matrix, FloatArray]:
 
     A block row starts as a hat of the same mass, peaking at the block's centre and reaching
     the small floor one block size away: closer to dense OPT0's overlapping bumps than the flat
-    block (n = 4096, same iterations: 2.556 / 2.452 x the SVD bound instead of 2.563 / 2.468).
+    block (n = 4096, same iterations of the former unbounded L-BFGS on ``sqrt(Theta)``: 2.556 /
+    2.452 x the SVD bound instead of 2.563 / 2.468).
     """
     n = tree.size
     sizes = tree.hi - tree.lo
@@ -63,81 +68,179 @@ def _pattern(tree: Tree, widen: int) -> tuple[sp.csr_matrix, FloatArray]:
     return pattern, pattern.data.copy()
 
 
-def _groups(pattern: sp.csr_matrix) -> list[tuple[int, int, IntArray]]:
-    """Rows grouped by their (contiguous) support ``[start, stop)``."""
-    out: dict[tuple[int, int], list[int]] = {}
-    for i in range(pattern.shape[0]):
-        cols = pattern.indices[pattern.indptr[i] : pattern.indptr[i + 1]]
-        out.setdefault((int(cols[0]), int(cols[-1]) + 1), []).append(i)
-    return [(a, b, np.array(rows)) for (a, b), rows in out.items()]
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """Index arrays of a sparsity pattern whose rows have contiguous supports.
 
-
-def _theta_gram(
-    values: FloatArray,
-    pattern: sp.csr_matrix,
-    workload: Workload,
-    s: FloatArray,
-    groups: list[tuple[int, int, IntArray]],
-) -> FloatArray:
-    """``Theta C`` (``p x n``) for ``C = S W^T W S``, ``S = diag(s)``.
-
-    For prefix and range workloads ``(W^T W)[a, b] = u[min(a, b)] v[max(a, b)]``, so a row with
-    support ``[start, stop)`` needs running sums over its support only and is a multiple of ``u``
-    left of it and of ``v`` right of it: ``O(nnz)`` work plus one pass to write the output.
+    Entries are numbered in CSR order. ``first``/``second`` list every ordered pair of entries in
+    the same column (sorted by ``first``), so sparse products restricted to the pattern become
+    gathers plus segment sums: ``O(sum_b c_b^2)`` work for ``c_b`` rows covering cell ``b``.
     """
-    scaled = values * s[pattern.indices]
-    ss = workload.semiseparable()
-    if ss is None:
-        theta = sp.csr_matrix((scaled, pattern.indices, pattern.indptr), shape=pattern.shape)
-        return s * workload.gram_rows(theta.toarray())
-    u, v = ss
-    us, vs = u * s, v * s
-    out = np.empty(pattern.shape)
-    for start, stop, rows in groups:
-        sub = scaled[pattern.indptr[rows][:, None] + np.arange(stop - start)]
-        left = np.cumsum(sub * u[start:stop], axis=1)
-        cum_v = np.cumsum(sub * v[start:stop], axis=1)
-        out[rows, start:stop] = vs[start:stop] * left + us[start:stop] * (cum_v[:, -1:] - cum_v)
-        out[rows, :start] = cum_v[:, -1:] * us[:start]
-        out[rows, stop:] = left[:, -1:] * vs[stop:]
-    return out
+
+    shape: tuple[int, int]
+    indptr: IntArray
+    cols: IntArray
+    rows: IntArray
+    first: IntArray
+    second: IntArray
+    segments: IntArray
+    """Where each entry's pairs begin in ``first`` (every entry pairs with itself)."""
+    row_pairs: IntArray
+    """Distinct ``(row, row)`` pairs of the entry pairs, as flat ``p x p`` indices."""
+    row_pair: IntArray
+    """For each entry pair, its index in ``row_pairs``."""
+    at_stop: IntArray
+    """``[i, j]``: position in row ``i``'s running sums where row ``j``'s support ends."""
+    at_start: IntArray
+    """``[i, j]``: position in row ``i``'s running sums where row ``j``'s support starts."""
+    by_stop: IntArray
+    """Rows sorted by the end of their support."""
+    by_start: IntArray
+    """Rows sorted by the start of their support."""
+    ended: IntArray
+    """For each entry ``(l, b)``: how many rows end at or before ``b``."""
+    started: IntArray
+    """For each entry ``(l, b)``: how many rows start at or before ``b``."""
+
+    def pair_sum(self, w: FloatArray) -> FloatArray:
+        """``p x p`` matrix of the entry-pair weights ``w`` summed per ``(row, row)``."""
+        p = self.shape[0]
+        out = np.zeros(p * p)
+        out[self.row_pairs] = np.bincount(self.row_pair, w, minlength=self.row_pairs.size)
+        return out.reshape(p, p)
+
+    def entry_sum(self, w: FloatArray) -> FloatArray:
+        """Per entry, the sum of ``w`` over its pairs."""
+        return np.asarray(np.add.reduceat(w, self.segments))
+
+
+def _index(pattern: sp.csr_matrix) -> _Index:
+    """The :class:`_Index` of a pattern (raises if a row's support is not contiguous)."""
+    p, n = pattern.shape
+    indptr = pattern.indptr.astype(np.int64)
+    lengths = np.diff(indptr)
+    rows = np.repeat(np.arange(p), lengths)
+    cols = pattern.indices.astype(np.int64)
+    start = cols[indptr[:-1]]
+    stop = start + lengths
+    if np.any(lengths == 0) or np.any(cols != start[rows] + np.arange(cols.size) - indptr[rows]):
+        raise ConfigError("block OPT0 needs rows with contiguous, non-empty supports")
+    by_col = np.lexsort((rows, cols))
+    count = np.bincount(cols, minlength=n)
+    offset = np.concatenate([[0], np.cumsum(count)[:-1]])
+    first, second = [], []
+    for c in np.unique(count[count > 0]):
+        ent = by_col[offset[count == c][:, None] + np.arange(c)]
+        first.append(np.repeat(ent, c, axis=1).ravel())
+        second.append(np.tile(ent, (1, c)).ravel())
+    fst, snd = np.concatenate(first), np.concatenate(second)
+    order = np.argsort(fst, kind="stable")
+    fst, snd = fst[order], snd[order]
+    row_pairs, row_pair = np.unique(rows[fst] * p + rows[snd], return_inverse=True)
+    by_stop, by_start = np.argsort(stop, kind="stable"), np.argsort(start, kind="stable")
+    return _Index(
+        shape=(p, n),
+        indptr=indptr,
+        cols=cols,
+        rows=rows,
+        first=fst,
+        second=snd,
+        segments=np.flatnonzero(np.diff(fst, prepend=-1)),
+        row_pairs=row_pairs,
+        row_pair=row_pair.ravel(),
+        at_stop=indptr[:-1, None] + np.clip(stop[None, :] - start[:, None], 0, lengths[:, None]),
+        at_start=indptr[:-1, None] + np.clip(start[None, :] - start[:, None], 0, lengths[:, None]),
+        by_stop=by_stop,
+        by_start=by_start,
+        ended=np.searchsorted(stop[by_stop], cols, side="right"),
+        started=np.searchsorted(start[by_start], cols, side="right"),
+    )
+
+
+def _semiseparable_terms(
+    x: FloatArray, ix: _Index, k: FloatArray, u: FloatArray, v: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """``K X G`` on the pattern and ``X G X^T`` for ``G[a, b] = u[min(a, b)] v[max(a, b)]``.
+
+    Row ``j`` of ``X G`` is ``v_b Pu_j(b) + u_b (Tv_j - Pv_j(b))`` with the running sums
+    ``Pu_j(b) = sum_{a <= b} X_ja u_a`` (totals ``Tu_j``) and likewise for ``v``: ``v_b Tu_j``
+    right of the support, ``u_b Tv_j`` left of it. So ``X G X^T`` needs the running sums at the
+    other rows' ends (``p x p`` gathers) plus the overlapping entry pairs, and ``K X G`` on the
+    pattern needs cumulative sums of ``K``'s columns in the order rows end or start: no dense
+    ``p x n`` array at all.
+    """
+    ix_ptr, cols, rows = ix.indptr, ix.cols, ix.rows
+    cu = np.concatenate([[0.0], np.cumsum(x * u[cols])])
+    cv = np.concatenate([[0.0], np.cumsum(x * v[cols])])
+    tu, tv = cu[ix_ptr[1:]] - cu[ix_ptr[:-1]], cv[ix_ptr[1:]] - cv[ix_ptr[:-1]]
+    local = v[cols] * (cu[1:] - cu[ix_ptr[:-1]][rows]) + u[cols] * (cv[ix_ptr[1:]][rows] - cv[1:])
+    tct = (
+        tu[None, :] * (cv[ix_ptr[1:]][:, None] - cv[ix.at_stop])
+        + tv[None, :] * (cu[ix.at_start] - cu[ix_ptr[:-1]][:, None])
+        + ix.pair_sum(x[ix.first] * local[ix.second])
+    )
+    p = k.shape[0]
+    ku = np.zeros((p, p + 1))
+    np.cumsum(k[:, ix.by_stop] * tu[ix.by_stop], axis=1, out=ku[:, 1:])
+    kv = np.zeros((p, p + 1))
+    np.cumsum(k[:, ix.by_start] * tv[ix.by_start], axis=1, out=kv[:, 1:])
+    k_pairs = k.ravel()[ix.row_pairs][ix.row_pair]
+    kxg = (
+        v[cols] * ku[rows, ix.ended]
+        + u[cols] * (kv[rows, -1] - kv[rows, ix.started])
+        + ix.entry_sum(k_pairs * local[ix.second])
+    )
+    return kxg, tct
+
+
+def _gram_terms(
+    x: FloatArray, ix: _Index, k: FloatArray, m: FloatArray, workload: Workload
+) -> tuple[FloatArray, FloatArray]:
+    """``K X G`` on the pattern and ``X G X^T`` for any workload (dense ``n x p`` products)."""
+    xs = sp.csr_matrix((x, ix.cols, ix.indptr), shape=ix.shape)
+    r = workload._gram_matmat(np.asarray(xs.T @ k))  # (K X G)^T
+    return r[ix.cols, ix.rows], m @ np.asarray(xs @ r).T
+
+
+def _spd_inverse(m: FloatArray) -> FloatArray:
+    """Inverse of a symmetric positive definite matrix (LAPACK potrf + potri: a third faster
+    than solving against the identity)."""
+    chol, info = sla.lapack.dpotrf(m, lower=1)
+    if info == 0:
+        inv, info = sla.lapack.dpotri(chol, lower=1)
+    if info != 0:
+        raise SolverError(f"block OPT0: I + Theta Theta^T is not positive definite ({info})")
+    return np.asarray(np.where(np.tri(m.shape[0], dtype=bool), inv, inv.T), dtype=np.float64)
 
 
 def _loss_grad(
-    values: FloatArray,
-    pattern: sp.csr_matrix,
-    workload: Workload,
-    diag_g: FloatArray,
-    groups: list[tuple[int, int, IntArray]],
+    values: FloatArray, ix: _Index, workload: Workload, diag_g: FloatArray
 ) -> tuple[float, FloatArray]:
-    theta = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=pattern.shape)
-    p = theta.shape[0]
-    s = 1.0 + np.asarray(theta.sum(axis=0)).ravel()
-    chol = sla.cho_factor(np.eye(p) + (theta @ theta.T).toarray())
-    k_inv = sla.cho_solve(chol, np.eye(p))
-    tc = _theta_gram(values, pattern, workload, s, groups)  # Theta C, p x n
-    # Theta C Theta^T, a row group at a time (scipy would copy tc.T to C order first).
-    tct = np.empty((p, p))
-    for start, stop, rows in groups:
-        sub = values[pattern.indptr[rows][:, None] + np.arange(stop - start)]
-        tct[:, rows] = tc[:, start:stop] @ sub.T
+    """``tr(C (I + T^T T)^-1)`` and its gradient on the pattern (``_opt0_loss`` of
+    :mod:`dp.matrix.optimize` restricted to the pattern).
+
+    With ``X = T S``, ``M = I + T T^T``, ``K = M^-1``: the loss is
+    ``tr(C) - tr(K X G X^T)``, and the pattern entries of ``T Y C Y`` are
+    ``(K X G S)[l, b] - (K X G X^T K T)[l, b]``, the latter a sum over the rows sharing ``b``.
+    """
+    p = ix.shape[0]
+    cols = ix.cols
+    s = 1.0 + np.bincount(cols, weights=values, minlength=ix.shape[1])
+    x = values * s[cols]
+    m = np.eye(p) + ix.pair_sum(values[ix.first] * values[ix.second])
+    k = _spd_inverse(m)
+    ss = workload.semiseparable()
+    if ss is None:
+        kxg, tct = _gram_terms(x, ix, k, m, workload)
+    else:
+        kxg, tct = _semiseparable_terms(x, ix, k, *ss)
     diag_c = s * s * diag_g
-    loss = float(np.sum(diag_c) - np.sum(k_inv * tct))
-    # Pattern entries of T Y C Y = M^-1 Theta C - M^-1 Theta C Theta^T M^-1 Theta: with
-    # K = M^-1 and Q = K tct K, row i is (K Theta C)[i] - (Q Theta)[i] on its support, and
-    # diag(C Y) = diag(C) - sum_l Theta[l] * (K Theta C)[l]. Rows sharing a support share one
-    # small product, so this costs O(nnz p), not O(n p^2).
-    q = k_inv @ tct @ k_inv
-    dense = theta.toarray()
-    tycy = np.empty(values.size)
-    diag_cy = diag_c.copy()
-    for start, stop, rows in groups:
-        idx = pattern.indptr[rows][:, None] + np.arange(stop - start)
-        ktc = k_inv[rows] @ tc[:, start:stop]
-        tycy[idx] = ktc - q[rows] @ dense[:, start:stop]
-        diag_cy[start:stop] -= np.sum(values[idx] * ktc, axis=0)
-    grad = -2.0 * tycy + 2.0 * (diag_cy / s)[pattern.indices]
-    return loss, grad
+    loss = float(np.sum(diag_c) - np.sum(k * tct))
+    z = s[cols] * kxg  # K T C on the pattern
+    q = k @ tct @ k
+    q_theta = ix.entry_sum(q.ravel()[ix.row_pairs][ix.row_pair] * values[ix.second])
+    diag_cy = diag_c - np.bincount(cols, weights=values * z, minlength=ix.shape[1])
+    return loss, -2.0 * (z - q_theta) + 2.0 * (diag_cy / s)[cols]
 
 
 def block_start(tree: Tree) -> Tree:
@@ -147,7 +250,8 @@ def block_start(tree: Tree) -> Tree:
 
     The hierarchy's own optimum is not OPT0's: dense OPT0's local bumps are 30-50 cells wide at a
     stride of ~16 (n = 1024), and at n = 4096 prefix the tuned hierarchy's 32-cell level gives
-    2.556 x the SVD bound, split into 16-cell blocks 2.537 (same work, p = 146 -> 274).
+    2.556 x the SVD bound, split into 16-cell blocks 2.537 (same work of the former unbounded
+    L-BFGS, p = 146 -> 274).
     """
     sizes = tree.hi - tree.lo
     levels = [int(d) for d in np.unique(tree.depth)]
@@ -171,7 +275,7 @@ def opt_blocks(
         workload: a workload over a 1-D domain.
         widen: each row may use the window ``widen`` times larger than its start block, centred
             on it (clipped to the domain).
-        maxiter: L-BFGS iterations.
+        maxiter: L-BFGS-B iterations.
         start: the hierarchy to start from (default :func:`block_start` of
             :func:`tuned_hierarchy`).
 
@@ -186,19 +290,29 @@ def opt_blocks(
     if tree.size != workload.n:
         raise ConfigError(f"start hierarchy has {tree.size} cells, the workload {workload.n}")
     pattern, init = _pattern(tree, widen)
-    groups = _groups(pattern)
+    ix = _index(pattern)
     diag_g = workload.gram_diag()
-    scale = _loss_grad(init, pattern, workload, diag_g, groups)[0]
+    scale = _loss_grad(init, ix, workload, diag_g)[0]
 
-    def fun(phi: FloatArray) -> tuple[float, FloatArray]:
-        loss, g = _loss_grad(phi * phi, pattern, workload, diag_g, groups)
-        return loss / scale, 2.0 * phi * g / scale
+    def fun(theta: FloatArray) -> tuple[float, FloatArray]:
+        loss, g = _loss_grad(theta, ix, workload, diag_g)
+        return loss / scale, g / scale
 
+    # Bound-constrained L-BFGS on Theta itself: at n = 4096 (prefix) 300 iterations reach 2.530 x
+    # the SVD bound where L-BFGS on Theta = phi^2 (no bounds) needs 1000 for 2.529; the
+    # squared parametrization flattens the loss near the many small entries.
     with single_threaded_blas():
-        phi = lbfgs(fun, np.sqrt(init), maxiter=maxiter)
-    if not np.all(np.isfinite(phi)):
+        res = sopt.minimize(
+            fun,
+            init,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=sopt.Bounds(0.0, np.inf),
+            options={"maxiter": maxiter, "ftol": 1e-13, "gtol": 1e-13},
+        )
+    values = np.asarray(res.x, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
         raise SolverError(f"block OPT0 optimization diverged for {workload.name}")
-    values = phi * phi
     values[values < 1e-6 * max(1.0, float(values.max()))] = 0.0
     theta = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=pattern.shape)
     return PIdentity(theta=theta.toarray(), label=f"OPT0-blocks(p={pattern.shape[0]})")

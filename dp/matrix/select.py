@@ -39,9 +39,10 @@ __all__ = [
 _OPT0_MAX_N = 1024
 _OPT_BLOCKS_MAX_N = 8192
 # Block OPT0's iteration cost grows with its row count p: iterations = work / p, capped (n = 4096:
-# prefix p = 274 runs 164 iterations, all-range p = 296 runs 152; about 5-6 s CPU each).
-_OPT_BLOCKS_WORK = 45_000
-_OPT_BLOCKS_MAX_ITER = 300
+# prefix p = 274 runs 299 iterations, all-range p = 296 runs 277; n = 2048 (p = 146) runs 561,
+# n = 8192 (p ~ 550) about 150).
+_OPT_BLOCKS_WORK = 82_000
+_OPT_BLOCKS_MAX_ITER = 600
 # HDMM's random start (p = n / 16) wins up to ~256 cells; beyond, the hierarchy start is better.
 _OPT0_RANDOM_MAX_N = 512
 

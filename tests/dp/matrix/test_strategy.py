@@ -159,22 +159,57 @@ def test_opt0_gradient_matches_finite_differences() -> None:
 
 
 @pytest.mark.parametrize("which", ["all_range", "prefix", "width_range"])
-def test_block_opt0_gradient_matches_the_dense_formula(which: str) -> None:
-    # Prefix and ranges take the O(nnz) semiseparable path; width-k ranges the generic one.
+@pytest.mark.parametrize("n", [64, 200])
+def test_block_opt0_loss_and_gradient_match_the_dense_formula(which: str, n: int) -> None:
+    # Prefix and ranges take the semiseparable path (no dense p x n array); width-k ranges the
+    # generic one. n = 200 has partial blocks and windows clipped at both ends.
     import scipy.sparse as sp
 
-    from dp.matrix.opt_blocks import _groups, _loss_grad, _pattern
+    from dp.matrix.opt_blocks import _index, _loss_grad, _pattern, block_start
     from dp.matrix.optimize import _opt0_loss
 
-    w = mx.width_range(64, 8) if which == "width_range" else getattr(mx, which)(64)
-    pattern, init = _pattern(mx.tuned_hierarchy(w), 3)
+    w = mx.width_range(n, 8) if which == "width_range" else getattr(mx, which)(n)
+    tree = mx.nested_blocks(n, [64, 16, 4, 1], [0.6, 0.8, 0.9, 1.0]) if n == 200 else None
+    pattern, init = _pattern(tree or block_start(mx.tuned_hierarchy(w)), 3)
     values = init * np.random.default_rng(0).uniform(0.5, 1.5, init.size)
-    loss, grad = _loss_grad(values, pattern, w, w.gram_diag(), _groups(pattern))
+    values[::7] = 0.0  # entries on the bound
+    loss, grad = _loss_grad(values, _index(pattern), w, w.gram_diag())
     dense = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=pattern.shape)
     loss_d, grad_d = _opt0_loss(dense.toarray(), w, w.gram_diag(), grad=True)
     rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
-    assert loss == pytest.approx(loss_d)
-    np.testing.assert_allclose(grad, grad_d[rows, pattern.indices], rtol=1e-9, atol=1e-9)
+    assert loss == pytest.approx(loss_d, rel=1e-10)
+    np.testing.assert_allclose(grad, grad_d[rows, pattern.indices], rtol=1e-7, atol=1e-7)
+    # ... and the loss is the strategy's error, ||W A^+||_F^2 from dense algebra.
+    a = mx.p_identity(dense.toarray()).dense()
+    assert loss == pytest.approx(np.linalg.norm(w.dense() @ np.linalg.pinv(a)) ** 2, rel=1e-8)
+
+
+def test_block_opt0_gradient_matches_finite_differences() -> None:
+    from dp.matrix.opt_blocks import _index, _loss_grad, _pattern
+
+    w = mx.prefix(48)
+    pattern, init = _pattern(mx.nested_blocks(48, [16, 4, 1], [0.7, 0.9, 1.0]), 3)
+    ix = _index(pattern)
+    values = init * np.random.default_rng(1).uniform(0.5, 1.5, init.size)
+    grad = _loss_grad(values, ix, w, w.gram_diag())[1]
+    for i in np.random.default_rng(2).choice(values.size, 12, replace=False):
+        h = 1e-6 * max(1.0, values[i])
+        up, down = values.copy(), values.copy()
+        up[i] += h
+        down[i] -= h
+        num = (
+            _loss_grad(up, ix, w, w.gram_diag())[0] - _loss_grad(down, ix, w, w.gram_diag())[0]
+        ) / (2 * h)
+        assert grad[i] == pytest.approx(num, rel=1e-5, abs=1e-6)
+
+
+def test_block_opt0_needs_contiguous_row_supports() -> None:
+    import scipy.sparse as sp
+
+    from dp.matrix.opt_blocks import _index
+
+    with pytest.raises(ConfigError, match="contiguous"):
+        _index(sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])))
 
 
 def test_block_opt0_improves_on_its_hierarchy_start() -> None:
@@ -182,6 +217,7 @@ def test_block_opt0_improves_on_its_hierarchy_start() -> None:
     a = mx.opt_blocks(w, maxiter=60)
     start = mx.tuned_hierarchy(w)
     assert a.sensitivity == pytest.approx(1.0)
+    assert _dense_sensitivity(a.dense()) == pytest.approx(1.0, rel=1e-12)
     assert mx.expected_rmse(w, a, 1.0) < 0.95 * mx.expected_rmse(w, start, 1.0)
     np.testing.assert_allclose(a.lstsq(a @ np.arange(128.0)), np.arange(128.0), atol=1e-8)
 
