@@ -158,10 +158,11 @@ class RegressionModel(DPStage):
 
     @property
     def streams(self) -> bool:
-        """True if the mechanism works from sufficient statistics, so a streaming engine can
-        compute them batch by batch (objective perturbation needs the rows themselves)."""
-        if self.model == "logistic":
-            return self.resolved_method == "functional" and self.threshold is not None
+        """True if a streaming engine can compute what the mechanism reads batch by batch:
+        sufficient statistics, or objective perturbation's loss sums at each Newton iterate. A
+        functional logistic regression on a category target (``positive``) still needs rows."""
+        if self.model == "logistic" and self.resolved_method == "functional":
+            return self.threshold is not None
         return True
 
     @property

@@ -9,8 +9,14 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from dp.engine import TableSource, lloyd_statistics_stream, regression_statistics_stream
+from dp.engine import (
+    TableSource,
+    lloyd_statistics_stream,
+    logistic_sums_stream,
+    regression_statistics_stream,
+)
 from dp.publication import Staging
+from dp.regression import LogisticRegression
 from tasks._common import PRIVATE, run_logger
 
 
@@ -18,6 +24,10 @@ def _labels(frame: pd.DataFrame, target: str, positive: str | None, threshold: f
     if positive is not None:
         return (frame[target].astype(str) == positive).to_numpy(dtype=np.int64)
     return (frame[target].to_numpy(dtype=np.float64) > float(threshold or 0.0)).astype(np.int64)
+
+
+def _objective(estimator: Any) -> bool:
+    return isinstance(estimator, LogisticRegression) and estimator.method == "objective"
 
 
 @task(name="fit-model", **PRIVATE)
@@ -60,6 +70,25 @@ def fit_model(
             )
 
         estimator.fit_steps(step, d=len(features))
+    elif isinstance(data, TableSource) and _objective(estimator):
+        # Objective perturbation: each Newton iterate's exact loss sums, one engine pass per
+        # evaluated point; the estimator draws the noise once and returns the exact minimiser.
+        design = estimator.design(len(features))
+
+        def sums(w: Any) -> Any:
+            return logistic_sums_stream(
+                data.path,
+                data.schema,
+                features=list(features),
+                target=target or "",
+                design=design,
+                w=w,
+                threshold=threshold,
+                positive=positive,
+                backend=data.backend,
+            )
+
+        estimator.fit_loss_sums(sums, d=len(features))
     elif isinstance(data, TableSource):
         # Exact statistics summed batch by batch through the engine; the design (the clipping
         # the sensitivity relies on) always comes from the estimator itself.

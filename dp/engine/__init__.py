@@ -1,10 +1,11 @@
 """Exact aggregates of Parquet sources computed batch by batch (local stream or a cluster).
 
 The data-touching steps of a publication -- validation, clamping, histograms, regression
-sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums -- are
-single-pass folds, so they run over bounded batches instead of a whole in-memory frame; the
-k-anonymous table is written batch by batch (:func:`anonymize_stream`). Every function returns
-*exact* aggregates; DP noise is added once by the caller, never here.
+sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums, the
+logistic loss sums at each Newton iterate of objective perturbation -- are single-pass folds,
+so they run over bounded batches instead of a whole in-memory frame; the k-anonymous table is
+written batch by batch (:func:`anonymize_stream`). Every function returns *exact* aggregates; DP
+noise is added once by the caller, never here.
 """
 
 from dp.engine.aggregate import (
@@ -34,6 +35,7 @@ from dp.engine.classes import (
 )
 from dp.engine.clustering import LloydAggregate, lloyd_statistics_stream
 from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
+from dp.engine.logistic import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
 from dp.engine.validate import CheckAggregate, validate_stream
@@ -50,6 +52,7 @@ __all__ = [
     "LeafCounts",
     "LeafCountsAggregate",
     "LloydAggregate",
+    "LogisticLossAggregate",
     "Response",
     "Scan",
     "StatisticsAggregate",
@@ -66,6 +69,7 @@ __all__ = [
     "iter_batches",
     "leaf_counts_stream",
     "lloyd_statistics_stream",
+    "logistic_sums_stream",
     "make_backend",
     "merge_partials",
     "node_class_sizes",

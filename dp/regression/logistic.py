@@ -45,7 +45,12 @@ from dp.regression.domain import (
     feature_domain,
 )
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
-from dp.regression.objective import objective_perturbation
+from dp.regression.objective import (
+    LossSumsAt,
+    ObjectiveRelease,
+    minimise_objective,
+    objective_perturbation,
+)
 from dp.regression.sensitivity import NEIGHBOURS, PARTS
 from dp.regression.statistics import (
     Design,
@@ -55,7 +60,7 @@ from dp.regression.statistics import (
 )
 from dp.validation import check_delta, check_epsilon
 
-__all__ = ["LogisticRegression"]
+__all__ = ["LogisticRegression", "normalised_rows", "row_norm_bound"]
 
 FloatArray = npt.NDArray[np.float64]
 _METHODS = ("objective", "functional")
@@ -117,7 +122,9 @@ class LogisticRegression:
 
         Pass it as ``design``, with :meth:`response` as ``response``, to
         :func:`dp.engine.regression.regression_statistics_stream` to compute the ``exact``
-        statistics :meth:`fit_statistics` takes (method ``"functional"`` only).
+        statistics :meth:`fit_statistics` takes (method ``"functional"``). For ``"objective"``
+        its features and intercept define the rows :func:`normalised_rows` feeds the loss
+        (:func:`dp.engine.logistic.logistic_sums_stream`, :meth:`fit_loss_sums`).
         """
         dom = feature_domain(self.bounds_X, self.data_norm, d=d)
         return Design(features=dom, target=_TAYLOR_TARGET, fit_intercept=self.fit_intercept)
@@ -153,8 +160,43 @@ class LogisticRegression:
         if self.method == "functional":
             exact = sufficient_statistics(Xa, target, design)
             return self.fit_statistics(exact, d=d, rng=rng)
-        Z, norm = _normalised_rows(Xa, design)
+        Z, _ = normalised_rows(Xa, design)
         obj = objective_perturbation(Z, ya, epsilon=self.epsilon, rng=rng)
+        return self._publish_objective(obj, design, rng)
+
+    def fit_loss_sums(
+        self, sums: LossSumsAt, *, d: int, rng: np.random.Generator | None = None
+    ) -> LogisticRegression:
+        """Fit objective perturbation from the loss sums ``sums(w)``; spends :attr:`privacy_cost`.
+
+        Same mechanism (the same Newton iterations on the same perturbed objective) as
+        :meth:`fit` with ``method="objective"``, which passes the sums over its in-memory rows.
+        Privacy rests on ``sums`` being the exact :func:`dp.regression.objective.logistic_sums`
+        of the rows :func:`normalised_rows` makes with :meth:`design` ``(d)`` and of labels in
+        {0, 1}: the proof assumes ``||z|| <= 1``.
+
+        Args:
+            sums: the exact loss, gradient and Hessian sums at a public ``w``
+                (:data:`dp.regression.objective.LossSumsAt`; called once per evaluated point).
+            d: number of features.
+            rng: ``None`` for release-grade noise; a seeded generator for tests only.
+
+        Raises:
+            ConfigError: for ``method="functional"``, which fits from sufficient statistics.
+        """
+        if self.method != "objective":
+            raise ConfigError(
+                f"fit_loss_sums needs method 'objective', got {self.method!r}: the functional "
+                "mechanism fits from sufficient statistics; call fit_statistics instead"
+            )
+        design = self.design(check_n_features(d))
+        obj = minimise_objective(sums, p=design.n_params, epsilon=self.epsilon, rng=rng)
+        return self._publish_objective(obj, design, rng)
+
+    def _publish_objective(
+        self, obj: ObjectiveRelease, design: Design, rng: np.random.Generator | None
+    ) -> LogisticRegression:
+        norm = row_norm_bound(design)
         info = {
             "sampler": _sampler(rng),
             "epsilon_split": {
@@ -189,7 +231,7 @@ class LogisticRegression:
         if self.method != "functional":
             raise ConfigError(
                 f"fit_statistics needs method 'functional', got {self.method!r}: objective "
-                "perturbation fits the logistic loss on the rows; call fit(X, y) instead"
+                "perturbation fits the logistic loss; call fit(X, y) or fit_loss_sums instead"
             )
         design = self.design(check_n_features(d))
         check_statistics(exact, design)
@@ -252,16 +294,23 @@ def _sampler(rng: np.random.Generator | None) -> str:
     return "opendp" if rng is None else "seeded-test-only"
 
 
-def _normalised_rows(X: FloatArray, design: Design) -> tuple[FloatArray, float]:
+def row_norm_bound(design: Design) -> float:
+    """The public bound ``sqrt(R^2 + 1)`` on the norm of a shifted, scaled row with its constant
+    column (``R``, the shifted domain's radius, without an intercept)."""
+    bound = design.shifted_features.radius
+    return float(np.hypot(bound, 1.0)) if design.fit_intercept else bound
+
+
+def normalised_rows(X: FloatArray, design: Design) -> tuple[FloatArray, float]:
     """Clipped, centred, scaled rows with the constant column, divided by their public norm
-    bound ``sqrt(R^2 + 1)`` (``R`` without an intercept) so that every row has norm <= 1."""
-    dom = design.shifted_features
+    bound :func:`row_norm_bound` so that every row has norm <= 1 (objective perturbation's
+    premise). Row by row, so a batch's rows are those of the whole table."""
     Z = (design.features.clip(X) - design.feature_shift) / design.feature_scale
-    bound = dom.radius
+    bound = row_norm_bound(design)
     if design.fit_intercept:
         Z = np.hstack([Z, np.ones((Z.shape[0], 1))])
-        bound = float(np.hypot(bound, 1.0))
     # Guard against float rounding pushing a clipped row a hair past the bound.
     norms = np.linalg.norm(Z, axis=1)
     Z = Z / np.maximum(bound, norms)[:, None]
-    return np.asarray(Z, dtype=np.float64), bound
+    # Row-major whatever the input layout, so BLAS sums the same way for a frame and a batch.
+    return np.ascontiguousarray(Z, dtype=np.float64), bound

@@ -26,7 +26,12 @@ noise ``||b|| ~ p / eps_b`` dominates the error.
 
 Exactness. The guarantee is for the exact minimiser; ``J`` is strongly convex and smooth, and we
 run Newton's method with backtracking to a gradient norm of ``1e-9`` times the noise norm,
-raising :class:`dp.errors.SolverError` otherwise.
+raising :class:`dp.errors.SolverError` otherwise. The data enter only through the loss,
+gradient and Hessian *sums* at each iterate (:func:`logistic_sums`), so
+:func:`minimise_objective` takes them as a callable: over in-memory rows
+(:func:`objective_perturbation`), or folded batch by batch by :mod:`dp.engine.logistic`. The
+iterates are functions of the noise and of earlier exact sums, and only the final minimiser is
+released.
 
 Sampler. ``b`` is built from the project's vetted samplers (:mod:`dp.mechanisms`, OpenDP with
 ``rng=None``): its norm ``Gamma(p, 1/eps_b)`` is the sum of ``p`` independent ``Exp(1/eps_b)``,
@@ -39,18 +44,31 @@ minimiser, not ``value + noise``; Mironov's 2012 floating-point attack targets t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
-from dp.errors import SolverError
+from dp.errors import InvariantError, SolverError
 from dp.mechanisms import gaussian, laplace
 
-__all__ = ["ObjectiveRelease", "noise_vector", "objective_perturbation"]
+__all__ = [
+    "LossSums",
+    "LossSumsAt",
+    "ObjectiveRelease",
+    "logistic_sums",
+    "minimise_objective",
+    "noise_vector",
+    "objective_perturbation",
+]
 
 FloatArray = npt.NDArray[np.float64]
+LossSums = tuple[float, FloatArray, FloatArray]
+"""``(sum_i l, sum_i grad l, sum_i hess l)`` of the logistic loss at one ``w``."""
+LossSumsAt = Callable[[FloatArray], LossSums]
+"""The exact :data:`LossSums` of the private rows at a public ``w`` (one data pass per call)."""
 CURVATURE_SHARE = 0.1
 """Fraction of epsilon spent on the Jacobian term ``log(1 + 1/(4 lam))``."""
 
@@ -71,14 +89,22 @@ class ObjectiveRelease:
     """Newton iterations used."""
 
 
-def _loss_grad_hess(
-    Z: FloatArray, y: FloatArray, w: FloatArray, lam: float, b: FloatArray
-) -> tuple[float, FloatArray, FloatArray]:
+def logistic_sums(Z: FloatArray, y: FloatArray, w: FloatArray) -> LossSums:
+    """``sum_i l(z_i^T w; y_i)``, its gradient and its Hessian over the rows of ``Z``.
+
+    The data term of ``J`` only; :func:`minimise_objective` adds the penalty and the noise.
+    Sums over disjoint row sets add up to the sums over their union (up to float addition
+    order), which is how the engine evaluates them batch by batch.
+
+    >>> loss, grad, hess = logistic_sums(np.zeros((2, 1)), np.array([0.0, 1.0]), np.zeros(1))
+    >>> round(loss, 6), grad.tolist(), hess.tolist()
+    (1.386294, [0.0], [[0.0]])
+    """
     s = Z @ w
-    loss = float(np.logaddexp(0.0, s).sum() - y @ s + 0.5 * lam * (w @ w) + b @ w)
+    loss = float(np.logaddexp(0.0, s).sum() - y @ s)
     p = expit(s)
-    grad = Z.T @ (p - y) + lam * w + b
-    hess = (Z * (p * (1.0 - p))[:, None]).T @ Z + lam * np.eye(len(w))
+    grad = Z.T @ (p - y)
+    hess = (Z * (p * (1.0 - p))[:, None]).T @ Z
     return loss, np.asarray(grad, dtype=np.float64), np.asarray(hess, dtype=np.float64)
 
 
@@ -106,13 +132,45 @@ def objective_perturbation(
         epsilon: total privacy parameter.
         rng: ``None`` for release-grade (OpenDP) noise; a seeded generator for tests only.
     """
-    p = Z.shape[1]
+    return minimise_objective(
+        lambda w: logistic_sums(Z, y, w), p=Z.shape[1], epsilon=epsilon, rng=rng
+    )
+
+
+def minimise_objective(
+    sums: LossSumsAt, *, p: int, epsilon: float, rng: np.random.Generator | None = None
+) -> ObjectiveRelease:
+    """Objective perturbation given the data term of ``J`` as a callable (module doc).
+
+    The mechanism of :func:`objective_perturbation`, which passes the in-memory rows; a streaming
+    engine passes a callable that folds the same sums over batches. Only public points ``w``
+    (iterates of Newton's method on the perturbed objective) are ever evaluated, and the release
+    is the exact minimiser either way, so the privacy argument is the same.
+
+    Args:
+        sums: exact :data:`LossSums` at ``w`` over rows with ``||z|| <= 1``, labels in {0, 1}.
+        p: number of parameters (columns of the normalised design).
+        epsilon: total privacy parameter.
+        rng: ``None`` for release-grade (OpenDP) noise; a seeded generator for tests only.
+    """
     eps_j = CURVATURE_SHARE * epsilon
     lam = 0.25 / math.expm1(eps_j)
     eps_b = epsilon - math.log1p(0.25 / lam)
     b = noise_vector(p, epsilon=eps_b, rng=rng)
+    eye = np.eye(p)
+
+    def evaluate(w: FloatArray) -> LossSums:
+        loss, grad, hess = sums(w)
+        if grad.shape != (p,) or hess.shape != (p, p):
+            raise InvariantError("the loss sums have the wrong shape")
+        return (
+            loss + 0.5 * lam * float(w @ w) + float(b @ w),
+            np.asarray(grad + lam * w + b, dtype=np.float64),
+            np.asarray(hess + lam * eye, dtype=np.float64),
+        )
+
     w = np.zeros(p)
-    loss, grad, hess = _loss_grad_hess(Z, y, w, lam, b)
+    loss, grad, hess = evaluate(w)
     tol = 1e-9 * max(1.0, float(np.linalg.norm(b)))
     for step in range(1, 101):
         direction = np.linalg.solve(hess, -grad)
@@ -120,7 +178,7 @@ def objective_perturbation(
         gnorm = float(np.linalg.norm(grad))
         while True:
             cand = w + t * direction
-            c_loss, c_grad, c_hess = _loss_grad_hess(Z, y, cand, lam, b)
+            c_loss, c_grad, c_hess = evaluate(cand)
             # Armijo on J; near the optimum J's float resolution (~1e-16 n) hides the decrease,
             # so a step that shrinks the gradient is accepted too. J is strongly convex: a
             # small enough step always satisfies one of them.

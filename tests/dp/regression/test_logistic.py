@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from scipy.special import expit
 
 from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError, SolverError
+from dp.errors import ConfigError, InputError, InvariantError, SolverError
 from dp.regression import FeatureDomain, LogisticRegression, TargetDomain
 from dp.regression import objective as op
-from dp.regression.logistic import _normalised_rows
+from dp.regression.logistic import normalised_rows, row_norm_bound
 from dp.regression.statistics import Design
 
 METHODS = ["objective", "functional"]
@@ -96,9 +96,9 @@ def test_normalised_rows_have_norm_at_most_one(
     dom = FeatureDomain.ball(width, d=d) if ball else FeatureDomain.box(lo, lo + width, d=d)
     dsg = Design(features=dom, target=TargetDomain(lower=-0.5, upper=0.5), fit_intercept=intercept)
     rows = data.draw(st.lists(st.lists(_coord, min_size=d, max_size=d), min_size=1, max_size=5))
-    Z, bound = _normalised_rows(np.array(rows), dsg)
+    Z, bound = normalised_rows(np.array(rows), dsg)
     assert np.all(np.linalg.norm(Z, axis=1) <= 1.0 + 1e-12)
-    assert bound > 0.0
+    assert bound > 0.0 and bound == row_norm_bound(dsg)
 
 
 def test_objective_returns_the_exact_minimiser() -> None:
@@ -117,12 +117,35 @@ def test_objective_returns_the_exact_minimiser() -> None:
 
 def test_objective_reports_a_solver_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     # A gradient that never vanishes: Newton must give up with one clear line, not loop.
-    def stuck(Z: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float, b: np.ndarray):
-        return 0.0, np.ones(len(w)), np.eye(len(w))
+    # (|b| << 1e3 here: J's gradient 1e3 sign(w) + lam w + b has no zero.)
+    def stuck(Z: np.ndarray, y: np.ndarray, w: np.ndarray):
+        return 0.0, np.where(w >= 0.0, 1e3, -1e3), np.eye(len(w))
 
-    monkeypatch.setattr(op, "_loss_grad_hess", stuck)
+    monkeypatch.setattr(op, "logistic_sums", stuck)
     with pytest.raises(SolverError, match=r"Newton's method did not reach the exact minimiser"):
         op.objective_perturbation(np.ones((3, 2)) / 2, np.ones(3), epsilon=1.0)
+
+
+def test_fit_loss_sums_is_fit_given_the_same_sums() -> None:
+    # One Newton loop: fit passes the sums over its rows; any caller passing the same sums (an
+    # engine folding batches) gets the same release, bit for bit, one call per evaluated point.
+    rng = np.random.default_rng(5)
+    X, y, _ = _logistic_data(rng, 1_000, 2)
+    want = LogisticRegression(0.8, data_norm=1.0).fit(X, y, rng=np.random.default_rng(6))
+    model = LogisticRegression(0.8, data_norm=1.0)
+    Z, bound = normalised_rows(X, model.design(2))
+    points: list[np.ndarray] = []
+
+    def sums(w: np.ndarray) -> op.LossSums:
+        points.append(w.copy())
+        return op.logistic_sums(Z, y, w)
+
+    got = model.fit_loss_sums(sums, d=2, rng=np.random.default_rng(6))
+    assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
+    assert got.to_dict() == want.to_dict() and got.to_dict()["row_norm_bound"] == bound
+    assert len(points) > got.to_dict()["newton_steps"] and not points[0].any()  # starts at 0
+    with pytest.raises(InvariantError, match="the loss sums have the wrong shape"):
+        model.fit_loss_sums(lambda w: (0.0, np.zeros(2), np.eye(3)), d=2)
 
 
 # --- publication ---------------------------------------------------------------------------

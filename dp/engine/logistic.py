@@ -1,0 +1,159 @@
+"""The logistic loss sums of objective perturbation at one public ``w``, folded batch by batch.
+
+Objective perturbation (:mod:`dp.regression.objective`) releases the exact minimiser of a
+perturbed loss, so it needs no sufficient statistics -- but Newton's method only ever asks for the
+loss, gradient and Hessian *sums* over the rows at one public iterate ``w`` at a time. Each batch
+goes through the very :func:`dp.regression.logistic.normalised_rows` and
+:func:`dp.regression.objective.logistic_sums` of the in-memory fit, and the per-batch sums are
+added: the result differs from the whole-table computation only by the order of float64 additions
+(fixed within an engine, so streaming and Dask agree bit for bit).
+:meth:`dp.regression.LogisticRegression.fit_loss_sums` calls :func:`logistic_sums_stream` once per
+evaluated point (one pass over the source each); the noise is drawn once, by the estimator.
+
+Labels are those of the in-memory task: ``target > threshold`` for a numeric target (after the
+schema's clamping), ``target == positive`` for a category target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow.compute as pc
+
+from dp.engine.aggregate import Backend, StreamingBackend
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.errors import ConfigError
+from dp.regression.logistic import normalised_rows
+from dp.regression.objective import LossSums, logistic_sums
+from dp.regression.statistics import Design
+from dp.schema import TableSchema
+
+__all__ = ["LogisticLossAggregate", "logistic_sums_stream"]
+
+FloatArray = npt.NDArray[np.float64]
+_Acc = tuple[FloatArray, FloatArray, FloatArray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class LogisticLossAggregate:
+    """``(sum l, sum grad l, sum hess l)`` at ``w`` over the normalised rows and their labels."""
+
+    features: tuple[str, ...]
+    """Numeric feature columns, in model order."""
+    target: str
+    """The label column: numeric with ``threshold``, category with ``positive``."""
+    design: Design
+    """Declared feature domain and intercept (the rows are normalised with it)."""
+    w: FloatArray
+    """The public point, in the normalised frame (``design.n_params`` entries)."""
+    threshold: float | None = None
+    """Numeric target: values above it are class 1."""
+    positive: str | None = None
+    """Category target: the class-1 category."""
+
+    def __post_init__(self) -> None:
+        if not self.features or len(self.features) != self.design.features.dim:
+            raise ConfigError(
+                f"{len(self.features)} features but the design declares {self.design.features.dim}"
+            )
+        if (self.threshold is None) == (self.positive is None):
+            raise ConfigError("give exactly one of threshold, positive")
+        if self.w.shape != (self.design.n_params,):
+            raise ConfigError(f"w must have {self.design.n_params} entries, got {self.w.shape}")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Features and the label column."""
+        return tuple(dict.fromkeys((*self.features, self.target)))
+
+    def empty(self) -> _Acc:
+        """Zero sums."""
+        p = self.design.n_params
+        return np.zeros(1), np.zeros(p), np.zeros((p, p))
+
+    def labels(self, batch: Batch) -> FloatArray:
+        """The batch's labels in {0, 1}, as the in-memory task makes them."""
+        if self.positive is not None:
+            column = batch.text[self.target]
+            hit = pc.equal(column.dictionary, self.positive).to_numpy(zero_copy_only=False)
+            codes = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            return np.asarray(hit[codes], dtype=np.float64)
+        values = batch.numeric[self.target].astype(np.float64)
+        return np.asarray(values > float(self.threshold or 0.0), dtype=np.float64)
+
+    def update(self, acc: _Acc, batch: Batch) -> _Acc:
+        """Add one batch's sums (in place)."""
+        if batch.num_rows == 0:
+            return acc
+        X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
+        Z, _ = normalised_rows(X, self.design)
+        loss, grad, hess = logistic_sums(Z, self.labels(batch), self.w)
+        acc[0][0] += loss
+        acc[1][...] += grad
+        acc[2][...] += hess
+        return acc
+
+    def merge(self, left: _Acc, right: _Acc) -> _Acc:
+        """``left + right`` (order fixed by the backend)."""
+        for a, b in zip(left, right, strict=True):
+            a += b
+        return left
+
+    def finish(self, acc: _Acc) -> LossSums:
+        """The exact ``(loss, grad, hess)`` sums."""
+        return float(acc[0][0]), acc[1], acc[2]
+
+
+def logistic_sums_stream(
+    source: str | Path,
+    schema: TableSchema,
+    *,
+    features: Sequence[str],
+    target: str,
+    design: Design,
+    w: FloatArray,
+    threshold: float | None = None,
+    positive: str | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: Backend | None = None,
+) -> LossSums:
+    """Exact logistic loss sums at ``w`` over a Parquet file or folder (one pass).
+
+    Args:
+        source: a Parquet file or a folder of Parquet files.
+        schema: the declared schema (numeric columns are clamped to its bounds first).
+        features: numeric feature columns, in model order.
+        target: the label column (numeric with ``threshold``, category with ``positive``).
+        design: as built by the estimator (:meth:`dp.regression.LogisticRegression.design`).
+        w: the public point, in the normalised frame.
+        threshold: numeric target: values above it are class 1.
+        positive: category target: the class-1 category (exactly one of the two).
+        batch_size: upper bound on rows held per batch (ignored when ``backend`` is given).
+        backend: where to run; default a :class:`StreamingBackend` of ``batch_size``.
+
+    Raises:
+        ConfigError: a feature is not numeric, or the target does not fit the label rule.
+        InputError: as :func:`dp.io.read_table` would.
+    """
+    for name in features:
+        if not schema[name].is_numeric:
+            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
+    if positive is not None and schema[target].categories is None:
+        raise ConfigError(f"column {target!r} must be a category column to name a positive class")
+    if threshold is not None and not schema[target].is_numeric:
+        raise ConfigError(f"column {target!r} must be numeric (int or float) for a threshold")
+    agg = LogisticLossAggregate(
+        features=tuple(features),
+        target=target,
+        design=design,
+        w=np.asarray(w, dtype=np.float64),
+        threshold=threshold,
+        positive=positive,
+    )
+    runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
+    result: LossSums = runner.run(agg, source, schema)
+    return result

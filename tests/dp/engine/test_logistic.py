@@ -1,0 +1,170 @@
+"""Objective perturbation through the engine equals the in-memory fit (issue 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.dataset as pads
+import pytest
+
+import dp.engine.aggregate as aggregate_module
+from dp.engine import LogisticLossAggregate, logistic_sums_stream
+from dp.engine.batches import Batch, Scan, iter_batches
+from dp.engine.dask import DaskBackend
+from dp.errors import ConfigError
+from dp.io import read_table
+from dp.regression import LogisticRegression
+from dp.regression.logistic import normalised_rows, row_norm_bound
+from dp.regression.objective import logistic_sums
+from tests.conftest import generate
+from tests.dp.engine.conftest import SCHEMA, write_part
+
+FEATURES = ["age", "hours"]
+# (target, label rule): a numeric target cut at a threshold (the demo's high_income), and a
+# category target with a positive class.
+RULES: list[tuple[str, dict[str, Any]]] = [
+    ("income", {"threshold": 75_000.0}),
+    ("sex", {"positive": "Male"}),
+]
+
+
+def _model(intercept: bool = True) -> LogisticRegression:
+    return LogisticRegression(0.5, bounds_X=([17, 1], [90, 99]), fit_intercept=intercept)
+
+
+def _in_memory(source: Path, target: str, rule: dict[str, Any]) -> tuple[Any, Any]:
+    """Rows and labels exactly as tasks.regression builds them on the pandas path."""
+    frame = read_table(source, SCHEMA, columns=[*FEATURES, target]).frame
+    X = frame[FEATURES].to_numpy(dtype=np.float64)
+    if "positive" in rule:
+        y = (frame[target].astype(str) == rule["positive"]).to_numpy(dtype=np.float64)
+    else:
+        y = (frame[target].to_numpy(dtype=np.float64) > rule["threshold"]).astype(np.float64)
+    return X, y
+
+
+def _streamed_fit(
+    model: LogisticRegression, source: Path, target: str, rule: dict[str, Any], **kw: Any
+) -> tuple[LogisticRegression, list[int]]:
+    calls: list[int] = []
+    design = model.design(len(FEATURES))
+
+    def sums(w: Any) -> Any:
+        calls.append(1)
+        return logistic_sums_stream(
+            source, SCHEMA, features=FEATURES, target=target, design=design, w=w, **rule, **kw
+        )
+
+    return model.fit_loss_sums(sums, d=len(FEATURES), rng=np.random.default_rng(7)), calls
+
+
+@pytest.mark.parametrize(("target", "rule"), RULES)
+@pytest.mark.parametrize("intercept", [True, False])
+def test_streamed_fit_equals_the_in_memory_fit(
+    partitioned: Path, target: str, rule: dict[str, Any], intercept: bool
+) -> None:
+    # Uneven partitions (one empty, one far outside the bounds), batches of 200 rows.
+    X, y = _in_memory(partitioned, target, rule)
+    assert 0 < y.sum() < len(y)  # both classes present: the labels matter
+    want = _model(intercept).fit(X, y, rng=np.random.default_rng(7))
+    got, calls = _streamed_fit(_model(intercept), partitioned, target, rule, batch_size=200)
+    # Same noise draw and Newton path; the sums differ only in float addition order.
+    np.testing.assert_allclose(got.coef_, want.coef_, rtol=1e-9)
+    assert got.intercept_ == pytest.approx(want.intercept_, rel=1e-9, abs=1e-12)
+    assert {**got.to_dict(), "coefficients": 0, "intercept": 0} == {
+        **want.to_dict(),
+        "coefficients": 0,
+        "intercept": 0,
+    }
+    # One pass per evaluated point: the start plus at least one per Newton step.
+    assert len(calls) >= got.to_dict()["newton_steps"] + 1
+
+
+def test_one_batch_fit_is_bit_identical(tmp_path: Path) -> None:
+    source = tmp_path / "one.parquet"
+    write_part(tmp_path, source.name, generate.make_census(3000, 8), row_group_size=3000)
+    X, y = _in_memory(source, *RULES[0])
+    want = _model().fit(X, y, rng=np.random.default_rng(7))
+    got, _ = _streamed_fit(_model(), source, *RULES[0], batch_size=len(X))
+    assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
+
+
+@pytest.mark.parametrize(("target", "rule"), RULES)
+def test_sums_are_the_in_memory_sums(partitioned: Path, target: str, rule: dict[str, Any]) -> None:
+    X, y = _in_memory(partitioned, target, rule)
+    design = _model().design(2)
+    Z, _ = normalised_rows(X, design)
+    w = np.array([0.7, -1.3, 0.2])
+    want = logistic_sums(Z, y, w)
+    got = logistic_sums_stream(
+        partitioned, SCHEMA, features=FEATURES, target=target, design=design, w=w, **rule
+    )
+    assert got[0] == pytest.approx(want[0], rel=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-12)
+
+
+def test_dask_local_scheduler_is_bit_identical(partitioned: Path) -> None:
+    # Dask's local scheduler (the 2-worker cluster is exercised in test_dask.py).
+    local, _ = _streamed_fit(_model(), partitioned, *RULES[0], batch_size=150)
+    remote, _ = _streamed_fit(_model(), partitioned, *RULES[0], backend=DaskBackend(batch_size=150))
+    assert local.coef_.tobytes() == remote.coef_.tobytes()
+    assert local.intercept_ == remote.intercept_
+
+
+def test_configuration_errors(partitioned: Path) -> None:
+    design = _model().design(2)
+    w = np.zeros(3)
+    kw: dict[str, Any] = {"features": FEATURES, "design": design, "w": w}
+    with pytest.raises(ConfigError, match="exactly one of threshold, positive"):
+        LogisticLossAggregate(target="income", **kw)
+    with pytest.raises(ConfigError, match="exactly one of threshold, positive"):
+        LogisticLossAggregate(target="income", threshold=1.0, positive="x", **kw)
+    with pytest.raises(ConfigError, match=r"w must have 3 entries, got \(2,\)"):
+        LogisticLossAggregate(target="income", threshold=1.0, **{**kw, "w": np.zeros(2)})
+    with pytest.raises(ConfigError, match="'sex' must be numeric"):
+        logistic_sums_stream(partitioned, SCHEMA, target="sex", threshold=0.5, **kw)
+    with pytest.raises(ConfigError, match="'income' must be a category column"):
+        logistic_sums_stream(partitioned, SCHEMA, target="income", positive="x", **kw)
+    with pytest.raises(ConfigError, match="'zip' must be numeric"):
+        logistic_sums_stream(
+            partitioned,
+            SCHEMA,
+            target="income",
+            threshold=1.0,
+            **{**kw, "features": ["zip", "age"]},
+        )
+    with pytest.raises(ConfigError, match="fit_loss_sums needs method 'objective'"):
+        LogisticRegression(1.0, data_norm=1.0, method="functional").fit_loss_sums(
+            lambda w: (0.0, w, np.eye(len(w))), d=1
+        )
+
+
+def test_each_pass_sees_every_row_once_in_bounded_batches(
+    partitioned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+
+    def recording(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
+        for batch in iter_batches(scan, fragment):
+            seen.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(aggregate_module, "iter_batches", recording)
+    design = _model().design(2)
+    _, _, hess = logistic_sums_stream(
+        partitioned,
+        SCHEMA,
+        features=FEATURES,
+        target="income",
+        design=design,
+        w=np.zeros(3),
+        threshold=75_000.0,
+        batch_size=40,
+    )
+    assert sum(seen) == 1954 and max(seen) <= 40
+    # At w = 0 every row adds 1/4 z z^T, and the constant column is 1 / the row bound.
+    assert hess[2, 2] == pytest.approx(1954 * 0.25 / row_norm_bound(design) ** 2, rel=1e-12)
