@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.futures import wait
 
 from dp.budget import PrivacyCost
 from dp.engine import TableSource, make_backend
@@ -49,9 +50,9 @@ __all__ = ["publish"]
 
 
 def _frame_columns(cfg: PipelineConfig) -> list[str]:
-    """Columns the stages that need rows in memory read with a streaming engine: only regressions
-    whose mechanism needs the rows themselves (objective perturbation). The k-anonymous table,
-    the workloads, the other regressions and k-means all stream through the engine."""
+    """Columns the stages that need rows in memory read with a streaming engine: only a
+    functional logistic regression on a category target. Everything else (the demo included)
+    streams through the engine, so this is usually empty."""
     used: list[str] = []
     for r in cfg.regressions:
         if not r.streams:
@@ -73,67 +74,95 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         data = TableSource(path=path, schema=cfg.schema, backend=backend)
         columns = _frame_columns(cfg)
         frame = read_private_table(path, cfg.schema, columns) if columns else pd.DataFrame()
-    summaries: list[dict[str, Any]] = []
+    calls: list[tuple[Any, Any, dict[str, Any]]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize
-        summaries.append(
-            anonymize_release(
+        calls.append(
+            (
+                anonymize_release,
                 data,
-                name=a.name,
-                hierarchies=anonymity_hierarchies(cfg, data),
-                k=a.k,
-                max_suppression=a.max_suppression,
-                metric=a.metric,
-                include=a.include,
-                staging=staging,
+                dict(
+                    name=a.name,
+                    hierarchies=anonymity_hierarchies(cfg, data),
+                    k=a.k,
+                    max_suppression=a.max_suppression,
+                    metric=a.metric,
+                    include=a.include,
+                    staging=staging,
+                ),
             )
         )
     for w in cfg.workloads:
         axes = workload_axes(cfg, w)
         W, A = workload_operator(w, axes)
-        summaries.append(
-            answer_workload(
+        calls.append(
+            (
+                answer_workload,
                 data,
-                name=w.name,
-                epsilon=w.epsilon,
-                axes=axes,
-                workload=W,
-                strategy=A,
-                reconstruction=w.reconstruction,
-                staging=staging,
+                dict(
+                    name=w.name,
+                    epsilon=w.epsilon,
+                    axes=axes,
+                    workload=W,
+                    strategy=A,
+                    reconstruction=w.reconstruction,
+                    staging=staging,
+                ),
             )
         )
     for r in cfg.regressions:
         labels = cfg.schema[r.tasks].categories or () if r.tasks else ()
-        summaries.append(
-            fit_model(
+        calls.append(
+            (
+                fit_model,
                 data if r.streams else frame,
-                name=r.name,
-                kind="regression",
-                mechanism=regression_mechanism(r),
-                estimator=regression_estimator(cfg, r),
-                features=r.features,
-                target=r.target,
-                positive=r.positive,
-                threshold=r.threshold,
-                task_column=r.tasks,
-                task_labels=labels,
-                staging=staging,
+                dict(
+                    name=r.name,
+                    kind="regression",
+                    mechanism=regression_mechanism(r),
+                    estimator=regression_estimator(cfg, r),
+                    features=r.features,
+                    target=r.target,
+                    positive=r.positive,
+                    threshold=r.threshold,
+                    task_column=r.tasks,
+                    task_labels=labels,
+                    staging=staging,
+                ),
             )
         )
     for k in cfg.clustering:
-        summaries.append(
-            fit_model(
+        calls.append(
+            (
+                fit_model,
                 data,
-                name=k.name,
-                kind="clustering",
-                mechanism="dp-lloyd-laplace",
-                estimator=clustering_estimator(cfg, k),
-                features=k.features,
-                staging=staging,
+                dict(
+                    name=k.name,
+                    kind="clustering",
+                    mechanism="dp-lloyd-laplace",
+                    estimator=clustering_estimator(cfg, k),
+                    features=k.features,
+                    staging=staging,
+                ),
             )
         )
-    return summaries
+    return _run(calls, parallel=engine == "dask")
+
+
+def _run(calls: list[tuple[Any, Any, dict[str, Any]]], *, parallel: bool) -> list[dict[str, Any]]:
+    """Run the release tasks; returns their summaries in call order.
+
+    On the dask engine the releases (independent of each other) are all submitted to the task
+    runner -- the DaskTaskRunner that :func:`flows.runner.flow_for` gives the flow -- and every
+    one is waited for before a result or a failure is returned, so a failed run never discards
+    the staging folder under a task that is still writing to it. Otherwise they run in order
+    in the flow's thread.
+    """
+    if not parallel:
+        return [task(data, **kwargs) for task, data, kwargs in calls]
+    futures = [task.submit(data, **kwargs) for task, data, kwargs in calls]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 @flow(name="dppub-publish", persist_result=False, validate_parameters=False)

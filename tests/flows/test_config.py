@@ -122,3 +122,26 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
         summaries[:1], total=PrivacyCost(epsilon=0.3), budget=total, remaining=PrivacyCost.zero()
     )
     assert "zCDP" not in pure
+
+
+def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.runner import task_runner
+
+    raw = _demo_raw()
+    raw["dataset"]["path"] = str(ROOT / "data" / "sample" / "census.parquet")
+    pandas = load_config(_write(tmp_path, raw))
+    assert task_runner(pandas) is None  # Prefect's default thread pool
+    local = task_runner(pandas, "dask")
+    assert isinstance(local, DaskTaskRunner)
+    assert local.cluster_kwargs["n_workers"] == 2
+    assert local.cluster_kwargs["threads_per_worker"] == 1
+    raw["dataset"].update(engine="dask", scheduler="tcp://10.0.0.5:8786", workers=4)
+    remote = load_config(_write(tmp_path, raw))
+    runner = task_runner(remote)
+    assert isinstance(runner, DaskTaskRunner)
+    assert runner.address == "tcp://10.0.0.5:8786"
+    assert task_runner(remote, "stream") is None
+    # How the aggregates are computed is not part of what the config releases.
+    assert remote.config_hash == pandas.config_hash
