@@ -157,15 +157,6 @@ class RegressionModel(DPStage):
         return self
 
     @property
-    def streams(self) -> bool:
-        """True if a streaming engine can compute what the mechanism reads batch by batch:
-        sufficient statistics, or objective perturbation's loss sums at each Newton iterate. A
-        functional logistic regression on a category target (``positive``) still needs rows."""
-        if self.model == "logistic" and self.resolved_method == "functional":
-            return self.threshold is not None
-        return True
-
-    @property
     def resolved_method(self) -> str:
         default = {"linear": "functional", "logistic": "objective", "trace": "functional"}
         return self.method or default[self.model]

@@ -49,31 +49,18 @@ from tasks.workload import answer_workload
 __all__ = ["publish"]
 
 
-def _frame_columns(cfg: PipelineConfig) -> list[str]:
-    """Columns the stages that need rows in memory read with a streaming engine: only a
-    functional logistic regression on a category target. Everything else (the demo included)
-    streams through the engine, so this is usually empty."""
-    used: list[str] = []
-    for r in cfg.regressions:
-        if not r.streams:
-            used += [*r.features, r.target, *([r.tasks] if r.tasks else [])]
-    return list(dict.fromkeys(used))
-
-
 def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
     """Compute every release into the staging folder; returns their summaries."""
     path = cfg.resolve(cfg.dataset.path)
     engine = cfg.dataset.engine
+    data: pd.DataFrame | TableSource
     if engine == "pandas":
-        frame = read_private_table(path, cfg.schema, cfg.used_columns)
-        data: pd.DataFrame | TableSource = frame
-    else:
+        data = read_private_table(path, cfg.schema, cfg.used_columns)
+    else:  # every stage folds its exact aggregates over record batches: no column is loaded
         backend = make_backend(
             engine, scheduler=cfg.dataset.scheduler, batch_size=cfg.dataset.batch_size
         )
         data = TableSource(path=path, schema=cfg.schema, backend=backend)
-        columns = _frame_columns(cfg)
-        frame = read_private_table(path, cfg.schema, columns) if columns else pd.DataFrame()
     calls: list[tuple[Any, Any, dict[str, Any]]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize
@@ -115,7 +102,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         calls.append(
             (
                 fit_model,
-                data if r.streams else frame,
+                data,
                 dict(
                     name=r.name,
                     kind="regression",

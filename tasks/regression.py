@@ -92,20 +92,16 @@ def fit_model(
     elif isinstance(data, TableSource):
         # Exact statistics summed batch by batch through the engine; the design (the clipping
         # the sensitivity relies on) always comes from the estimator itself.
-        response = None
-        if threshold is not None:
-            cut = float(threshold)
-
-            def response(v: Any) -> Any:
-                return estimator.response((np.asarray(v) > cut).astype(np.float64))
-
+        binary = threshold is not None or positive is not None
         stats = regression_statistics_stream(
             data.path,
             data.schema,
             features=list(features),
             target=target or "",
             design=estimator.design(len(features)),
-            response=response,
+            response=estimator.response if binary else None,
+            threshold=threshold,
+            positive=positive,
             by=task_column,
             backend=data.backend,
         )

@@ -195,5 +195,21 @@ def _text(spec: ColumnSpec, column: pa.Array, path: Path) -> pa.DictionaryArray:
     return column
 
 
+def binary_labels(
+    batch: Batch, target: str, *, threshold: float | None, positive: str | None
+) -> npt.NDArray[np.float64]:
+    """Class labels in {0, 1} of a batch, as the in-memory task makes them: ``target > threshold``
+    for a numeric target (after clamping), ``target == positive`` for a category target."""
+    if (threshold is None) == (positive is None):
+        raise ConfigError("give exactly one of threshold, positive")
+    if positive is not None:
+        column = batch.text[target]
+        hit = pc.equal(column.dictionary, positive).to_numpy(zero_copy_only=False)
+        codes = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return np.asarray(hit[codes], dtype=np.float64)
+    values = batch.numeric[target].astype(np.float64)
+    return np.asarray(values > float(threshold or 0.0), dtype=np.float64)
+
+
 def _reason(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow.compute as pc
 
 from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
+from dp.engine.regression import check_regression_columns
 from dp.errors import ConfigError
 from dp.regression.logistic import normalised_rows
 from dp.regression.objective import LossSums, logistic_sums
@@ -75,23 +75,14 @@ class LogisticLossAggregate:
         p = self.design.n_params
         return np.zeros(1), np.zeros(p), np.zeros((p, p))
 
-    def labels(self, batch: Batch) -> FloatArray:
-        """The batch's labels in {0, 1}, as the in-memory task makes them."""
-        if self.positive is not None:
-            column = batch.text[self.target]
-            hit = pc.equal(column.dictionary, self.positive).to_numpy(zero_copy_only=False)
-            codes = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-            return np.asarray(hit[codes], dtype=np.float64)
-        values = batch.numeric[self.target].astype(np.float64)
-        return np.asarray(values > float(self.threshold or 0.0), dtype=np.float64)
-
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
         """Add one batch's sums (in place)."""
         if batch.num_rows == 0:
             return acc
         X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
         Z, _ = normalised_rows(X, self.design)
-        loss, grad, hess = logistic_sums(Z, self.labels(batch), self.w)
+        y = binary_labels(batch, self.target, threshold=self.threshold, positive=self.positive)
+        loss, grad, hess = logistic_sums(Z, y, self.w)
         acc[0][0] += loss
         acc[1][...] += grad
         acc[2][...] += hess
@@ -139,13 +130,7 @@ def logistic_sums_stream(
         ConfigError: a feature is not numeric, or the target does not fit the label rule.
         InputError: as :func:`dp.io.read_table` would.
     """
-    for name in features:
-        if not schema[name].is_numeric:
-            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
-    if positive is not None and schema[target].categories is None:
-        raise ConfigError(f"column {target!r} must be a category column to name a positive class")
-    if threshold is not None and not schema[target].is_numeric:
-        raise ConfigError(f"column {target!r} must be numeric (int or float) for a threshold")
+    check_regression_columns(schema, features, target, positive=positive)
     agg = LogisticLossAggregate(
         features=tuple(features),
         target=target,

@@ -9,8 +9,10 @@ take as ``exact``; it differs from the whole-table computation only by the order
 additions (relative error ~1e-12 on 10^7 rows; the tests use ``rtol=1e-9``). Within one engine the
 order is fixed (fragment by fragment, batch by batch), so streaming and Dask agree bit for bit.
 
-A *response* maps the raw target column to the ``y`` that is summed: identity for linear
-regression, ``(income > threshold) - 0.5`` for the logistic Taylor objective. Grouped statistics
+A *response* maps the target to the ``y`` that is summed: identity for linear regression,
+``label - 0.5`` for the logistic Taylor objective, where the label is ``target > threshold``
+(numeric target) or ``target == positive`` (category target), as
+:func:`~dp.engine.batches.binary_labels` makes it. Grouped statistics
 (one per declared category of a column, for trace regression's tasks) are the same sums with the
 rows of each group.
 """
@@ -25,12 +27,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
 from dp.errors import ConfigError, InvariantError
 from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
 from dp.schema import TableSchema
 
-__all__ = ["Response", "StatisticsAggregate", "regression_statistics_stream"]
+__all__ = [
+    "Response",
+    "StatisticsAggregate",
+    "check_regression_columns",
+    "regression_statistics_stream",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Response = Callable[[FloatArray], FloatArray]
@@ -49,7 +56,11 @@ class StatisticsAggregate:
     design: Design
     """Declared domains, intercept and the public shifts."""
     response: Response | None = None
-    """Optional map of the raw target to ``y`` (identity when None)."""
+    """Optional map of the target (or of its labels) to ``y`` (identity when None)."""
+    threshold: float | None = None
+    """Binary target, numeric: the label is ``target > threshold``."""
+    positive: str | None = None
+    """Binary target, category: the label is ``target == positive``."""
     by: str | None = None
     """Optional text column whose declared ``labels`` split the rows into groups."""
     labels: tuple[str, ...] = ()
@@ -81,7 +92,10 @@ class StatisticsAggregate:
         if batch.num_rows == 0:
             return acc
         X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
-        y = batch.numeric[self.target].astype(np.float64)
+        if self.threshold is None and self.positive is None:
+            y = batch.numeric[self.target].astype(np.float64)
+        else:
+            y = binary_labels(batch, self.target, threshold=self.threshold, positive=self.positive)
         if self.response is not None:
             y = np.asarray(self.response(y), dtype=np.float64)
         for g, rows in enumerate(self._groups(batch)):
@@ -118,6 +132,23 @@ class StatisticsAggregate:
         return [SufficientStatistics(gram=g, moment=m, fit_intercept=fi) for g, m in acc]
 
 
+def check_regression_columns(
+    schema: TableSchema, features: Sequence[str], target: str, *, positive: str | None
+) -> None:
+    """Numeric features; a numeric target, or a category target when ``positive`` names a class.
+
+    Raises:
+        ConfigError: otherwise.
+    """
+    for name in features:
+        if not schema[name].is_numeric:
+            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
+    if positive is None and not schema[target].is_numeric:
+        raise ConfigError(f"column {target!r} must be numeric (int or float) for a regression")
+    if positive is not None and schema[target].categories is None:
+        raise ConfigError(f"column {target!r} must be a category column to name a positive class")
+
+
 def regression_statistics_stream(
     source: str | Path,
     schema: TableSchema,
@@ -126,6 +157,8 @@ def regression_statistics_stream(
     target: str,
     design: Design,
     response: Response | None = None,
+    threshold: float | None = None,
+    positive: str | None = None,
     by: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
@@ -137,9 +170,11 @@ def regression_statistics_stream(
         schema: the declared schema (numeric features and target are clamped to its bounds
             first, then clipped into ``design``'s domains, as on the pandas path).
         features: numeric feature columns, in model order.
-        target: numeric target column.
+        target: the target column: numeric, or a category column with ``positive``.
         design: as built by the estimator (:class:`~dp.regression.statistics.Design`).
-        response: optional map of raw target values to the summed ``y``.
+        response: optional map of the target values (or labels) to the summed ``y``.
+        threshold: binary numeric target: the label is ``target > threshold``.
+        positive: binary category target: the label is ``target == positive``.
         by: optional category column: one result per declared category, in declared order.
         batch_size: upper bound on rows held per batch (ignored when ``backend`` is given).
         backend: where to run; default a :class:`StreamingBackend` of ``batch_size``.
@@ -147,9 +182,7 @@ def regression_statistics_stream(
     Returns:
         ``[stats]`` without ``by``; else one entry per declared category of ``by``.
     """
-    for name in (*features, target):
-        if not schema[name].is_numeric:
-            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
+    check_regression_columns(schema, features, target, positive=positive)
     labels: tuple[str, ...] = ()
     if by is not None:
         spec = schema[by]
@@ -161,6 +194,8 @@ def regression_statistics_stream(
         target=target,
         design=design,
         response=response,
+        threshold=threshold,
+        positive=positive,
         by=by,
         labels=labels,
     )

@@ -12,6 +12,7 @@ from dp.anonymity.hierarchy import Hierarchy
 from dp.engine import histogram_stream, leaf_counts_stream, node_class_sizes
 from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.batches import iter_batches, open_scan
+from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, histogram, numeric_axis
 from dp.io import read_table
 from dp.regression.domain import FeatureDomain, TargetDomain
@@ -149,3 +150,29 @@ def test_leaf_counts_give_the_class_sizes_of_every_node(
         _, first = np.unique(node.class_id, return_index=True)
         want = np.sort(node.class_size[first]).astype(np.int64)
         assert np.array_equal(np.sort(node_class_sizes(leaf, levels)), want)
+
+
+def test_binary_labels_of_a_category_target_match(partitioned: Path) -> None:
+    frame = read_table(partitioned, SCHEMA, columns=["age", "hours", "sex"]).frame
+    X = frame[["age", "hours"]].to_numpy(dtype=np.float64)
+    labels = (frame["sex"].astype(str) == "Female").to_numpy(dtype=np.float64) - 0.5
+    design = Design(
+        features=FeatureDomain.box([17, 1], [90, 99], d=2),
+        target=TargetDomain(lower=-0.5, upper=0.5),
+        fit_intercept=True,
+    )
+    [got] = stats_stream(
+        partitioned,
+        SCHEMA,
+        features=["age", "hours"],
+        target="sex",
+        positive="Female",
+        response=lambda v: v - 0.5,
+        design=design,
+        batch_size=150,
+    )
+    want = sufficient_statistics(X, labels, design)
+    np.testing.assert_allclose(got.gram, want.gram, rtol=RTOL, atol=1e-9)
+    np.testing.assert_allclose(got.moment, want.moment, rtol=RTOL, atol=1e-9)
+    with pytest.raises(ConfigError, match="'sex' must be numeric"):
+        stats_stream(partitioned, SCHEMA, features=["age"], target="sex", design=design)
