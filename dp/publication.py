@@ -10,7 +10,12 @@ reservation whose lock is free belongs to a dead run (see :mod:`dp.recovery`).
 
 Each release's folder gets a ``release.json`` written last: it marks the release as complete.
 A re-executed task finds it and reuses the stored answer instead of drawing new noise, so a
-retry can never publish a second, independently noised answer to the same query.
+retry can never publish a second, independently noised answer to the same query. Before drawing
+any noise an attempt *claims* its release (an ``O_EXCL`` file beside the staging folder): a
+second attempt that finds the release claimed but not complete -- a task dask re-ran after
+losing its worker while the first may still be writing -- stops instead of drawing again. A
+release folder is never created outside an existing staging folder, so a late writer cannot
+resurrect a discarded run.
 """
 
 from __future__ import annotations
@@ -99,8 +104,30 @@ class Staging:
 
     def release_dir(self, name: str) -> Path:
         d = self.dir / name
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=True)  # not parents: a discarded staging folder stays discarded
         return d
+
+    @property
+    def _claims(self) -> Path:
+        return self.dir.parent / f"{self.run_id}.claims"
+
+    def claim(self, name: str) -> None:
+        """Claim release ``name`` for this attempt; call it after :meth:`completed` returned
+        None and before any noise is drawn (see the module docstring).
+
+        Raises:
+            InvariantError: another attempt claimed the release, or the staging folder is gone.
+        """
+        if not self.dir.is_dir():
+            raise InvariantError(f"the staging folder of run {self.run_id} is gone")
+        self._claims.mkdir(exist_ok=True)
+        try:
+            os.close(os.open(self._claims / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            raise InvariantError(
+                f"release {name!r} of run {self.run_id} was already attempted; a second attempt "
+                "would draw a second noisy answer, so it stops"
+            ) from None
 
     def completed(self, name: str) -> dict[str, Any] | None:
         """The stored summary of release ``name`` if an earlier attempt completed it."""
@@ -140,8 +167,10 @@ class Staging:
             raise InvariantError(f"run folder {self.final} appeared during the run")
         os.rename(self.dir, self.final)
         _fsync_dir(self.dataset_dir)
+        shutil.rmtree(self._claims, ignore_errors=True)
         return self.final
 
     def discard(self) -> None:
         """Remove the staging folder (nothing of it was published)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self._claims, ignore_errors=True)

@@ -147,8 +147,12 @@ def _run(calls: list[tuple[Any, Any, dict[str, Any]]], *, parallel: bool) -> lis
     """
     if not parallel:
         return [task(data, **kwargs) for task, data, kwargs in calls]
-    futures = [task.submit(data, **kwargs) for task, data, kwargs in calls]
-    wait(futures)
+    futures: list[Any] = []
+    try:
+        for task, data, kwargs in calls:
+            futures.append(task.submit(data, **kwargs))
+    finally:
+        wait(futures)  # even if a later submit failed: nothing may still be writing
     return [f.result() for f in futures]
 
 

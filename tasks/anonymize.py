@@ -37,6 +37,7 @@ def anonymize_release(
     done = staging.completed(name)
     if done is not None:
         return done
+    staging.claim(name)  # one attempt per release
     qis = list(hierarchies)
     result: AnonymizationReport
     if isinstance(data, TableSource):

@@ -54,6 +54,7 @@ def fit_model(
     done = staging.completed(name)
     if done is not None:
         return done
+    staging.claim(name)  # one attempt per release: never a second noisy draw
     if isinstance(data, TableSource) and kind == "clustering":
         # Each Lloyd iteration's exact counts and sums, folded over the batches by the engine;
         # the estimator adds the noise once per iteration to the combined aggregates.

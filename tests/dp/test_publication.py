@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.errors import ConfigError
+from dp.errors import ConfigError, InvariantError
 from dp.publication import Staging, sha256_files
 
 
@@ -44,3 +44,20 @@ def test_hash_covers_names_and_bytes(tmp_path: Path) -> None:
     h1 = sha256_files(tmp_path)
     (tmp_path / "a").write_text("y")
     assert sha256_files(tmp_path) != h1
+
+
+def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Path) -> None:
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    st.claim("q")
+    # A second attempt (say a task dask re-ran after losing its worker) must not draw again.
+    with pytest.raises(InvariantError, match="already attempted"):
+        st.claim("q")
+    st.claim("other")  # other releases are unaffected
+    st.discard()
+    # A late writer after the run was discarded never re-creates its folders.
+    with pytest.raises(InvariantError, match="staging folder"):
+        Staging(tmp_path, dataset="d", run_id="r1").claim("q")
+    with pytest.raises(FileNotFoundError):
+        st.write_json("q", "late.json", {})
+    assert not st.dir.exists()
+    assert not list((tmp_path / "d" / ".staging").iterdir())  # claims removed with the run
