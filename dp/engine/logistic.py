@@ -1,8 +1,8 @@
-"""The logistic loss sums of objective perturbation at one public ``w``, folded batch by batch.
+"""The logistic loss sums of objective perturbation at one iterate ``w``, folded batch by batch.
 
 Objective perturbation (:mod:`dp.regression.objective`) releases the exact minimiser of a
 perturbed loss, so it needs no sufficient statistics -- but Newton's method only ever asks for the
-loss, gradient and Hessian *sums* over the rows at one public iterate ``w`` at a time. Each batch
+loss, gradient and Hessian *sums* over the rows at one iterate ``w`` at a time. Each batch
 goes through the very :func:`dp.regression.logistic.normalised_rows` and
 :func:`dp.regression.objective.logistic_sums` of the in-memory fit, and the per-batch sums are
 added: the result differs from the whole-table computation only by the order of float64 additions
@@ -17,7 +17,7 @@ schema's clamping), ``target == positive`` for a category target.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +48,10 @@ class LogisticLossAggregate:
     """The label column: numeric with ``threshold``, category with ``positive``."""
     design: Design
     """Declared feature domain and intercept (the rows are normalised with it)."""
-    w: FloatArray
-    """The public point, in the normalised frame (``design.n_params`` entries)."""
+    w: FloatArray = field(repr=False)
+    """The iterate, in the normalised frame (``design.n_params`` entries). It depends on the
+    data and the secret noise and is never released: kept out of ``repr`` (dask logs task
+    specs on failure)."""
     threshold: float | None = None
     """Numeric target: values above it are class 1."""
     positive: str | None = None
@@ -120,7 +122,7 @@ def logistic_sums_stream(
         features: numeric feature columns, in model order.
         target: the label column (numeric with ``threshold``, category with ``positive``).
         design: as built by the estimator (:meth:`dp.regression.LogisticRegression.design`).
-        w: the public point, in the normalised frame.
+        w: the iterate, in the normalised frame (never released).
         threshold: numeric target: values above it are class 1.
         positive: category target: the class-1 category (exactly one of the two).
         batch_size: upper bound on rows held per batch (ignored when ``backend`` is given).

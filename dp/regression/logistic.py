@@ -205,7 +205,6 @@ class LogisticRegression:
             },
             "ridge_on_sum": obj.ridge,
             "row_norm_bound": norm,
-            "newton_steps": obj.newton_steps,
         }
         return self._publish(obj.theta / norm, design, info)
 

@@ -68,7 +68,7 @@ FloatArray = npt.NDArray[np.float64]
 LossSums = tuple[float, FloatArray, FloatArray]
 """``(sum_i l, sum_i grad l, sum_i hess l)`` of the logistic loss at one ``w``."""
 LossSumsAt = Callable[[FloatArray], LossSums]
-"""The exact :data:`LossSums` of the private rows at a public ``w`` (one data pass per call)."""
+"""The exact :data:`LossSums` of the private rows at an iterate ``w`` (one data pass per call)."""
 CURVATURE_SHARE = 0.1
 """Fraction of epsilon spent on the Jacobian term ``log(1 + 1/(4 lam))``."""
 
@@ -143,9 +143,10 @@ def minimise_objective(
     """Objective perturbation given the data term of ``J`` as a callable (module doc).
 
     The mechanism of :func:`objective_perturbation`, which passes the in-memory rows; a streaming
-    engine passes a callable that folds the same sums over batches. Only public points ``w``
-    (iterates of Newton's method on the perturbed objective) are ever evaluated, and the release
-    is the exact minimiser either way, so the privacy argument is the same.
+    engine passes a callable that folds the same sums over batches. Only the iterates ``w`` of
+    Newton's method on the perturbed objective are evaluated; they depend on the data and the
+    noise and are never released. The release is the exact minimiser either way, so the privacy
+    argument is the same.
 
     Args:
         sums: exact :data:`LossSums` at ``w`` over rows with ``||z|| <= 1``, labels in {0, 1}.

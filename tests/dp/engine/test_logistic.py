@@ -79,8 +79,10 @@ def test_streamed_fit_equals_the_in_memory_fit(
         "coefficients": 0,
         "intercept": 0,
     }
-    # One pass per evaluated point: the start plus at least one per Newton step.
-    assert len(calls) >= got.to_dict()["newton_steps"] + 1
+    # One pass per evaluated point: the start plus at least one Newton step.
+    assert len(calls) >= 2
+    # The step count depends on the data and the noise: it is not published.
+    assert "newton_steps" not in got.to_dict()
 
 
 def test_one_batch_fit_is_bit_identical(tmp_path: Path) -> None:

