@@ -166,10 +166,10 @@ def _open(config: Path, ledger: Path, out: Path, engine: str | None) -> Any:
     cfg = load_config(config)
     _, total = plan_releases(cfg)
     # Bad input fails here, before anything is reserved or Prefect starts: the metadata check
-    # is cheap; the value check reads the declared columns once (nothing is released).
+    # is cheap; the value check reads the declared columns once (nothing is released) -- whole
+    # with the pandas engine, batch by batch in this process otherwise.
     check_source(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns)
-    if (engine or cfg.dataset.engine) == "pandas":  # streaming engines validate as they scan
-        validate_input(cfg)
+    validate_input(cfg, "pandas" if (engine or cfg.dataset.engine) == "pandas" else "stream")
     book = Ledger(ledger, timeout=LEDGER_TIMEOUT)
     staging, _ = open_run(
         book,
