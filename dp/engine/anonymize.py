@@ -9,7 +9,8 @@ Two passes over the source, never a whole column in memory:
 2. The release is written batch by batch (locally, in source order): each batch's records are
    generalized at the chosen levels by :func:`dp.anonymity.anonymize.release_rows`, those of the
    suppressed classes (known from the counts) dropped, and the rest appended to one Parquet file.
-   The input digest of the report is computed in the same pass.
+   The input digest of the report is computed in the same pass, and every class is recounted:
+   if the source changed between the passes, nothing is released.
 
 The rows and their order equal the in-memory release's. This release is *not* differentially
 private (SPEC 3.2); it adds no noise and reads no budget.
@@ -31,7 +32,7 @@ from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame, iter_batches, open_scan
 from dp.engine.classes import batch_leaf_codes, leaf_counts_stream
-from dp.errors import ConfigError, InvariantError
+from dp.errors import ConfigError, InputError, InvariantError
 from dp.schema import TableSchema
 
 __all__ = ["anonymize_stream"]
@@ -97,6 +98,7 @@ def anonymize_stream(
     partial = target.with_name(f".{target.name}.partial")
     digest = InputDigest()
     writer: pq.ParquetWriter | None = None
+    seen = np.zeros(len(leaf.counts), dtype=np.int64)  # records per counted class, recounted
     try:
         for fragment in scan.fragments:
             for batch in iter_batches(scan, fragment):
@@ -105,13 +107,16 @@ def anonymize_stream(
                 ).reshape(batch.num_rows, len(hier))
                 others = batch_frame(batch, rest_specs)
                 digest.update(codes, others)
-                released = release_rows(
-                    others, columns, hier, codes, found.levels, keep[leaf.row_of(codes)]
-                )
+                rows = leaf.row_of(codes)
+                seen += np.bincount(rows, minlength=len(seen))
+                released = release_rows(others, columns, hier, codes, found.levels, keep[rows])
                 table = pa.Table.from_pandas(released, preserve_index=False)
                 if writer is None:
                     writer = pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
+        if not np.array_equal(seen, leaf.counts):
+            # The classes the search saw are not the ones written: k could be broken.
+            raise InputError(f"{source} changed while it was being anonymized; nothing released")
     except BaseException:
         if writer is not None:
             writer.close()

@@ -93,6 +93,30 @@ def test_a_failed_release_leaves_no_file(tmp_path: Path, hierarchies: dict[str, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
 
+def test_a_source_changed_between_the_passes_releases_nothing(
+    tmp_path: Path, hierarchies: dict[str, Hierarchy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dp.engine.anonymize as module
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    frame = generate.make_census(400, 1)
+    write_part(folder, "p0.parquet", frame, row_group_size=100)
+    counted = module.leaf_counts_stream
+
+    def count_then_drop_a_row(*args: Any, **kwargs: Any) -> Any:
+        leaf = counted(*args, **kwargs)
+        write_part(folder, "p0.parquet", frame.iloc[1:], row_group_size=100)  # a record leaves
+        return leaf
+
+    monkeypatch.setattr(module, "leaf_counts_stream", count_then_drop_a_row)
+    with pytest.raises(InputError, match="changed while it was being anonymized"):
+        anonymize_stream(
+            folder, SCHEMA, hierarchies, out=tmp_path / "t.parquet", k=2, max_suppression=0.1
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
 def test_leaf_rows_of_records(partitioned: Path, hierarchies: dict[str, Hierarchy]) -> None:
     leaf = leaf_counts_stream(partitioned, SCHEMA, hierarchies, batch_size=400)
     # In first-appearance order, the streamed base rows are the in-memory table's.
