@@ -2,15 +2,17 @@
 
 With ``engine: dask`` the release tasks run on the prefect-dask ``DaskTaskRunner``, connected to
 ``dataset.scheduler`` if the config names one, otherwise to a local cluster of
-``dataset.workers`` one-thread worker processes started for the run (loopback only). The
-releases are independent, so they are all submitted at once; each is one Prefect task, inside
-which the engine partitions the work over the Parquet files as dask tasks on the same cluster
+``dataset.workers`` one-thread worker processes started for the run (loopback, temporary TLS
+certificates so no other local process can join or submit work). The releases are
+independent, so they are all submitted at once; each is one Prefect task, inside which the
+engine partitions the work over the Parquet files as dask tasks on the same cluster
 (:class:`dp.engine.dask.DaskBackend`) and merges the exact partials before any noise is drawn.
 One Prefect task per partition would be overhead, not parallelism (issue 7's measurements).
 
 With a remote scheduler, the workers must see the dataset path and the publication folder at
 the same paths as the machine running ``dppub`` (shared storage): they read the Parquet files
-and write the staged releases.
+and write the staged releases. Secure that cluster yourself (TLS, network policy): its
+workers see exact data.
 """
 
 from __future__ import annotations
@@ -48,5 +50,8 @@ def task_runner(cfg: PipelineConfig, engine: str | None = None) -> Any | None:
             # The scheduler always serves HTTP (health, metrics; the dashboard if bokeh is
             # installed): on loopback, at a free port, so concurrent runs never collide on 8787.
             "dashboard_address": "127.0.0.1:0",
+            # Temporary TLS certificates: only this run's client and workers can talk to the
+            # scheduler, so another local user cannot submit code or fetch exact partials.
+            "security": True,
         }
     )

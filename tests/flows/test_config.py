@@ -137,6 +137,7 @@ def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     assert isinstance(local, DaskTaskRunner)
     assert local.cluster_kwargs["n_workers"] == 2
     assert local.cluster_kwargs["threads_per_worker"] == 1
+    assert local.cluster_kwargs["security"] is True  # temporary TLS: no other local client
     raw["dataset"].update(engine="dask", scheduler="tcp://10.0.0.5:8786", workers=4)
     remote = load_config(_write(tmp_path, raw))
     runner = task_runner(remote)
