@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
+import dp.engine.aggregate as aggregate_module
 from dp.anonymity.hierarchy import Hierarchy
+from dp.engine.batches import Batch, Scan, iter_batches
 from dp.schema import ColumnSpec, TableSchema
 from tests.conftest import generate
 
@@ -60,3 +64,18 @@ def hierarchies() -> dict[str, Hierarchy]:
         "sex": Hierarchy.from_levels({"Female": ["*"], "Male": ["*"]}, name="sex"),
         "zip": Hierarchy.from_prefix_mask(zips, name="zip"),
     }
+
+
+@pytest.fixture
+def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Rows of every batch the aggregates fold from now on (in order)."""
+    seen: list[int] = []
+
+    def recording(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
+        for batch in iter_batches(scan, fragment):
+            seen.append(batch.num_rows)
+            assert all(len(v) == batch.num_rows for v in batch.numeric.values())
+            yield batch
+
+    monkeypatch.setattr(aggregate_module, "iter_batches", recording)
+    return seen

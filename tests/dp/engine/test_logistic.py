@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.dataset as pads
 import pytest
 
-import dp.engine.aggregate as aggregate_module
 from dp.engine import LogisticLossAggregate, logistic_sums_stream
-from dp.engine.batches import Batch, Scan, iter_batches
 from dp.engine.dask import DaskBackend
 from dp.errors import ConfigError
 from dp.io import read_table
@@ -146,16 +142,9 @@ def test_configuration_errors(partitioned: Path) -> None:
 
 
 def test_each_pass_sees_every_row_once_in_bounded_batches(
-    partitioned: Path, monkeypatch: pytest.MonkeyPatch
+    partitioned: Path, batch_sizes: list[int]
 ) -> None:
-    seen: list[int] = []
-
-    def recording(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
-        for batch in iter_batches(scan, fragment):
-            seen.append(batch.num_rows)
-            yield batch
-
-    monkeypatch.setattr(aggregate_module, "iter_batches", recording)
+    seen = batch_sizes
     design = _model().design(2)
     _, _, hess = logistic_sums_stream(
         partitioned,
