@@ -36,6 +36,7 @@ from dp.mechanisms import laplace
 from dp.regression.domain import (
     BoundLike,
     FeatureDomain,
+    check_fitted,
     check_n_features,
     declared_feature_bounds,
     feature_domain,
@@ -181,8 +182,7 @@ class KMeans:
 
     def predict(self, X: object) -> npt.NDArray[np.int64]:
         """Index of the nearest centre for each row."""
-        if self._record is None:
-            raise ConfigError("this KMeans is not fitted yet; call fit first")
+        check_fitted(self._record, "KMeans")
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[1] != self.cluster_centers_.shape[1]:
             raise InputError(
@@ -192,8 +192,7 @@ class KMeans:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published centres."""
-        if self._record is None:
-            raise ConfigError("this KMeans is not fitted yet; call fit first")
+        record = check_fitted(self._record, "KMeans")
         return {
             "model": "KMeans",
             "method": "dp-lloyd",
@@ -202,7 +201,7 @@ class KMeans:
             "epsilon": self.epsilon,
             "delta": 0.0,
             "neighbours": "add/remove one record",
-            **self._record,
+            **record,
         }
 
 

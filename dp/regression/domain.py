@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,8 @@ from dp.errors import ConfigError, InputError
 from dp.validation import check_bounds, check_positive
 
 __all__ = ["FeatureDomain", "TargetDomain", "check_n_features", "check_training_data"]
+
+T = TypeVar("T")
 
 FloatArray = npt.NDArray[np.float64]
 BoundLike = float | Sequence[float] | npt.NDArray[np.float64]
@@ -164,10 +166,11 @@ def check_n_features(d: object) -> int:
     return int(d)
 
 
-def check_fitted(fitted: object, model: str) -> None:
-    """Raise a clear error when a model is used before ``fit``."""
+def check_fitted(fitted: T | None, model: str) -> T:
+    """``fitted``, or a clear error when a model is used before ``fit`` (``fitted`` is None)."""
     if fitted is None:
         raise ConfigError(f"this {model} is not fitted yet; call fit first")
+    return fitted
 
 
 def design_matrix(X: object, d: int) -> FloatArray:

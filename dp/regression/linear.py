@@ -218,8 +218,7 @@ class LinearRegression:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published model and how it was made private."""
-        if self._fitted is None:
-            raise ConfigError("this LinearRegression is not fitted yet; call fit first")
+        fitted = check_fitted(self._fitted, "LinearRegression")
         return {
             "model": "LinearRegression",
             "method": self.method,
@@ -231,7 +230,7 @@ class LinearRegression:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "neighbours": NEIGHBOURS,
-            **self._fitted,
+            **fitted,
         }
 
 

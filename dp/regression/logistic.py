@@ -273,8 +273,7 @@ class LogisticRegression:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published model and how it was made private."""
-        if self._fitted is None:
-            raise ConfigError("this LogisticRegression is not fitted yet; call fit first")
+        fitted = check_fitted(self._fitted, "LogisticRegression")
         return {
             "model": "LogisticRegression",
             "method": self.method,
@@ -285,7 +284,7 @@ class LogisticRegression:
             "epsilon": self.epsilon,
             "delta": 0.0,
             "neighbours": NEIGHBOURS,
-            **self._fitted,
+            **fitted,
         }
 
 

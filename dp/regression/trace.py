@@ -63,6 +63,7 @@ from dp.regression.domain import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
+    check_fitted,
     check_n_features,
     check_training_data,
     declared_feature_bounds,
@@ -303,8 +304,7 @@ class TraceRegression:
 
     def predict(self, X: object, *, tasks: object = None) -> FloatArray:
         """``x^T b_t`` for multi-task rows, or ``tr(X_i^T B)`` for matrix covariates."""
-        if self._fitted is None:
-            raise ConfigError("this TraceRegression is not fitted yet; call fit first")
+        check_fitted(self._fitted, "TraceRegression")
         Xa = np.asarray(X, dtype=np.float64)
         if Xa.ndim == 3:
             return np.asarray(np.einsum("ndt,dt->n", Xa, self.coef_), dtype=np.float64)
@@ -313,8 +313,7 @@ class TraceRegression:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published coefficient matrix."""
-        if self._fitted is None:
-            raise ConfigError("this TraceRegression is not fitted yet; call fit first")
+        fitted = check_fitted(self._fitted, "TraceRegression")
         return {
             "model": "TraceRegression",
             "method": "functional-mechanism + nuclear norm",
@@ -324,5 +323,5 @@ class TraceRegression:
             "epsilon": self.epsilon,
             "delta": 0.0,
             "neighbours": NEIGHBOURS,
-            **self._fitted,
+            **fitted,
         }
