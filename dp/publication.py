@@ -111,6 +111,18 @@ class Staging:
     def _claims(self) -> Path:
         return self.dir.parent / f"{self.run_id}.claims"
 
+    def attempt(self, name: str) -> dict[str, Any] | None:
+        """Start an attempt at release ``name``: the stored summary if an earlier attempt
+        completed it (reuse it, draw nothing), else None once this attempt has claimed it.
+
+        Raises:
+            InvariantError: as :meth:`claim`.
+        """
+        done = self.completed(name)
+        if done is None:
+            self.claim(name)
+        return done
+
     def claim(self, name: str) -> None:
         """Claim release ``name`` for this attempt; call it after :meth:`completed` returned
         None and before any noise is drawn (see the module docstring).

@@ -34,10 +34,9 @@ def anonymize_release(
     The levels are chosen by looking at the data, so this release is *not* DP; DP stages never
     read its levels (they use levels fixed in the config).
     """
-    done = staging.completed(name)
+    done = staging.attempt(name)  # a completed release is reused, never drawn again
     if done is not None:
         return done
-    staging.claim(name)  # one attempt per release
     qis = list(hierarchies)
     result: AnonymizationReport
     if isinstance(data, TableSource):

@@ -51,10 +51,9 @@ def fit_model(
     A trace regression's tasks are disjoint row partitions: its per-task costs are returned
     as ``partitions`` so the ledger records (and recomposes) them in parallel.
     """
-    done = staging.completed(name)
+    done = staging.attempt(name)  # a completed release is reused, never drawn again
     if done is not None:
         return done
-    staging.claim(name)  # one attempt per release: never a second noisy draw
     if isinstance(data, TableSource) and kind == "clustering":
         # Each Lloyd iteration's exact counts and sums, folded over the batches by the engine;
         # the estimator adds the noise once per iteration to the combined aggregates.

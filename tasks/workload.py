@@ -35,10 +35,9 @@ def answer_workload(
     Only the noisy answers and the reconstructed histogram (post-processing) are staged; the
     exact histogram lives in memory only.
     """
-    done = staging.completed(name)
+    done = staging.attempt(name)  # a completed release is reused, never drawn again
     if done is not None:
         return done
-    staging.claim(name)  # one attempt per release: never a second noisy draw
     x = exact_histogram(data, axes)
     result = matrix.answer(
         workload, x, epsilon=epsilon, strategy=strategy, reconstruction=reconstruction

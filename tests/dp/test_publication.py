@@ -22,10 +22,11 @@ def test_publish_is_a_single_rename(tmp_path: Path) -> None:
 
 def test_completed_release_is_reused_not_recomputed(tmp_path: Path) -> None:
     st = Staging(tmp_path, dataset="d", run_id="r1").create()
-    assert st.completed("q") is None
+    assert st.attempt("q") is None
     st.write_json("q", "model.json", {"w": 1})
     first = st.complete("q", {"name": "q"})
     assert st.completed("q") == first
+    assert st.attempt("q") == first  # a re-executed task reuses it, and claims nothing
 
 
 def test_discard_and_collisions(tmp_path: Path) -> None:
@@ -48,10 +49,10 @@ def test_hash_covers_names_and_bytes(tmp_path: Path) -> None:
 
 def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Path) -> None:
     st = Staging(tmp_path, dataset="d", run_id="r1").create()
-    st.claim("q")
+    assert st.attempt("q") is None  # claimed by this attempt
     # A second attempt (say a task dask re-ran after losing its worker) must not draw again.
     with pytest.raises(InvariantError, match="already attempted"):
-        st.claim("q")
+        st.attempt("q")
     st.claim("other")  # other releases are unaffected
     st.discard()
     # A late writer after the run was discarded never re-creates its folders.
