@@ -25,7 +25,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import wait
 
 from dp.budget import PrivacyCost
-from dp.engine import TableSource, make_backend
+from dp.engine import TableSource
 from dp.ledger import Ledger
 from dp.publication import Staging, sha256_files
 from dp.runs import confirm_reservation
@@ -37,6 +37,7 @@ from flows.stages import (
     anonymity_hierarchies,
     clustering_estimator,
     regression_estimator,
+    table_source,
     workload_axes,
     workload_operator,
 )
@@ -57,10 +58,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
     if engine == "pandas":
         data = read_private_table(path, cfg.schema, cfg.used_columns)
     else:  # every stage folds its exact aggregates over record batches: no column is loaded
-        backend = make_backend(
-            engine, scheduler=cfg.dataset.scheduler, batch_size=cfg.dataset.batch_size
-        )
-        data = TableSource(path=path, schema=cfg.schema, backend=backend)
+        data = table_source(cfg, engine)
     calls: list[tuple[Any, Any, dict[str, Any]]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize

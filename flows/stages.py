@@ -15,7 +15,13 @@ import pandas as pd
 from dp import matrix
 from dp.anonymity import Hierarchy
 from dp.clustering import KMeans
-from dp.engine import TableSource, distinct_values_stream, make_backend, validate_stream
+from dp.engine import (
+    EngineName,
+    TableSource,
+    distinct_values_stream,
+    make_backend,
+    validate_stream,
+)
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.io import read_table
@@ -35,6 +41,7 @@ __all__ = [
     "expected_errors",
     "feature_bounds",
     "regression_estimator",
+    "table_source",
     "validate_input",
     "workload_axes",
     "workload_operator",
@@ -220,17 +227,20 @@ def validate_input(cfg: PipelineConfig, engine: str | None = None) -> None:
         for axis in axes:
             axis.codes(frame[axis.column])
         return
-    backend = make_backend(
-        "dask" if chosen == "dask" else "stream",
-        scheduler=cfg.dataset.scheduler,
-        batch_size=cfg.dataset.batch_size,
-    )
-    source = TableSource(path=path, schema=cfg.schema, backend=backend)
+    source = table_source(cfg, "dask" if chosen == "dask" else "stream")
     validate_stream(
         path,
         cfg.schema,
         cfg.used_columns,
         hierarchies=anonymity_hierarchies(cfg, source),
         axes=axes,
-        backend=backend,
+        backend=source.backend,
     )
+
+
+def table_source(cfg: PipelineConfig, engine: EngineName) -> TableSource:
+    """The dataset as a streaming engine (``stream`` or ``dask``) scans it."""
+    backend = make_backend(
+        engine, scheduler=cfg.dataset.scheduler, batch_size=cfg.dataset.batch_size
+    )
+    return TableSource(path=cfg.resolve(cfg.dataset.path), schema=cfg.schema, backend=backend)
