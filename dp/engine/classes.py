@@ -109,7 +109,9 @@ def _mixed_keys(codes: IntArray, hierarchies: Sequence[Hierarchy]) -> IntArray:
     return key
 
 
-def _sum_by_key(keys: IntArray, weights: IntArray | None, first: IntArray, space: int) -> _Acc:
+def _sum_by_key(
+    keys: IntArray, weights: IntArray | None, first: IntArray, space: int
+) -> tuple[IntArray, IntArray, IntArray]:
     """Sorted distinct ``keys``, their summed ``weights`` (their counts when None; exact, as
     counts stay far below 2^53) and smallest ``first``. A small key space is counted densely."""
     if space <= max(_DENSE_KEYS, 2 * len(keys)):
@@ -117,11 +119,11 @@ def _sum_by_key(keys: IntArray, weights: IntArray | None, first: IntArray, space
         uniq = np.flatnonzero(total).astype(np.int64, copy=False)
         earliest = np.full(space, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(earliest, keys, first)
-        return uniq, total[uniq].astype(np.int64), earliest[uniq], 0
+        return uniq, total[uniq].astype(np.int64), earliest[uniq]
     uniq, inverse = np.unique(keys, return_inverse=True)
     earliest = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(earliest, inverse, first)
-    return uniq, np.bincount(inverse, weights=weights).astype(np.int64), earliest, 0
+    return uniq, np.bincount(inverse, weights=weights).astype(np.int64), earliest
 
 
 def node_class_sizes(leaf: LeafCounts, levels: Sequence[int]) -> IntArray:
@@ -187,7 +189,7 @@ class LeafCountsAggregate:
         for h, column in zip(self.hierarchies, self.qi, strict=True):
             key = key * len(h.leaves) + batch_leaf_codes(h, batch, column)
         n = batch.num_rows
-        keys, counts, first, _ = _sum_by_key(
+        keys, counts, first = _sum_by_key(
             key, None, np.arange(n, dtype=np.int64), _key_space(self.hierarchies)
         )
         return self.merge(acc, (keys, counts, first, n))
@@ -198,8 +200,7 @@ class LeafCountsAggregate:
         keys = np.concatenate([left[0], right[0]])
         counts = np.concatenate([left[1], right[1]])
         first = np.concatenate([left[2], right[2] + left[3]])
-        merged = _sum_by_key(keys, counts, first, _key_space(self.hierarchies))
-        return merged[0], merged[1], merged[2], left[3] + right[3]
+        return (*_sum_by_key(keys, counts, first, _key_space(self.hierarchies)), left[3] + right[3])
 
     def finish(self, acc: _Acc) -> LeafCounts:
         """Decode the mixed-radix keys back into leaf-code rows."""
