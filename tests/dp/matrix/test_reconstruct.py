@@ -109,7 +109,7 @@ def test_l1_result_does_not_depend_on_the_lp_vertex(monkeypatch: pytest.MonkeyPa
     first = mx.reconstruct(meas, mx.prefix(6), method="l1")
     true_fit, value = rec.l1_fit(meas)
     # Pretend the LP returned another vertex: only the optimal value is used downstream.
-    monkeypatch.setattr(rec, "l1_fit", lambda m: (np.full(6, 99.0), value))
+    monkeypatch.setattr(rec, "l1_fit", lambda m, c=None: (np.full(6, 99.0), value))
     second = mx.reconstruct(meas, mx.prefix(6), method="l1")
     np.testing.assert_allclose(first, second, atol=1e-6)
     assert np.sum(np.abs(meas.values - a @ first)) == pytest.approx(value, rel=1e-6)
@@ -165,3 +165,33 @@ def test_too_large_projection_falls_back_to_least_squares() -> None:
     assert rec.effective_method(big, "nonneg-l1") == "least-squares"
     assert rec.effective_method(mx.marginals((64, 64, 8), 2), "nonneg-l1") == "nonneg-l1"
     assert rec.effective_method(big, "l1") == "l1"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "workload"),
+    [
+        (mx.hierarchical(256, 4), mx.prefix(256)),  # node formulation
+        (mx.wavelet(256), mx.all_range(256)),  # general sparse formulation
+        (mx.identity_strategy(256), mx.marginals((16, 16), 1)),  # rank-deficient workload
+    ],
+    ids=["tree", "sparse", "rank-deficient"],
+)
+def test_linear_programs_solve_at_ten_million_records(
+    strategy: mx.Strategy, workload: mx.Workload
+) -> None:
+    # Noise ~1 against counts ~10^5: in raw units the residuals sit at HiGHS's tolerance, and the
+    # solver used to report "infeasible" or no solution. Centred noise units keep them O(1).
+    rng = np.random.default_rng(5)
+    prob = rng.dirichlet(np.full(256, 0.3))
+    prob[rng.random(256) < 0.5] = 0.0
+    x = rng.multinomial(10**7, prob / prob.sum()).astype(float)
+    meas = mx.measure(strategy, x, epsilon=1.0, rng=rng)
+    x_ls = mx.reconstruct(meas, workload, method="least-squares")
+    for method in ("l1", "nonneg-l1"):
+        est = mx.reconstruct(meas, workload, method=method)
+        assert est.min() >= 0
+        # Post-processing of unit-scale noise stays within a few noise scales of the truth.
+        assert np.max(np.abs(est - x)) < 40 * meas.noise_scale
+    fit, value = rec.l1_fit(meas)
+    assert value <= np.sum(np.abs(meas.values - strategy @ np.maximum(x_ls, 0))) + 1e-6
+    assert np.sum(np.abs(meas.values - strategy @ fit)) == pytest.approx(value, rel=1e-6)
