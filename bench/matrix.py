@@ -9,7 +9,10 @@ Prints one table and writes ``bench/results/matrix.json``. Not run by the test s
    histogram, draw ``scale`` records (multinomial), coarsen 4096 -> ``n`` by summing blocks,
    answer prefix and all-range workloads, compare each reconstruction with least squares on the
    same noise draw (same measurement). Reported: RMSE ratios (workload, per cell) and DPBench's
-   scaled average per-query L1 error ``||Wx - Wx_est||_1 / (m * scale)``.
+   scaled average per-query L1 error ``||Wx - Wx_est||_1 / (m * scale)``. On sparse sets
+   (>= 45% empty cells) also the per-cell RMSE of a support oracle: least squares refitted on
+   the true non-empty cells, the best linear unbiased estimator given the support, computed
+   exactly as ``sqrt(tr((A_S^T A_S)^-1) / tr((A^T A)^-1))`` (no noise draws).
 3. Wall times: the non-negative L1 linear program at n = 16,384 and 65,536 (H4), the default
    reconstruction there, and a full ``answer()`` at n = 4,096 with release-grade OpenDP noise.
 
@@ -34,13 +37,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cvxpy
 import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as spla
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import dp.matrix as mx  # noqa: E402
-from dp.matrix.reconstruct import l1_fit  # noqa: E402
+from dp.matrix.reconstruct import l1_fit, sparse_matrix  # noqa: E402
+from dp.matrix.select import cached_error_factor  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "dpbench1d"
 OUT = ROOT / "bench" / "results" / "matrix.json"
@@ -54,6 +61,8 @@ RATIO_TARGETS = {
     ("all_range", 4096): 2.5,
     ("all_range_2d", 256): 4.0,
 }
+# Issue 3: "sparse" data sets have at least this share of empty cells (in the measured histogram).
+SPARSE = 0.45
 
 
 def ratio(w: mx.Workload, a: mx.Strategy) -> float:
@@ -105,6 +114,30 @@ def analytic(sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _inverse_trace(gram: np.ndarray) -> float:
+    chol, info = sla.lapack.dpotrf(gram, lower=1)
+    if info == 0:
+        inv, info = sla.lapack.dpotri(chol, lower=1)
+    if info != 0:
+        raise RuntimeError(f"support Gram is not positive definite ({info})")
+    return float(np.trace(inv))
+
+
+def oracle_cell_ratio(a: mx.Strategy, supports: list[np.ndarray]) -> float:
+    """Per-cell RMSE of least squares on the true support over that of plain least squares."""
+    mat = sparse_matrix(a).tocsc()
+    full = cached_error_factor(mx.identity(a.n), a)  # tr((A^T A)^-1) = ||I A^+||_F^2
+    seen: dict[bytes, float] = {}
+    traces = []
+    for s in supports:
+        key = np.packbits(s).tobytes()
+        if key not in seen:
+            sub = mat[:, np.flatnonzero(s)]
+            seen[key] = _inverse_trace((sub.T @ sub).toarray()) if s.any() else 0.0
+        traces.append(seen[key])
+    return math.sqrt(float(np.mean(traces)) / full)
+
+
 def dpbench(
     files: list[Path], sizes: list[int], scales: list[float], epsilons: list[float], trials: int
 ) -> list[dict[str, Any]]:
@@ -127,12 +160,13 @@ def dpbench(
                             "nn_cell": [],
                         }
                         l1err: dict[str, list[float]] = {"ls": [], "nn": []}
-                        empty = []
+                        empty, supports = [], []
                         for t in range(trials):
                             rng = np.random.default_rng(1000 * t + 17)
                             sample = rng.multinomial(int(scale), prob).astype(np.float64)
                             x = sample.reshape(n, -1).sum(axis=1)
                             empty.append(float(np.mean(x == 0)))
+                            supports.append(x > 0)
                             meas = mx.measure(a, x, epsilon=eps, rng=rng)
                             est = {
                                 "ls": mx.reconstruct(meas, w, method="least-squares"),
@@ -159,6 +193,11 @@ def dpbench(
                                 ),
                                 "dpbench_l1_ls": float(np.mean(l1err["ls"])),
                                 "dpbench_l1_nn": float(np.mean(l1err["nn"])),
+                                "oracle_cell_ratio": (
+                                    oracle_cell_ratio(a, supports)
+                                    if np.mean(empty) >= SPARSE
+                                    else None
+                                ),
                             }
                         )
     return rows
@@ -201,6 +240,38 @@ def plain_l1_sample(files: list[Path], n: int, trials: int) -> list[dict[str, An
                 }
             )
     return rows
+
+
+def support_fits(path: Path, n: int, trials: int) -> dict[str, Any]:
+    """Per-cell RMSE over least squares of two fits told the true support (prefix, scale 1e7):
+    least squares and the Laplace maximum-likelihood (L1) fit, both restricted to it."""
+    raw = np.load(path).astype(np.float64)
+    w = mx.prefix(n)
+    a = mx.select_strategy(w)
+    mat = sparse_matrix(a).tocsc()
+    err: dict[str, list[float]] = {"ls": [], "support_ls": [], "support_l1": []}
+    for t in range(trials):
+        rng = np.random.default_rng(1000 * t + 17)
+        x = rng.multinomial(10**7, raw / raw.sum()).astype(np.float64).reshape(n, -1).sum(axis=1)
+        meas = mx.measure(a, x, epsilon=1.0, rng=rng)
+        sub = mat[:, np.flatnonzero(x > 0)]
+        fits = {"ls": mx.reconstruct(meas, w, method="least-squares")}
+        # Least squares on the support, then the L1 fit as a deviation from it in noise units.
+        start = spla.lsqr(sub, meas.values, atol=1e-14, btol=1e-14)[0]
+        dev = cvxpy.Variable(sub.shape[1])
+        resid = (meas.values - sub @ start) / meas.noise_scale
+        cvxpy.Problem(cvxpy.Minimize(cvxpy.norm1(resid - sub @ dev))).solve(solver="HIGHS")
+        for k, v in (("support_ls", start), ("support_l1", start + meas.noise_scale * dev.value)):
+            fits[k] = np.zeros(n)
+            fits[k][x > 0] = v
+        for k, f in fits.items():
+            err[k].append(float(np.mean((f - x) ** 2)))
+    base = float(np.mean(err["ls"]))
+    return {
+        "data": path.stem,
+        "n": n,
+        **{k: math.sqrt(float(np.mean(v)) / base) for k, v in err.items() if k != "ls"},
+    }
 
 
 def timings(quick: bool) -> dict[str, Any]:
@@ -253,6 +324,7 @@ def main() -> None:
     bench = dpbench(files, [1024, 4096], [1e3, 1e5, 1e7], [0.1, 1.0], trials)
     sample = [f for f in files if f.stem.split(".")[0] in ("NETTRACE", "HEPTH", "INCOME")]
     plain = plain_l1_sample(sample, 1024, 3)
+    support = support_fits(DATA / "MEDCOST.n4096.npy", 1024, 3)
     times = timings(args.quick)
 
     print("\n== expected RMSE / SVD bound (least squares, data-independent) ==")
@@ -276,8 +348,8 @@ def main() -> None:
     for (wname, n), v in sorted(worst.items()):
         print(f"worst {wname:<9} n={n:<5} workload RMSE ratio (all sets, scales, eps): {v:.3f}")
     # "Sparse": >= 45% empty cells in the sampled, coarsened histogram that was measured.
-    sparse = [r for r in bench if r["empty_n"] >= 0.45]
-    dense = [r for r in bench if r["empty_n"] < 0.45]
+    sparse = [r for r in bench if r["empty_n"] >= SPARSE]
+    dense = [r for r in bench if r["empty_n"] < SPARSE]
     for label, group in (("sparse (>=45% empty)", sparse), ("other", dense)):
         if group:
             cells = np.array([r["cell_ratio"] for r in group])
@@ -285,7 +357,16 @@ def main() -> None:
                 f"per-cell RMSE ratio, {label:<22}: median {np.median(cells):.3f}, "
                 f"max {cells.max():.3f}, share <= 0.5: {np.mean(cells <= 0.5):.0%} of {cells.size}"
             )
-    for lo, hi in ((0.45, 0.75), (0.75, 1.01)):
+    if sparse:
+        ours = np.array([r["cell_ratio"] for r in sparse])
+        oracle = np.array([r["oracle_cell_ratio"] for r in sparse])
+        print(
+            f"support oracle (least squares on the true non-empty cells), same sparse sets: "
+            f"median {np.median(oracle):.3f}, max {oracle.max():.3f}, share <= 0.5: "
+            f"{np.mean(oracle <= 0.5):.0%}; of the {int(np.sum(ours > 0.5))} sets above 0.5, "
+            f"{int(np.sum((ours > 0.5) & (oracle > 0.5)))} stay above 0.5 even for the oracle"
+        )
+    for lo, hi in ((SPARSE, 0.75), (0.75, 1.01)):
         cells = np.array([r["cell_ratio"] for r in sparse if lo <= r["empty_n"] < hi])
         if cells.size:
             print(
@@ -302,6 +383,11 @@ def main() -> None:
                 f"max {cells.max():.3f}; workload ratio median {np.median(rm):.3f} "
                 f"max {rm.max():.3f}"
             )
+    print(
+        f"told the support ({support['data']}, n={support['n']}, prefix, 1e7, 3 trials): per-cell "
+        f"least squares {support['support_ls']:.3f}x, L1 (Laplace MLE) fit "
+        f"{support['support_l1']:.3f}x plain least squares"
+    )
     for r in plain:
         where = f"{r['data']}, n={r['n']}, {r['workload']}"
         print(f"reference, plain L1 fit ({where}): {r['l1_over_ls']:.2f}x least squares RMSE")
@@ -323,6 +409,7 @@ def main() -> None:
                 "analytic": ana,
                 "dpbench": bench,
                 "plain_l1": plain,
+                "support_fits": support,
                 "timings": times,
                 "trials": trials,
                 "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
