@@ -39,13 +39,13 @@ from typing import Any
 
 import cvxpy
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import dp.matrix as mx  # noqa: E402
+from dp.matrix.opt_blocks import _spd_inverse  # noqa: E402
 from dp.matrix.reconstruct import l1_fit, sparse_matrix  # noqa: E402
 from dp.matrix.select import cached_error_factor  # noqa: E402
 
@@ -114,15 +114,6 @@ def analytic(sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def _inverse_trace(gram: np.ndarray) -> float:
-    chol, info = sla.lapack.dpotrf(gram, lower=1)
-    if info == 0:
-        inv, info = sla.lapack.dpotri(chol, lower=1)
-    if info != 0:
-        raise RuntimeError(f"support Gram is not positive definite ({info})")
-    return float(np.trace(inv))
-
-
 def oracle_cell_ratio(a: mx.Strategy, supports: list[np.ndarray]) -> float:
     """Per-cell RMSE of least squares on the true support over that of plain least squares."""
     mat = sparse_matrix(a).tocsc()
@@ -133,7 +124,7 @@ def oracle_cell_ratio(a: mx.Strategy, supports: list[np.ndarray]) -> float:
         key = np.packbits(s).tobytes()
         if key not in seen:
             sub = mat[:, np.flatnonzero(s)]
-            seen[key] = _inverse_trace((sub.T @ sub).toarray()) if s.any() else 0.0
+            seen[key] = float(np.trace(_spd_inverse((sub.T @ sub).toarray()))) if s.any() else 0.0
         traces.append(seen[key])
     return math.sqrt(float(np.mean(traces)) / full)
 
@@ -260,7 +251,10 @@ def support_fits(path: Path, n: int, trials: int) -> dict[str, Any]:
         start = spla.lsqr(sub, meas.values, atol=1e-14, btol=1e-14)[0]
         dev = cvxpy.Variable(sub.shape[1])
         resid = (meas.values - sub @ start) / meas.noise_scale
-        cvxpy.Problem(cvxpy.Minimize(cvxpy.norm1(resid - sub @ dev))).solve(solver="HIGHS")
+        prob = cvxpy.Problem(cvxpy.Minimize(cvxpy.norm1(resid - sub @ dev)))
+        prob.solve(solver="HIGHS")
+        if prob.status != cvxpy.OPTIMAL:
+            raise RuntimeError(f"L1 fit on the support: HiGHS returned {prob.status!r}")
         for k, v in (("support_ls", start), ("support_l1", start + meas.noise_scale * dev.value)):
             fits[k] = np.zeros(n)
             fits[k][x > 0] = v
