@@ -8,6 +8,11 @@ anonymization tool", 2015), whose CSV format ``value;level1;...;*`` is read by
 
 Levels must be *monotone*: a coarser level never splits a group of a finer one. Lattice search and
 its pruning (Kohlmayer et al., "Flash: efficient, stable and optimal k-anonymity", 2012) rely on it.
+
+A row repeated verbatim (ARX's FARS age file lists ``99`` twice) encodes once but stays in the
+*domain*: ARX's Loss measures a label by the rows of the hierarchy under it
+(``DomainShareMaterialized``), so :meth:`Hierarchy.group_sizes` and :attr:`Hierarchy.domain_size`
+count rows as given.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Hierarchy:
     """``levels[l][j]`` is the label of leaf ``j`` at level ``l``; ``levels[0]`` are the leaves."""
     name: str = "hierarchy"
     """Used in error messages and reports (typically the column name)."""
+    _rows: tuple[int, ...] = field(init=False, repr=False)
+    """Rows the source gave each leaf (1 unless a row is repeated verbatim)."""
     _codes: tuple[IntArray, ...] = field(init=False, repr=False, compare=False)
     _labels: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
@@ -59,8 +66,9 @@ class Hierarchy:
             if not all(isinstance(v, str) for v in row):
                 raise ConfigError(f"hierarchy {self.name!r}: level {lvl} labels must be strings")
         index = {leaf: j for j, leaf in enumerate(levels[0])}
+        rows = (1,) * width
         if len(index) != width:
-            levels = self._drop_repeated_rows(levels)
+            levels, rows = self._drop_repeated_rows(levels)
             index = {leaf: j for j, leaf in enumerate(levels[0])}
         codes: list[IntArray] = []
         labels: list[tuple[str, ...]] = []
@@ -79,22 +87,26 @@ class Hierarchy:
                     f"{labels[lvl - 1][split]!r} of level {lvl - 1} (levels must be monotone)"
                 )
         object.__setattr__(self, "levels", levels)
+        object.__setattr__(self, "_rows", rows)
         object.__setattr__(self, "_codes", tuple(codes))
         object.__setattr__(self, "_labels", tuple(labels))
         object.__setattr__(self, "_index", index)
 
     def _drop_repeated_rows(
         self, levels: tuple[tuple[str, ...], ...]
-    ) -> tuple[tuple[str, ...], ...]:
+    ) -> tuple[tuple[tuple[str, ...], ...], tuple[int, ...]]:
         # ARX's own files repeat some rows verbatim (FARS age has '99' twice): keep the first
-        # copy. A leaf listed twice with different generalizations is ambiguous: reject it.
+        # copy and how many there were. A leaf listed twice with different generalizations is
+        # ambiguous: reject it.
         rows: dict[str, tuple[str, ...]] = {}
+        copies: dict[str, int] = {}
         for row in zip(*levels, strict=True):
             if rows.setdefault(row[0], row) != row:
                 raise ConfigError(
                     f"hierarchy {self.name!r}: duplicate leaf {row[0]!r} with different levels"
                 )
-        return tuple(zip(*rows.values(), strict=True))
+            copies[row[0]] = copies.get(row[0], 0) + 1
+        return tuple(zip(*rows.values(), strict=True)), tuple(copies.values())
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -196,8 +208,13 @@ class Hierarchy:
 
     @property
     def leaves(self) -> tuple[str, ...]:
-        """The leaf values, in file/config order."""
+        """The leaf values, in file/config order (a repeated row once)."""
         return self.levels[0]
+
+    @property
+    def domain_size(self) -> int:
+        """``|D|`` of ARX's Loss: the hierarchy's rows, a repeated row counted each time."""
+        return sum(self._rows)
 
     def _check_level(self, level: int) -> int:
         if isinstance(level, bool) or not isinstance(level, int | np.integer):
@@ -220,8 +237,10 @@ class Hierarchy:
         return codes
 
     def group_sizes(self, level: int) -> IntArray:
-        """Number of leaves under each label of ``level`` (ARX GenILoss needs ``|leaves(g)|``)."""
-        return np.bincount(self._codes[self._check_level(level)]).astype(np.int64)
+        """Rows of the hierarchy under each label of ``level``: ``|leaves(g)|`` of ARX's Loss,
+        which, like :attr:`domain_size`, counts a repeated row each time."""
+        codes = self._codes[self._check_level(level)]
+        return np.bincount(codes, weights=self._rows).astype(np.int64)
 
     def encode(self, values: pd.Series) -> IntArray:
         """Leaf index of every value; raises :class:`InputError` naming only the count of unknowns.
@@ -251,6 +270,8 @@ class Hierarchy:
         for row in self.levels:
             h.update("\x1f".join(row).encode())
             h.update(b"\x1e")
+        if self.domain_size != len(self.leaves):  # repeated rows change the Loss: part of content
+            h.update(",".join(map(str, self._rows)).encode())
         return h.hexdigest()
 
 

@@ -5,7 +5,8 @@ benchmark of globally-optimal anonymization methods for biomedical data"):
 
 - ``loss``: ARX "Loss". Per attribute, the mean over records of GenILoss
   ``(|leaves(g)| - 1) / (|D| - 1)`` (Iyengar 2002), a suppressed record costing 1; attributes are
-  aggregated by the geometric mean ``prod_i (1 + loss_i)^(1/d) - 1``.
+  aggregated by the geometric mean ``prod_i (1 + loss_i)^(1/d) - 1``. ``|D|`` and ``|leaves(g)|``
+  count rows of the hierarchy, as ARX's domain shares do (:func:`genil_loss`).
 - ``dm``: discernibility (Bayardo & Agrawal 2005): ``sum |E|^2`` over released classes plus
   ``n`` per suppressed record.
 - ``dm_star``: ARX's monotone DM*: ``sum |E|^2`` over all classes, suppressed ones included.
@@ -44,8 +45,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.anonymity.classes import CodedTable, NodeClasses
+from dp.anonymity.hierarchy import Hierarchy
 
-__all__ = ["ARX_METRICS", "METRICS", "MetricTables", "RankBounds", "class_size_summary", "wsum"]
+__all__ = [
+    "ARX_METRICS",
+    "METRICS",
+    "MetricTables",
+    "RankBounds",
+    "class_size_summary",
+    "genil_loss",
+    "wsum",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -60,6 +70,21 @@ def wsum(weights: npt.NDArray[np.floating[Any] | np.integer[Any]], values: Float
     """``sum(weights * values)`` without BLAS: a 2-core box shared with other jobs makes
     OpenBLAS's thread pool orders of magnitude slower than a plain reduction here."""
     return float(np.multiply(weights, values).sum())
+
+
+def genil_loss(h: Hierarchy, level: int) -> FloatArray:
+    """GenILoss of each label of ``level``: ``(|leaves(g)| - 1) / (|D| - 1)`` (Iyengar 2002).
+
+    As in ARX's ``DomainShareMaterialized``: ``|D|`` is the number of rows of the hierarchy and
+    ``|leaves(g)|`` the rows labelled ``g`` at ``level``. Leaves absent from the data count; so
+    does every copy of a row the hierarchy repeats, even at level 0 (a leaf listed twice costs
+    ``1 / (|D| - 1)`` ungeneralized). ARX normalizes ``sum count * |leaves(g)| / |D|`` to
+    ``[0, 1]`` per attribute; per record that is this value.
+
+    >>> genil_loss(Hierarchy.from_levels({"a": ["ab"], "b": ["ab"], "c": ["c"]}), 1).tolist()
+    [0.5, 0.0]
+    """
+    return (h.group_sizes(level) - 1.0) / max(h.domain_size - 1, 1)
 
 
 def _geometric(per_qi: Sequence[FloatArray]) -> FloatArray:
@@ -95,13 +120,12 @@ class MetricTables:
         loss_max: list[FloatArray] = []
         ent_gap: list[FloatArray] = []
         for i, h in enumerate(table.hierarchies):
-            denom = max(len(h.leaves) - 1, 1)
             leaf_freq = np.bincount(table.rows[:, i], weights=w, minlength=len(h.leaves))
             f_leaf = leaf_freq[table.rows[:, i]]
             lr, er = [], []
             for lvl in range(h.height):
                 g = table.group[i][lvl]
-                lr.append((h.group_sizes(lvl)[g] - 1.0) / denom)
+                lr.append(genil_loss(h, lvl)[g])
                 er.append(-np.log2(f_leaf / np.bincount(g, weights=w)[g]))
             loss_row.append(tuple(lr))
             ent_row.append(tuple(er))

@@ -30,7 +30,7 @@ import pandas as pd
 from dp.anonymity.classes import CodedTable
 from dp.anonymity.generalize import encode_columns
 from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import class_size_summary
+from dp.anonymity.metrics import class_size_summary, genil_loss
 from dp.errors import ConfigError, InputError
 
 __all__ = ["LocalRecodingResult", "mondrian"]
@@ -103,11 +103,7 @@ def mondrian(
         raise InputError(f"the table has {len(df)} records, fewer than k={k}")
     table = CodedTable.build(leaf_codes, list(hier.values()), None)
     hs = table.hierarchies
-    # GenILoss of each (attribute, level, group): (|leaves(g)| - 1) / (|D| - 1).
-    node_loss = [
-        [(h.group_sizes(lvl) - 1.0) / max(len(h.leaves) - 1, 1) for lvl in range(h.height)]
-        for h in hs
-    ]
+    node_loss = [[genil_loss(h, lvl) for lvl in range(h.height)] for h in hs]
     counts = table.counts
     everything = np.arange(len(counts), dtype=np.int64)
     stack = [(everything, _lca_levels(table, everything, [h.height - 1 for h in hs]))]
