@@ -1,14 +1,14 @@
 """``anonymize``: the globally optimal k-anonymous (optionally l-diverse) full-domain release.
 
 Pipeline: validate -> encode QIs to leaf codes -> collapse to base rows -> lattice search
-(:mod:`dp.anonymity.search`) -> count the chosen node once more -> released table and report.
+(:mod:`dp.anonymity.search`) -> count the chosen node once more -> released table
+(:mod:`dp.anonymity.release`) and report.
 Record suppression follows ARX: every record of a class smaller than k (or violating l) is
 removed, and a node is admissible only if that is at most ``floor(sigma * n)`` records.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,20 +31,13 @@ from dp.anonymity.metrics import (
     class_size_summary,
     wsum,
 )
+from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import AnonymizationReport, AnonymizationResult
 from dp.anonymity.search import Outcome, greedy, optimal
 from dp.errors import ConfigError, InputError
 from dp.validation import check_probability
 
-__all__ = [
-    "EXACT_MAX_NODES",
-    "EXACT_MAX_QIS",
-    "Generalization",
-    "InputDigest",
-    "anonymize",
-    "anonymize_counts",
-    "release_rows",
-]
+__all__ = ["EXACT_MAX_NODES", "EXACT_MAX_QIS", "Generalization", "anonymize", "anonymize_counts"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -355,37 +348,6 @@ def _bounds(
     return bound
 
 
-def release_rows(
-    rest: pd.DataFrame,
-    columns: Sequence[str],
-    hier: Mapping[str, Hierarchy],
-    leaf_codes: IntArray,
-    levels: Sequence[int],
-    keep: npt.NDArray[np.bool_],
-) -> pd.DataFrame:
-    """The released records of one chunk of the input, in its row order.
-
-    ``rest`` holds the chunk's non-QI columns, ``leaf_codes`` its QIs' leaf codes, ``keep`` which
-    of its records are released; ``columns`` is the output column order. QIs become categoricals
-    over the hierarchy's labels at ``levels``. Chunk by chunk, the outputs concatenate to the
-    release of the whole table.
-    """
-    # Positional take + reset index: the released row order must not reveal which rows went.
-    rows = np.flatnonzero(keep)
-    kept = rest.iloc[rows].reset_index(drop=True)
-    out: dict[str, Any] = {}
-    qi_index = {col: i for i, col in enumerate(hier)}
-    for col in columns:
-        if col in qi_index:
-            i = qi_index[col]
-            h = hier[col]
-            codes = h.group_codes(levels[i])[leaf_codes[rows, i]]
-            out[col] = pd.Categorical.from_codes(codes, categories=pd.Index(h.labels(levels[i])))
-        else:
-            out[col] = kept[col]
-    return pd.DataFrame(out, index=pd.RangeIndex(len(rows)))
-
-
 def _risk(sizes: FloatArray, records: float) -> dict[str, float]:
     # Prosecutor model: a record in class E is re-identified with probability 1/|E|.
     if len(sizes) == 0:
@@ -432,29 +394,3 @@ def _report(
         "prosecutor_risk_before": _risk(table.counts.astype(np.float64), n),
         "prosecutor_risk_after": _risk(sizes, released),
     }
-
-
-class InputDigest:
-    """SHA-256 of the input table, fed chunk by chunk in row order (any chunking of the same
-    rows gives the same digest): QIs through their leaf codes (cheaper than hashing their text,
-    and exact since values are compared as text), other columns through pandas' row hashes,
-    then the hierarchies' digests and the column names."""
-
-    def __init__(self) -> None:
-        self._codes = hashlib.sha256()
-        self._rest = hashlib.sha256()
-
-    def update(self, leaf_codes: IntArray, rest: pd.DataFrame) -> None:
-        """Add the next rows: their ``(n, d)`` leaf codes and non-QI columns."""
-        self._codes.update(np.ascontiguousarray(leaf_codes, dtype=np.int64).tobytes())
-        if len(rest.columns):
-            self._rest.update(pd.util.hash_pandas_object(rest, index=False).to_numpy().tobytes())
-
-    def hexdigest(self, hier: Mapping[str, Hierarchy], columns: Sequence[object]) -> str:
-        """The digest of every row added so far."""
-        h = hashlib.sha256(self._codes.digest())
-        for hierarchy in hier.values():
-            h.update(hierarchy.digest().encode())
-        h.update(self._rest.digest())
-        h.update("\x1f".join(map(str, columns)).encode())
-        return h.hexdigest()

@@ -7,7 +7,7 @@ Two passes over the source, never a whole column in memory:
    :func:`dp.anonymity.anonymize.anonymize_counts` searches the lattice on them: the same base rows,
    hence the same node, levels and metrics as :func:`dp.anonymity.anonymize` on the whole table.
 2. The release is written batch by batch (locally, in source order): each batch's records are
-   generalized at the chosen levels by :func:`dp.anonymity.anonymize.release_rows`, those of the
+   generalized at the chosen levels by :func:`dp.anonymity.release.release_rows`, those of the
    suppressed classes (known from the counts) dropped, and the rest appended to one Parquet file.
    The input digest of the report is computed in the same pass, and every class is recounted:
    if the source changed between the passes, nothing is released.
@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dp.anonymity.anonymize import InputDigest, anonymize_counts, release_rows
+from dp.anonymity.anonymize import anonymize_counts
 from dp.anonymity.hierarchy import Hierarchy
+from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame, iter_batches, open_scan
