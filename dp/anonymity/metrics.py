@@ -78,8 +78,8 @@ def genil_loss(h: Hierarchy, level: int) -> FloatArray:
     As in ARX's ``DomainShareMaterialized``: ``|D|`` is the number of rows of the hierarchy and
     ``|leaves(g)|`` the rows labelled ``g`` at ``level``. Leaves absent from the data count; so
     does every copy of a row the hierarchy repeats, even at level 0 (a leaf listed twice costs
-    ``1 / (|D| - 1)`` ungeneralized). ARX normalizes ``sum count * |leaves(g)| / |D|`` to
-    ``[0, 1]`` per attribute; per record that is this value.
+    ``1 / (|D| - 1)`` ungeneralized). ARX sums ``count * |leaves(g)| / |D|`` over the classes
+    and rescales the total from ``[n / |D|, n]`` to ``[0, 1]``: per record, this value.
 
     >>> genil_loss(Hierarchy.from_levels({"a": ["ab"], "b": ["ab"], "c": ["c"]}), 1).tolist()
     [0.5, 0.0]
