@@ -179,7 +179,7 @@ def test_adult_loss_rank_matches_arx(adult) -> None:  # type: ignore[no-untyped-
     expected = [0.297248193, 0.29678055] + [0.1297659306] * 6
     res = anonymize(df, _without(hs, "occupation"), k=5, max_suppression=1.0, metric="loss_rank")
     assert list(res.levels.values()) == [0, 3, 0, 0, 1, 0, 0, 0]
-    # ARX's float path rounds the first value to ...1930, dppub's to ...1931 (10th decimal).
+    # ARX truncates each loss to 10 decimals (Metric.round, a floor), dppub rounds: 1930 vs 1931.
     assert res.metrics["score_vector"] == pytest.approx(expected, abs=1.5e-10)
     assert res.score == pytest.approx(expected[0], abs=1.5e-10)
     # The geometric-mean aggregate prefers another node: the aggregate, not the per-attribute
