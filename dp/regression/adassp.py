@@ -41,11 +41,12 @@ from dp.regression.functional import trimmed_solve
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dp.regression.statistics import Design, SufficientStatistics
 
-__all__ = ["AdaSSPRelease", "AdaSSPStatistics", "adassp_fit", "adassp_release"]
+__all__ = ["COUNT_WEIGHT", "AdaSSPRelease", "AdaSSPStatistics", "adassp_fit", "adassp_release"]
 
 FloatArray = npt.NDArray[np.float64]
 _RHO = 0.05  # failure probability of the ridge's positive-definiteness bound (Wang 2018)
-_COUNT_WEIGHT = 0.5  # c in the module doc: the count is released as c * n inside the gram block
+COUNT_WEIGHT = 0.5
+"""``c`` in the module doc: the count is released as ``c n`` inside the gram block."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -106,7 +107,7 @@ def adassp_release(
     lam_min_low = max(0.0, noisy_l - sig_l * float(norm.ppf(1.0 - _RHO)))
 
     parts = exact.parts()
-    c = _COUNT_WEIGHT
+    c = COUNT_WEIGHT
     gram_sens = float(np.sqrt(sens.quadratic**2 + sens.feature_sum**2 + (c * sens.count) ** 2))
     sig_g = gaussian_sigma(l2_sensitivity=gram_sens, epsilon=eps3, delta=delta3)
     gram_block = np.concatenate([parts["quadratic"], parts["feature_sum"], c * parts["count"]])

@@ -36,10 +36,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import FeatureDomain
+from dp.regression.domain import FeatureDomain, check_n_features
 from dp.schema import ColumnSpec, TableSchema
 
-__all__ = ["FeatureEncoding"]
+__all__ = ["FeatureEncoding", "check_encoding", "resolve_d"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -205,3 +205,26 @@ class FeatureEncoding:
             "reference_levels": refs,
             "undeclared_categories": "no indicator set (encoded as the reference level)",
         }
+
+
+def resolve_d(d: int | None, encoding: FeatureEncoding | None) -> int:
+    """``d``, or the encoding's width when ``d`` is None; they must agree when both are given."""
+    if encoding is None:
+        if d is None:
+            raise ConfigError("d (the number of features) is required without an encoding")
+        return check_n_features(d)
+    if d is not None and d != encoding.dim:
+        raise ConfigError(
+            f"d={d!r} but the encoding has {encoding.dim} features {list(encoding.names)}"
+        )
+    return encoding.dim
+
+
+def check_encoding(encoding: FeatureEncoding, fit_intercept: bool) -> None:
+    """The encoding must drop reference levels exactly when the model has an intercept."""
+    rebuilt = FeatureEncoding.from_specs(encoding.columns, fit_intercept=fit_intercept)
+    if rebuilt != encoding:
+        raise ConfigError(
+            f"the encoding was built for fit_intercept={not fit_intercept}, "
+            f"the model has fit_intercept={fit_intercept}"
+        )

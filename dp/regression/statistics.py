@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from dp.errors import InputError
 from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.encoding import FeatureEncoding
 
 __all__ = ["Design", "SufficientStatistics", "check_statistics", "sufficient_statistics"]
 
@@ -42,6 +43,13 @@ class Design:
     """Declared target interval (targets are clipped into it)."""
     fit_intercept: bool
     """Whether a constant column is appended."""
+    encoding: FeatureEncoding | None = None
+    """How declared columns become the features (None: the features are the numeric columns
+    themselves); its :meth:`~FeatureEncoding.domain` must be ``features``."""
+
+    def __post_init__(self) -> None:
+        if self.encoding is not None and self.encoding.domain() != self.features:
+            raise InputError("the design's feature domain is not its encoding's domain")
 
     @property
     def feature_shift(self) -> FloatArray:
