@@ -343,11 +343,9 @@ class LinearRegression:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published model and how it was made private."""
         fitted = check_fitted(self._fitted, "LinearRegression")
-        names = {} if self.encoding is None else {"features": list(self.encoding.names)}
         return {
             "model": "LinearRegression",
             "method": self.method,
-            **names,
             "coefficients": [float(v) for v in self.coef_],
             "intercept": float(self.intercept_),
             "fit_intercept": self.fit_intercept,
