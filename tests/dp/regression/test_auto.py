@@ -57,7 +57,7 @@ def test_fit_reads_data_only_through_the_noisy_releases(
     for n in (50, 5_000):
         X = rng.uniform(-0.5, 0.5, size=(n, 30))
         y = np.clip(X @ rng.normal(size=30) * 0.1, -1, 1)
-        model = LinearRegression(0.5, data_norm=10.0, bounds_y=(-1, 1), delta=delta)
+        model = LinearRegression(0.1, data_norm=1.0, bounds_y=(-1, 1), delta=delta)
         models.append(model.fit(X, y, rng=rng).to_dict())
     assert models[0] == models[1]
     assert models[0]["release"] == ("adassp" if delta else "functional")
