@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from dp.engine import logistic_sums_stream, regression_statistics_stream
 from dp.errors import ConfigError, InputError
 from dp.regression import (
-    FeatureDomain,
     LinearRegression,
     LogisticRegression,
     TargetDomain,
