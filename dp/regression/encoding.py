@@ -36,10 +36,15 @@ import numpy.typing as npt
 import pandas as pd
 
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import FeatureDomain, check_n_features
+from dp.regression.domain import (
+    BoundLike,
+    FeatureDomain,
+    check_n_features,
+    declared_feature_bounds,
+)
 from dp.schema import ColumnSpec, TableSchema
 
-__all__ = ["FeatureEncoding", "check_encoding", "resolve_d"]
+__all__ = ["FeatureEncoding", "check_encoding", "declared_features", "resolve_d"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -228,3 +233,20 @@ def check_encoding(encoding: FeatureEncoding, fit_intercept: bool) -> None:
             f"the encoding was built for fit_intercept={not fit_intercept}, "
             f"the model has fit_intercept={fit_intercept}"
         )
+
+
+def declared_features(
+    bounds_X: tuple[BoundLike, BoundLike] | None,
+    data_norm: float | None,
+    encoding: FeatureEncoding | None,
+    *,
+    fit_intercept: bool,
+) -> tuple[tuple[BoundLike, BoundLike] | None, float | None]:
+    """Validate a model's feature declaration: exactly one of a box, an L2 bound or an encoding
+    (built for the model's ``fit_intercept``); returns the box and bound (None with an encoding)."""
+    if encoding is None:
+        return declared_feature_bounds(bounds_X, data_norm)
+    if bounds_X is not None or data_norm is not None:
+        raise ConfigError("declare the features by encoding or by bounds_X/data_norm, not both")
+    check_encoding(encoding, fit_intercept)
+    return None, None

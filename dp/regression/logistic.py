@@ -39,11 +39,10 @@ from dp.regression.domain import (
     TargetDomain,
     check_fitted,
     check_training_data,
-    declared_feature_bounds,
     design_matrix,
     feature_domain,
 )
-from dp.regression.encoding import FeatureEncoding, check_encoding, resolve_d
+from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import (
     LossSumsAt,
@@ -110,13 +109,9 @@ class LogisticRegression:
             )
         self.encoding = encoding
         self.fit_intercept = bool(fit_intercept)
-        if encoding is None:
-            self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
-        elif bounds_X is not None or data_norm is not None:
-            raise ConfigError("declare the features by encoding or by bounds_X/data_norm, not both")
-        else:
-            self.bounds_X, self.data_norm = None, None
-            check_encoding(encoding, self.fit_intercept)
+        self.bounds_X, self.data_norm = declared_features(
+            bounds_X, data_norm, encoding, fit_intercept=self.fit_intercept
+        )
         self.method = method
         self._fitted: dict[str, Any] | None = None
         self.coef_: FloatArray = np.zeros(0)

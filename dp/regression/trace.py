@@ -65,10 +65,9 @@ from dp.regression.domain import (
     TargetDomain,
     check_fitted,
     check_training_data,
-    declared_feature_bounds,
     feature_domain,
 )
-from dp.regression.encoding import FeatureEncoding, check_encoding, resolve_d
+from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     FunctionalRelease,
@@ -130,13 +129,9 @@ class TraceRegression:
             raise ConfigError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
         self.n_tasks = n_tasks
         self.encoding = encoding
-        if encoding is None:
-            self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
-        elif bounds_X is not None or data_norm is not None:
-            raise ConfigError("declare the features by encoding or by bounds_X/data_norm, not both")
-        else:
-            self.bounds_X, self.data_norm = None, None
-            check_encoding(encoding, False)
+        self.bounds_X, self.data_norm = declared_features(
+            bounds_X, data_norm, encoding, fit_intercept=False
+        )
         self.target = TargetDomain.from_bounds(bounds_y)
         if not self.target.lower <= 0.0 <= self.target.upper:
             bounds = [self.target.lower, self.target.upper]
