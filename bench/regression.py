@@ -31,6 +31,9 @@ Usage (diffprivlib/scikit-learn/statsmodels live in a separate environment,
 ``bench/requirements-compare.txt``; without diffprivlib only its columns are skipped)::
 
     /tmp/benchvenv/bin/python bench/regression.py --seeds 21
+
+``--table categorical`` and ``--table auto`` print the census tables of
+``bench/regression_census.py`` instead (category features; ``method="auto"``).
 """
 
 from __future__ import annotations
@@ -364,6 +367,11 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    if any(a.startswith("--table") for a in sys.argv[1:]):
+        from regression_census import main as census
+
+        census(sys.argv[1:])
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=21)
     ap.add_argument("--sigma", type=float, nargs="+", default=[0.1, 0.2])

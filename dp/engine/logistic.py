@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
-from dp.engine.regression import check_regression_columns
+from dp.engine.regression import check_design_columns, check_regression_columns, design_rows
 from dp.errors import ConfigError
 from dp.regression.logistic import normalised_rows
 from dp.regression.objective import LossSums, logistic_sums
@@ -58,10 +58,7 @@ class LogisticLossAggregate:
     """Category target: the class-1 category."""
 
     def __post_init__(self) -> None:
-        if not self.features or len(self.features) != self.design.features.dim:
-            raise ConfigError(
-                f"{len(self.features)} features but the design declares {self.design.features.dim}"
-            )
+        check_design_columns(self.features, self.design)
         if (self.threshold is None) == (self.positive is None):
             raise ConfigError("give exactly one of threshold, positive")
         if self.w.shape != (self.design.n_params,):
@@ -81,8 +78,7 @@ class LogisticLossAggregate:
         """Add one batch's sums (in place)."""
         if batch.num_rows == 0:
             return acc
-        X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
-        Z, _ = normalised_rows(X, self.design)
+        Z, _ = normalised_rows(design_rows(batch, self.features, self.design), self.design)
         y = binary_labels(batch, self.target, threshold=self.threshold, positive=self.positive)
         loss, grad, hess = logistic_sums(Z, y, self.w)
         acc[0][0] += loss
@@ -132,7 +128,9 @@ def logistic_sums_stream(
         ConfigError: a feature is not numeric, or the target does not fit the label rule.
         InputError: as :func:`dp.io.read_table` would.
     """
-    check_regression_columns(schema, features, target, positive=positive)
+    check_regression_columns(
+        schema, features, target, positive=positive, categories=design.encoding is not None
+    )
     agg = LogisticLossAggregate(
         features=tuple(features),
         target=target,

@@ -15,6 +15,10 @@ A *response* maps the target to the ``y`` that is summed: identity for linear re
 :func:`~dp.engine.batches.binary_labels` makes it. Grouped statistics
 (one per declared category of a column, for trace regression's tasks) are the same sums with the
 rows of each group.
+
+Category features: when the design carries a :class:`~dp.regression.encoding.FeatureEncoding`,
+each batch's declared columns are encoded by it (one-hot indicators from the dictionary codes of
+a category column, once per distinct value), exactly as the in-memory path encodes a frame.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "Response",
     "StatisticsAggregate",
     "check_regression_columns",
+    "design_rows",
     "regression_statistics_stream",
 ]
 
@@ -50,7 +55,7 @@ class StatisticsAggregate:
     """``(G, m)`` of :func:`sufficient_statistics`, per group (one group when ``by`` is None)."""
 
     features: tuple[str, ...]
-    """Numeric feature columns, in model order."""
+    """Feature columns, in model order (numeric, or category with an encoding)."""
     target: str
     """Numeric target column."""
     design: Design
@@ -67,12 +72,7 @@ class StatisticsAggregate:
     """The groups' labels (declared categories of ``by``), in output order."""
 
     def __post_init__(self) -> None:
-        if not self.features:
-            raise ConfigError("a regression needs at least one feature")
-        if len(self.features) != self.design.features.dim:
-            raise ConfigError(
-                f"{len(self.features)} features but the design declares {self.design.features.dim}"
-            )
+        check_design_columns(self.features, self.design)
         if (self.by is None) != (not self.labels):
             raise ConfigError("'by' and 'labels' must be given together")
 
@@ -91,7 +91,7 @@ class StatisticsAggregate:
         """Add one batch's clipped, shifted sums (in place)."""
         if batch.num_rows == 0:
             return acc
-        X = np.column_stack([batch.numeric[c].astype(np.float64) for c in self.features])
+        X = design_rows(batch, self.features, self.design)
         if self.threshold is None and self.positive is None:
             y = batch.numeric[self.target].astype(np.float64)
         else:
@@ -132,17 +132,60 @@ class StatisticsAggregate:
         return [SufficientStatistics(gram=g, moment=m, fit_intercept=fi) for g, m in acc]
 
 
+def check_design_columns(features: Sequence[str], design: Design) -> None:
+    """``features`` are the design's columns: its encoding's, or ``dim`` numeric ones.
+
+    Raises:
+        ConfigError: otherwise.
+    """
+    if not features:
+        raise ConfigError("a regression needs at least one feature")
+    enc = design.encoding
+    if enc is not None and tuple(features) != enc.column_names:
+        raise ConfigError(
+            f"features {list(features)} are not the encoding's columns {list(enc.column_names)}"
+        )
+    if enc is None and len(features) != design.features.dim:
+        raise ConfigError(f"{len(features)} features but the design declares {design.features.dim}")
+
+
+def design_rows(batch: Batch, features: Sequence[str], design: Design) -> FloatArray:
+    """The batch's rows of the design matrix: numeric columns as they are, category columns
+    one-hot by the design's encoding (from the dictionary codes, once per distinct value)."""
+    enc = design.encoding
+    if enc is None:
+        return np.column_stack([batch.numeric[c].astype(np.float64) for c in features])
+    parts: list[FloatArray] = []
+    for spec, levels in zip(enc.columns, enc.levels, strict=True):
+        if levels is None:
+            parts.append(batch.numeric[spec.name].astype(np.float64).reshape(-1, 1))
+            continue
+        column = batch.text[spec.name]
+        lookup = enc.level_codes(spec.name, column.dictionary.to_pylist())
+        indices = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        parts.append(enc.indicators_from_codes(spec.name, lookup[indices]))
+    return np.asarray(np.hstack(parts), dtype=np.float64)
+
+
 def check_regression_columns(
-    schema: TableSchema, features: Sequence[str], target: str, *, positive: str | None
+    schema: TableSchema,
+    features: Sequence[str],
+    target: str,
+    *,
+    positive: str | None,
+    categories: bool = False,
 ) -> None:
-    """Numeric features; a numeric target, or a category target when ``positive`` names a class.
+    """Numeric features (or category ones, with ``categories``); a numeric target, or a
+    category target when ``positive`` names a class.
 
     Raises:
         ConfigError: otherwise.
     """
     for name in features:
-        if not schema[name].is_numeric:
-            raise ConfigError(f"column {name!r} must be numeric (int or float) for a regression")
+        spec = schema[name]
+        if not spec.is_numeric and not (categories and spec.categories is not None):
+            kinds = "numeric (int or float) or category" if categories else "numeric (int or float)"
+            raise ConfigError(f"column {name!r} must be {kinds} for a regression")
     if positive is None and not schema[target].is_numeric:
         raise ConfigError(f"column {target!r} must be numeric (int or float) for a regression")
     if positive is not None and schema[target].categories is None:
@@ -169,9 +212,10 @@ def regression_statistics_stream(
         source: a Parquet file or a folder of Parquet files.
         schema: the declared schema (numeric features and target are clamped to its bounds
             first, then clipped into ``design``'s domains, as on the pandas path).
-        features: numeric feature columns, in model order.
+        features: feature columns, in model order (the design's encoding's columns, if any).
         target: the target column: numeric, or a category column with ``positive``.
-        design: as built by the estimator (:class:`~dp.regression.statistics.Design`).
+        design: as built by the estimator (:class:`~dp.regression.statistics.Design`), with
+            its :class:`~dp.regression.encoding.FeatureEncoding` for category features.
         response: optional map of the target values (or labels) to the summed ``y``.
         threshold: binary numeric target: the label is ``target > threshold``.
         positive: binary category target: the label is ``target == positive``.
@@ -182,7 +226,9 @@ def regression_statistics_stream(
     Returns:
         ``[stats]`` without ``by``; else one entry per declared category of ``by``.
     """
-    check_regression_columns(schema, features, target, positive=positive)
+    check_regression_columns(
+        schema, features, target, positive=positive, categories=design.encoding is not None
+    )
     labels: tuple[str, ...] = ()
     if by is not None:
         spec = schema[by]

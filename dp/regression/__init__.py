@@ -1,7 +1,9 @@
 """Differentially private regression: functional mechanism, AdaSSP, objective perturbation,
-trace regression (SPEC §3.4). Neighbours add or remove one record throughout."""
+trace regression; numeric and one-hot category features. Neighbours add or remove one record
+throughout."""
 
 from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.encoding import FeatureEncoding
 from dp.regression.linear import LinearRegression
 from dp.regression.logistic import LogisticRegression
 from dp.regression.sensitivity import (
@@ -16,6 +18,7 @@ __all__ = [
     "NEIGHBOURS",
     "BlockSensitivity",
     "FeatureDomain",
+    "FeatureEncoding",
     "LinearRegression",
     "LogisticRegression",
     "TargetDomain",

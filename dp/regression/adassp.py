@@ -21,7 +21,9 @@ The ridge ``lambda = max(0, tau - lambda_min_noisy)`` with ``tau`` a high-probab
 spectral norm of the Gaussian noise matrix (``sigma (2 sqrt(p) + sqrt(2 log(1/rho)))``,
 Bandeira & van Handel 2016, ``rho = 0.05``) makes ``G_noisy + lambda I`` positive definite with
 high probability. As a last guard the solve still raises eigenvalues below ``sigma`` (trimming),
-so the objective is bounded on every draw.
+so the objective is bounded on every draw. :func:`adassp_release` makes the three releases and
+:func:`adassp_fit` adds the ridge solve; ``method="auto"`` (:mod:`dp.regression.auto`) solves the
+same releases with a shrunk spectrum instead (post-processing either way).
 """
 
 from __future__ import annotations
@@ -39,11 +41,30 @@ from dp.regression.functional import trimmed_solve
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dp.regression.statistics import Design, SufficientStatistics
 
-__all__ = ["AdaSSPRelease", "adassp_fit"]
+__all__ = ["COUNT_WEIGHT", "AdaSSPRelease", "AdaSSPStatistics", "adassp_fit", "adassp_release"]
 
 FloatArray = npt.NDArray[np.float64]
 _RHO = 0.05  # failure probability of the ridge's positive-definiteness bound (Wang 2018)
-_COUNT_WEIGHT = 0.5  # c in the module doc: the count is released as c * n inside the gram block
+COUNT_WEIGHT = 0.5
+"""``c`` in the module doc: the count is released as ``c n`` inside the gram block."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class AdaSSPStatistics:
+    """The three Gaussian releases of AdaSSP and their public parameters."""
+
+    noisy: SufficientStatistics
+    """The perturbed statistics (the count un-weighted: ``noisy count / c``)."""
+    ridge: float
+    """The privately chosen ridge ``lambda`` (from the noisy ``lambda_min``)."""
+    sensitivity: BlockSensitivity
+    """L2 sensitivities of the parts."""
+    gram_sigma: float
+    """Gaussian standard deviation on the gram entries (the count's is ``gram_sigma / c``)."""
+    moment_sigma: float
+    """Gaussian standard deviation on the moment entries."""
+    count_weight: float
+    """``c``: the count is released as ``c n`` inside the gram block."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -64,15 +85,15 @@ class AdaSSPRelease:
     """Eigenvalues raised by the final guard (usually 0)."""
 
 
-def adassp_fit(
+def adassp_release(
     exact: SufficientStatistics,
     design: Design,
     *,
     epsilon: float,
     delta: float,
     rng: np.random.Generator | None = None,
-) -> AdaSSPRelease:
-    """Run AdaSSP on exact statistics; ``(epsilon, delta)``-DP in total."""
+) -> AdaSSPStatistics:
+    """AdaSSP's three releases on exact statistics; ``(epsilon, delta)``-DP in total."""
     eps3, delta3 = epsilon / 3.0, delta / 3.0
     sens = l2_sensitivity(
         design.shifted_features, design.shifted_target, fit_intercept=exact.fit_intercept
@@ -86,7 +107,7 @@ def adassp_fit(
     lam_min_low = max(0.0, noisy_l - sig_l * float(norm.ppf(1.0 - _RHO)))
 
     parts = exact.parts()
-    c = _COUNT_WEIGHT
+    c = COUNT_WEIGHT
     gram_sens = float(np.sqrt(sens.quadratic**2 + sens.feature_sum**2 + (c * sens.count) ** 2))
     sig_g = gaussian_sigma(l2_sensitivity=gram_sens, epsilon=eps3, delta=delta3)
     gram_block = np.concatenate([parts["quadratic"], parts["feature_sum"], c * parts["count"]])
@@ -107,13 +128,35 @@ def adassp_fit(
     )
 
     tau = sig_g * (2.0 * math.sqrt(p) + math.sqrt(2.0 * math.log(1.0 / _RHO)))
-    ridge = max(0.0, tau - lam_min_low)
-    theta, trimmed = trimmed_solve(noisy.gram + ridge * np.eye(p), noisy.moment, floor=sig_g)
-    return AdaSSPRelease(
-        theta=theta,
-        ridge=ridge,
+    return AdaSSPStatistics(
+        noisy=noisy,
+        ridge=max(0.0, tau - lam_min_low),
         sensitivity=sens,
         gram_sigma=sig_g,
         moment_sigma=sig_m,
+        count_weight=c,
+    )
+
+
+def adassp_fit(
+    exact: SufficientStatistics,
+    design: Design,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None = None,
+) -> AdaSSPRelease:
+    """Run AdaSSP on exact statistics (releases, then the ridge solve); ``(epsilon, delta)``-DP."""
+    rel = adassp_release(exact, design, epsilon=epsilon, delta=delta, rng=rng)
+    p = rel.noisy.gram.shape[0]
+    theta, trimmed = trimmed_solve(
+        rel.noisy.gram + rel.ridge * np.eye(p), rel.noisy.moment, floor=rel.gram_sigma
+    )
+    return AdaSSPRelease(
+        theta=theta,
+        ridge=rel.ridge,
+        sensitivity=rel.sensitivity,
+        gram_sigma=rel.gram_sigma,
+        moment_sigma=rel.moment_sigma,
         trimmed=trimmed,
     )

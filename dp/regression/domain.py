@@ -1,15 +1,20 @@
 """Declared data domains of a regression: a feature box or ball, and a target interval.
 
 Every sensitivity in :mod:`dp.regression` is a function of these declared bounds, never of the
-data (SPEC §1: bounds never come from the data). Rows are clipped *into* the domain before any
-statistic is computed, so the bounds hold for every row by construction; that clip is what makes
-the sensitivity derivations true for arbitrary input (diffprivlib's ``LinearRegression`` skips it
+data (bounds never come from the data). Rows are clipped *into* the domain before any statistic
+is computed, so the bounds hold for every row by construction; that clip is what makes the
+sensitivity derivations true for arbitrary input (diffprivlib's ``LinearRegression`` skips it
 when ``fit_intercept=False``).
+
+A box may hold *one-hot blocks* (the indicators of a category column,
+:mod:`dp.regression.encoding`): coordinates in ``[0, 1]`` of which at most one is non-zero. The
+clip rounds a block to its nearest vertex (the indicator of its largest entry if that entry
+exceeds 1/2, else no indicator), so a clipped block is exactly one-hot or zero, and the whole
+block counts as one *group* of magnitude 1 in every norm bound (:meth:`group_magnitudes`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -45,7 +50,9 @@ class FeatureDomain:
     upper: tuple[float, ...]
     """Per-feature upper bounds; for a ball, ``+radius``."""
     radius: float
-    """L2 radius of the ball; for a box, the norm of its farthest corner from the origin."""
+    """L2 radius of the ball; for a box, the largest norm of a point of the domain."""
+    blocks: tuple[tuple[int, int], ...] = ()
+    """``[start, stop)`` of each one-hot block of a box (at most one non-zero entry, in [0, 1])."""
 
     @property
     def dim(self) -> int:
@@ -53,14 +60,31 @@ class FeatureDomain:
         return len(self.lower)
 
     @classmethod
-    def box(cls, lower: BoundLike, upper: BoundLike, *, d: int) -> FeatureDomain:
-        """Per-feature box; scalar bounds are broadcast to all ``d`` features."""
+    def box(
+        cls,
+        lower: BoundLike,
+        upper: BoundLike,
+        *,
+        d: int,
+        blocks: Sequence[tuple[int, int]] = (),
+    ) -> FeatureDomain:
+        """Per-feature box; scalar bounds are broadcast to all ``d`` features.
+
+        ``blocks``: ``[start, stop)`` ranges of one-hot blocks, disjoint, in order, each
+        declared ``[0, 1]`` (module doc).
+
+        >>> FeatureDomain.box([-1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], d=4,
+        ...                   blocks=[(1, 4)]).group_magnitudes().tolist()
+        [1.0, 1.0]
+        """
         lo = _broadcast(lower, d=d, name="bounds_X[0]")
         hi = _broadcast(upper, d=d, name="bounds_X[1]")
         for j, (a, b) in enumerate(zip(lo, hi, strict=True)):
             check_bounds((a, b), name=f"bounds_X for feature {j}")
-        far = math.sqrt(sum(max(a * a, b * b) for a, b in zip(lo, hi, strict=True)))
-        return cls(kind="box", lower=lo, upper=hi, radius=far)
+        blk = _check_blocks(blocks, lo, hi)
+        dom = cls(kind="box", lower=lo, upper=hi, radius=0.0, blocks=blk)
+        object.__setattr__(dom, "radius", float(np.linalg.norm(dom.group_magnitudes())))
+        return dom
 
     @classmethod
     def ball(cls, radius: float, *, d: int) -> FeatureDomain:
@@ -73,22 +97,51 @@ class FeatureDomain:
         mid = (np.asarray(self.lower) + np.asarray(self.upper)) / 2.0
         return np.asarray(mid, dtype=np.float64)
 
+    @property
+    def numeric(self) -> npt.NDArray[np.bool_]:
+        """Per coordinate: True outside the one-hot blocks."""
+        mask = np.ones(self.dim, dtype=bool)
+        for start, stop in self.blocks:
+            mask[start:stop] = False
+        return mask
+
+    def group_magnitudes(self) -> FloatArray:
+        """The largest ``|x_j|`` of each numeric coordinate, then 1 per one-hot block.
+
+        Every ``||x||_p^p`` over the domain is at most the sum of these to the power ``p``
+        (a block's entries are in ``[0, 1]`` with at most one non-zero).
+        """
+        a = np.maximum(np.abs(np.asarray(self.lower)), np.abs(np.asarray(self.upper)))
+        return np.asarray(np.r_[a[self.numeric], np.ones(len(self.blocks))], dtype=np.float64)
+
     def translated(self, shift: FloatArray, scale: FloatArray | None = None) -> FeatureDomain:
-        """The domain of ``(x - shift) / scale`` (a ball is only ever used as declared)."""
+        """The domain of ``(x - shift) / scale`` (a ball is only ever used as declared; one-hot
+        blocks are never shifted or scaled)."""
         if self.kind == "ball":
             if np.any(shift != 0.0) or (scale is not None and np.any(scale != 1.0)):
                 raise ConfigError("a ball domain can only be used centred and unscaled")
             return self
         div = np.ones(self.dim) if scale is None else scale
-        lo = tuple(float(v) for v in (np.asarray(self.lower) - shift) / div)
-        hi = tuple(float(v) for v in (np.asarray(self.upper) - shift) / div)
-        far = math.sqrt(sum(max(a * a, b * b) for a, b in zip(lo, hi, strict=True)))
-        return FeatureDomain(kind="box", lower=lo, upper=hi, radius=far)
+        onehot = ~self.numeric
+        if np.any(np.asarray(shift)[onehot] != 0.0) or np.any(np.asarray(div)[onehot] != 1.0):
+            raise ConfigError("one-hot blocks can only be used unshifted and unscaled")
+        lo = (np.asarray(self.lower) - shift) / div
+        hi = (np.asarray(self.upper) - shift) / div
+        return FeatureDomain.box(lo, hi, d=self.dim, blocks=self.blocks)
 
     def clip(self, X: FloatArray) -> FloatArray:
-        """Project every row into the domain (box: coordinate clamp; ball: radial shrink)."""
+        """Project every row into the domain (box: coordinate clamp, one-hot blocks rounded to
+        their nearest vertex; ball: radial shrink)."""
         if self.kind == "box":
-            return np.clip(X, np.asarray(self.lower), np.asarray(self.upper))
+            out = np.clip(X, np.asarray(self.lower), np.asarray(self.upper))
+            rows = np.arange(out.shape[0])
+            for start, stop in self.blocks:
+                block = out[:, start:stop]
+                top = np.argmax(block, axis=1)
+                keep = block[rows, top] > 0.5
+                block[...] = 0.0
+                block[rows[keep], top[keep]] = 1.0
+            return out
         norms = np.linalg.norm(X, axis=1)
         # Rows inside the ball are untouched; rows outside are scaled onto its surface.
         scale = np.minimum(1.0, self.radius / np.maximum(norms, np.finfo(np.float64).tiny))
@@ -98,7 +151,14 @@ class FeatureDomain:
         """JSON-ready description of the declared bounds."""
         if self.kind == "ball":
             return {"kind": "ball", "data_norm": self.radius}
-        return {"kind": "box", "lower": list(self.lower), "upper": list(self.upper)}
+        out: dict[str, object] = {
+            "kind": "box",
+            "lower": list(self.lower),
+            "upper": list(self.upper),
+        }
+        if self.blocks:
+            out["one_hot_blocks"] = [list(b) for b in self.blocks]
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +188,24 @@ class TargetDomain:
     def clip(self, y: FloatArray) -> FloatArray:
         """Clamp targets into the declared interval."""
         return np.clip(y, self.lower, self.upper)
+
+
+def _check_blocks(
+    blocks: Sequence[tuple[int, int]], lo: tuple[float, ...], hi: tuple[float, ...]
+) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    at = 0
+    for block in blocks:
+        start, stop = (int(v) for v in block)
+        if not at <= start < stop <= len(lo):
+            raise ConfigError(
+                f"one-hot blocks must be disjoint, ordered ranges, got {list(blocks)}"
+            )
+        if any(lo[j] != 0.0 or hi[j] != 1.0 for j in range(start, stop)):
+            raise ConfigError(f"a one-hot block must be declared [0, 1], got block {[start, stop]}")
+        out.append((start, stop))
+        at = stop
+    return tuple(out)
 
 
 def _broadcast(value: BoundLike, *, d: int, name: str) -> tuple[float, ...]:

@@ -113,12 +113,16 @@ def budget_shares(
     *,
     ybar: float | None,
     quadratic_weight: float = 1.0,
+    intercept_share: float = 0.0,
 ) -> dict[str, float]:
     """Fractions of epsilon per part, minimising the first-order excess risk (module doc).
 
     ``ybar`` is a public proxy for the mean shifted target (``None``: its worst case); it also
     stands in for the shifted intercept ``w_0``. ``quadratic_weight`` scales the quadratic
-    part's risk term (1: the noisy ``G`` is inverted as released).
+    part's risk term (1: the noisy ``G`` is inverted as released). ``intercept_share`` is a
+    public floor on the shares of the count and of the target sum each (with an intercept):
+    when the slopes are shrunk towards zero (:mod:`dp.regression.auto`) the noisy mean is the
+    model, and the first-order split, which assumes the slopes are kept, starves it.
 
     >>> from dp.regression.domain import FeatureDomain, TargetDomain
     >>> dsg = Design(features=FeatureDomain.ball(1.0, d=10),
@@ -146,7 +150,13 @@ def budget_shares(
         weights["feature_sum"] = weights["target_sum"] = weights["count"] = 0.0
     powered = {k: weights[k] ** (2.0 / 3.0) for k in PARTS}
     total = sum(powered.values())
-    return {k: v / total for k, v in powered.items()}
+    shares = {k: v / total for k, v in powered.items()}
+    if not design.fit_intercept or intercept_share <= 0.0:
+        return shares
+    fixed = {k: max(shares[k], intercept_share) for k in ("count", "target_sum")}
+    rest = [k for k in PARTS if k not in fixed]
+    scale = (1.0 - sum(fixed.values())) / sum(shares[k] for k in rest)
+    return {k: fixed[k] if k in fixed else shares[k] * scale for k in PARTS}
 
 
 def functional_release(
@@ -156,6 +166,7 @@ def functional_release(
     epsilon: float,
     rng: np.random.Generator | None = None,
     quadratic_weight: float = 1.0,
+    intercept_share: float = 0.0,
 ) -> FunctionalRelease:
     """Perturb the five parts with Laplace noise; epsilon-DP in total (add/remove neighbours).
 
@@ -166,6 +177,8 @@ def functional_release(
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
         quadratic_weight: public weight of the quadratic part in the split
             (:func:`budget_shares`); it moves shares only, never a sensitivity.
+        intercept_share: public floor on the count's and target sum's shares
+            (:func:`budget_shares`).
     """
     sens = l1_sensitivity(
         design.shifted_features, design.shifted_target, fit_intercept=exact.fit_intercept
@@ -184,7 +197,13 @@ def functional_release(
 
     remaining, ybar = epsilon, None
     if exact.fit_intercept:
-        first = budget_shares(sens, design, ybar=None, quadratic_weight=quadratic_weight)
+        first = budget_shares(
+            sens,
+            design,
+            ybar=None,
+            quadratic_weight=quadratic_weight,
+            intercept_share=intercept_share,
+        )
         for part in ("count", "target_sum"):
             release(part, epsilon * first[part])
             remaining -= eps[part]
@@ -193,7 +212,9 @@ def functional_release(
         pad = 2.0 * math.sqrt(2.0)
         n_low = max(1.0, float(noisy["count"][0]) - pad * scales["count"])
         ybar = (abs(float(noisy["target_sum"][0])) + pad * scales["target_sum"]) / n_low
-    shares = budget_shares(sens, design, ybar=ybar, quadratic_weight=quadratic_weight)
+    shares = budget_shares(
+        sens, design, ybar=ybar, quadratic_weight=quadratic_weight, intercept_share=intercept_share
+    )
     rest = [k for k in PARTS if k not in ("count", "target_sum") and shares[k] > 0.0]
     norm = sum(shares[k] for k in rest)
     for k in rest:

@@ -1,13 +1,20 @@
 """Differentially private linear regression with a scikit-learn-like interface.
 
-Two methods share one pipeline (clip into declared bounds, shift by public midpoints, sum the
+Three methods share one pipeline (clip into declared bounds, shift by public midpoints, sum the
 sufficient statistics, perturb, solve a bounded problem, un-shift):
 
-* ``"functional"`` (default, pure epsilon-DP): the functional mechanism with derived L1
+* ``"auto"`` (default): the functional mechanism, or AdaSSP when ``delta > 0`` and it puts less
+  noise on the statistics -- chosen from the declaration alone, before any data is read -- then
+  a solve that shrinks the slopes towards the noisy mean (:mod:`dp.regression.auto`).
+* ``"functional"`` (pure epsilon-DP): the functional mechanism with derived L1
   sensitivities (:mod:`dp.regression.functional`), solved with a shrunk, floored covariance
   (:mod:`dp.regression.shrinkage`).
 * ``"adassp"`` (``(epsilon, delta)``-DP): AdaSSP, Gaussian noise with an adaptive private ridge
   (:mod:`dp.regression.adassp`).
+
+Features are numeric columns in a declared box or ball, or declared columns encoded by a
+:class:`~dp.regression.encoding.FeatureEncoding` (category columns one-hot, coefficients named
+``column=category``).
 
 Neighbouring datasets differ by adding or removing one record (unbounded DP, the dppub-wide
 convention): the row count ``n`` is private, released with noise as the corner of the quadratic
@@ -25,18 +32,25 @@ import numpy.typing as npt
 from dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
 from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError
-from dp.regression.adassp import adassp_fit
+from dp.regression.adassp import adassp_fit, adassp_release
+from dp.regression.auto import (
+    INTERCEPT_SHARE,
+    NoiseVariances,
+    ReleaseChoice,
+    auto_solve,
+    choose_release,
+    variance_floor,
+)
 from dp.regression.domain import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
     check_fitted,
-    check_n_features,
     check_training_data,
-    declared_feature_bounds,
     design_matrix,
     feature_domain,
 )
+from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     eigenvalue_floor,
@@ -55,7 +69,7 @@ from dp.validation import check_delta, check_epsilon
 __all__ = ["LinearRegression"]
 
 FloatArray = npt.NDArray[np.float64]
-_METHODS = ("functional", "adassp")
+_METHODS = ("auto", "functional", "adassp")
 
 
 class LinearRegression:
@@ -64,11 +78,15 @@ class LinearRegression:
     Args:
         epsilon: total privacy parameter of one ``fit``.
         bounds_X: per-feature box ``(lo, hi)``, each a scalar or a length-``d`` sequence.
-        data_norm: L2 bound on each feature vector. Exactly one of ``bounds_X``/``data_norm``.
+        data_norm: L2 bound on each feature vector.
+        encoding: declared feature columns (numeric and category); ``X`` is then
+            ``encoding.encode(frame)``. Exactly one of ``bounds_X``/``data_norm``/``encoding``.
         bounds_y: declared target interval ``(lo, hi)``; required.
-        fit_intercept: fit a constant term.
-        method: ``"functional"`` (pure epsilon, Zhang et al. 2012) or ``"adassp"`` (Wang 2018).
-        delta: 0 for ``"functional"``; in ``(0, 1)`` for ``"adassp"``.
+        fit_intercept: fit a constant term (must match ``encoding``'s reference levels).
+        method: ``"auto"`` (default, :mod:`dp.regression.auto`), ``"functional"`` (pure
+            epsilon, Zhang et al. 2012) or ``"adassp"`` (Wang 2018).
+        delta: 0 for ``"functional"``; in ``(0, 1)`` for ``"adassp"``; either for ``"auto"``
+            (AdaSSP is a candidate only when ``delta > 0``).
 
     Rows are clipped into the declared box/ball and targets into ``bounds_y`` on every fit, with
     or without an intercept; predictions are clipped to ``bounds_y`` (the declared range of the
@@ -76,7 +94,8 @@ class LinearRegression:
 
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, size=(20_000, 2)); y = np.clip(X @ [0.5, -0.25], -1, 1)
-    >>> model = LinearRegression(5.0, bounds_X=(-1, 1), bounds_y=(-1, 1)).fit(X, y, rng=rng)
+    >>> model = LinearRegression(5.0, bounds_X=(-1, 1), bounds_y=(-1, 1), method="functional")
+    >>> model = model.fit(X, y, rng=rng)
     >>> bool(np.allclose(model.coef_, [0.5, -0.25], atol=0.05)), model.privacy_cost
     (True, PrivacyCost(epsilon=5.0, delta=0.0))
     """
@@ -87,9 +106,10 @@ class LinearRegression:
         *,
         bounds_X: tuple[BoundLike, BoundLike] | None = None,
         data_norm: float | None = None,
+        encoding: FeatureEncoding | None = None,
         bounds_y: Sequence[float] | None = None,
         fit_intercept: bool = True,
-        method: str = "functional",
+        method: str = "auto",
         delta: float = 0.0,
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
@@ -102,9 +122,12 @@ class LinearRegression:
             )
         if method == "adassp" and self.delta == 0.0:
             raise ConfigError("method 'adassp' needs delta > 0, got 0.0")
-        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
-        self.target = TargetDomain.from_bounds(bounds_y)
+        self.encoding = encoding
         self.fit_intercept = bool(fit_intercept)
+        self.bounds_X, self.data_norm = declared_features(
+            bounds_X, data_norm, encoding, fit_intercept=self.fit_intercept
+        )
+        self.target = TargetDomain.from_bounds(bounds_y)
         self.method = method
         self._fitted: dict[str, Any] | None = None
         self.coef_: FloatArray = np.zeros(0)
@@ -120,25 +143,65 @@ class LinearRegression:
         """The fit's cost as rho-zCDP, for tighter accounting of Gaussian releases.
 
         AdaSSP makes three analytic-Gaussian releases at ``(epsilon/3, delta/3)`` each; a
-        pure-epsilon method costs ``epsilon^2 / 2``.
+        pure-epsilon release costs ``epsilon^2 / 2``. ``"auto"`` before the number of features
+        is known (scalar bounds, not yet fitted): the larger of the two.
         """
-        if self.method != "adassp":
-            return zcdp_of_pure(self.epsilon)
+        pure = zcdp_of_pure(self.epsilon)
+        if self.delta == 0.0:
+            return pure
         s = gaussian_sigma(l2_sensitivity=1.0, epsilon=self.epsilon / 3, delta=self.delta / 3)
-        return 3.0 * zcdp_of_gaussian(sigma_over_sensitivity=s)
+        gauss = 3.0 * zcdp_of_gaussian(sigma_over_sensitivity=s)
+        if self.method != "auto":
+            return gauss if self.method == "adassp" else pure
+        d = self._declared_d()
+        if d is None:
+            return max(pure, gauss)
+        return gauss if self.release_choice(d).release == "adassp" else pure
+
+    def _declared_d(self) -> int | None:
+        if self._fitted is not None:
+            return int(self.coef_.shape[0])
+        if self.encoding is not None:
+            return self.encoding.dim
+        if self.bounds_X is not None and np.ndim(self.bounds_X[0]) == 1:
+            return len(np.asarray(self.bounds_X[0]))
+        return None
 
     def _feature_domain(self, d: int) -> FeatureDomain:
+        if self.encoding is not None:
+            return self.encoding.domain()
         return feature_domain(self.bounds_X, self.data_norm, d=d)
 
-    def design(self, d: int) -> Design:
-        """The public preprocessing of a fit on ``d`` features.
+    def design(self, d: int | None = None) -> Design:
+        """The public preprocessing of a fit on ``d`` features (``None``: the encoding's).
 
         Pass it as ``design`` to :func:`dp.engine.regression.regression_statistics_stream`
         (identity ``response``) to compute the ``exact`` statistics :meth:`fit_statistics` takes.
         """
+        d = resolve_d(d, self.encoding)
         return Design(
-            features=self._feature_domain(d), target=self.target, fit_intercept=self.fit_intercept
+            features=self._feature_domain(d),
+            target=self.target,
+            fit_intercept=self.fit_intercept,
+            encoding=self.encoding,
         )
+
+    def release_choice(self, d: int | None = None) -> ReleaseChoice:
+        """The release a ``fit`` on ``d`` features makes: for ``"auto"``, chosen from the
+        declaration, epsilon and delta only (:func:`dp.regression.auto.choose_release`)."""
+        if self.method != "auto":
+            return ReleaseChoice(release=self.method, risk={})
+        return choose_release(self.design(d), epsilon=self.epsilon, delta=self.delta)
+
+    def plan(self, d: int | None = None) -> dict[str, Any]:
+        """What ``dppub plan`` shows: the method, the release it makes and why (no data read)."""
+        choice = self.release_choice(d)
+        out: dict[str, Any] = {"method": self.method, **choice.to_dict()}
+        if self.method == "auto":
+            out["solve"] = "shrunk spectrum, slopes shrunk towards the noisy mean (post-processing)"
+        if self.encoding is not None:
+            out["features"] = list(self.encoding.names)
+        return out
 
     def fit(
         self, X: object, y: object, *, rng: np.random.Generator | None = None
@@ -155,7 +218,11 @@ class LinearRegression:
         return self.fit_statistics(sufficient_statistics(Xa, ya, self.design(d)), d=d, rng=rng)
 
     def fit_statistics(
-        self, exact: SufficientStatistics, *, d: int, rng: np.random.Generator | None = None
+        self,
+        exact: SufficientStatistics,
+        *,
+        d: int | None = None,
+        rng: np.random.Generator | None = None,
     ) -> LinearRegression:
         """Fit from exact sufficient statistics instead of rows; spends :attr:`privacy_cost`.
 
@@ -166,13 +233,16 @@ class LinearRegression:
 
         Args:
             exact: ``G`` and ``m`` of the private rows, in the frame of ``self.design(d)``.
-            d: number of features.
+            d: number of features (``None``: the encoding's).
             rng: ``None`` for release-grade noise; a seeded generator for tests only.
         """
-        design = self.design(check_n_features(d))
+        design = self.design(d)
         check_statistics(exact, design)
         info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
-        if self.method == "functional":
+        if self.method == "auto":
+            theta, more = self._fit_auto(exact, design, rng)
+            info |= more
+        elif self.method == "functional":
             rel = functional_release(
                 exact,
                 design,
@@ -207,8 +277,56 @@ class LinearRegression:
         coef, intercept = design.unshift(theta)
         self.coef_, self.intercept_ = coef, intercept
         info["feature_bounds"] = design.features.to_dict()
+        if self.encoding is not None:
+            info |= self.encoding.to_dict()
         self._fitted = info
         return self
+
+    def _fit_auto(
+        self, exact: SufficientStatistics, design: Design, rng: np.random.Generator | None
+    ) -> tuple[FloatArray, dict[str, Any]]:
+        choice = choose_release(design, epsilon=self.epsilon, delta=self.delta)
+        d = design.features.dim
+        if choice.release == "functional":
+            rel = functional_release(
+                exact,
+                design,
+                epsilon=self.epsilon,
+                rng=rng,
+                quadratic_weight=SHRUNK_QUADRATIC_WEIGHT,
+                intercept_share=INTERCEPT_SHARE,
+            )
+            noisy = rel.noisy
+            var = NoiseVariances(**{k: 2.0 * rel.scales[k] ** 2 for k in PARTS})
+            info: dict[str, Any] = {
+                "l1_sensitivity": _parts_dict(rel.sensitivity),
+                "epsilon_split": rel.epsilons,
+                "laplace_scale": rel.scales,
+            }
+        else:
+            ada = adassp_release(exact, design, epsilon=self.epsilon, delta=self.delta, rng=rng)
+            noisy = ada.noisy
+            sg, sm, c = ada.gram_sigma, ada.moment_sigma, ada.count_weight
+            var = NoiseVariances(
+                quadratic=sg**2,
+                feature_sum=sg**2,
+                count=(sg / c) ** 2,
+                cross=sm**2,
+                target_sum=sm**2,
+            )
+            info = {
+                "l2_sensitivity": _parts_dict(ada.sensitivity),
+                "epsilon_split": "thirds: lambda_min (unused by this solve), gram, moment",
+                "gaussian_sigma": {"gram": sg, "moment": sm},
+            }
+        sol = auto_solve(noisy, design, var, floor=variance_floor(var, d))
+        info |= {
+            **choice.to_dict(),
+            "eigenvalue_floor": sol.floor,
+            "spectrum_shrinkage": sol.rho,
+            "mean_shrinkage": sol.alpha,
+        }
+        return sol.theta, info
 
     def predict(self, X: object) -> FloatArray:
         """Predictions ``X coef + intercept``, clipped to ``bounds_y``."""

@@ -38,12 +38,11 @@ from dp.regression.domain import (
     BoundLike,
     TargetDomain,
     check_fitted,
-    check_n_features,
     check_training_data,
-    declared_feature_bounds,
     design_matrix,
     feature_domain,
 )
+from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import (
     LossSumsAt,
@@ -73,8 +72,10 @@ class LogisticRegression:
     Args:
         epsilon: total privacy parameter of one ``fit``.
         bounds_X: per-feature box ``(lo, hi)``, each a scalar or a length-``d`` sequence.
-        data_norm: L2 bound on each feature vector. Exactly one of ``bounds_X``/``data_norm``.
-        fit_intercept: fit a constant term.
+        data_norm: L2 bound on each feature vector.
+        encoding: declared feature columns (numeric and category, one-hot); ``X`` is then
+            ``encoding.encode(frame)``. Exactly one of ``bounds_X``/``data_norm``/``encoding``.
+        fit_intercept: fit a constant term (must match ``encoding``'s reference levels).
         method: ``"objective"`` (default, Chaudhuri et al. 2011) or ``"functional"``
             (Zhang et al. 2012); both pure epsilon-DP.
         delta: must be 0 (both methods are pure epsilon-DP); kept for a uniform surface.
@@ -93,6 +94,7 @@ class LogisticRegression:
         *,
         bounds_X: tuple[BoundLike, BoundLike] | None = None,
         data_norm: float | None = None,
+        encoding: FeatureEncoding | None = None,
         fit_intercept: bool = True,
         method: str = "objective",
         delta: float = 0.0,
@@ -105,8 +107,11 @@ class LogisticRegression:
             raise ConfigError(
                 f"LogisticRegression is pure epsilon-DP: delta must be 0, got {delta!r}"
             )
-        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
+        self.encoding = encoding
         self.fit_intercept = bool(fit_intercept)
+        self.bounds_X, self.data_norm = declared_features(
+            bounds_X, data_norm, encoding, fit_intercept=self.fit_intercept
+        )
         self.method = method
         self._fitted: dict[str, Any] | None = None
         self.coef_: FloatArray = np.zeros(0)
@@ -117,8 +122,9 @@ class LogisticRegression:
         """The ``(epsilon, 0)`` that one ``fit`` spends."""
         return PrivacyCost(epsilon=self.epsilon, delta=0.0)
 
-    def design(self, d: int) -> Design:
-        """The public preprocessing of a fit on ``d`` features (target: the Taylor ``y - 1/2``).
+    def design(self, d: int | None = None) -> Design:
+        """The public preprocessing of a fit on ``d`` features (``None``: the encoding's;
+        target: the Taylor ``y - 1/2``).
 
         Pass it as ``design``, with :meth:`response` as ``response``, to
         :func:`dp.engine.regression.regression_statistics_stream` to compute the ``exact``
@@ -126,8 +132,17 @@ class LogisticRegression:
         its features and intercept define the rows :func:`normalised_rows` feeds the loss
         (:func:`dp.engine.logistic.logistic_sums_stream`, :meth:`fit_loss_sums`).
         """
-        dom = feature_domain(self.bounds_X, self.data_norm, d=d)
-        return Design(features=dom, target=_TAYLOR_TARGET, fit_intercept=self.fit_intercept)
+        d = resolve_d(d, self.encoding)
+        if self.encoding is not None:
+            dom = self.encoding.domain()
+        else:
+            dom = feature_domain(self.bounds_X, self.data_norm, d=d)
+        return Design(
+            features=dom,
+            target=_TAYLOR_TARGET,
+            fit_intercept=self.fit_intercept,
+            encoding=self.encoding,
+        )
 
     @staticmethod
     def response(labels: FloatArray) -> FloatArray:
@@ -165,7 +180,7 @@ class LogisticRegression:
         return self._publish_objective(obj, design, rng)
 
     def fit_loss_sums(
-        self, sums: LossSumsAt, *, d: int, rng: np.random.Generator | None = None
+        self, sums: LossSumsAt, *, d: int | None = None, rng: np.random.Generator | None = None
     ) -> LogisticRegression:
         """Fit objective perturbation from the loss sums ``sums(w)``; spends :attr:`privacy_cost`.
 
@@ -189,7 +204,7 @@ class LogisticRegression:
                 f"fit_loss_sums needs method 'objective', got {self.method!r}: the functional "
                 "mechanism fits from sufficient statistics; call fit_statistics instead"
             )
-        design = self.design(check_n_features(d))
+        design = self.design(d)
         obj = minimise_objective(sums, p=design.n_params, epsilon=self.epsilon, rng=rng)
         return self._publish_objective(obj, design, rng)
 
@@ -209,7 +224,11 @@ class LogisticRegression:
         return self._publish(obj.theta / norm, design, info)
 
     def fit_statistics(
-        self, exact: SufficientStatistics, *, d: int, rng: np.random.Generator | None = None
+        self,
+        exact: SufficientStatistics,
+        *,
+        d: int | None = None,
+        rng: np.random.Generator | None = None,
     ) -> LogisticRegression:
         """Fit the functional mechanism from exact statistics; spends :attr:`privacy_cost`.
 
@@ -232,7 +251,7 @@ class LogisticRegression:
                 f"fit_statistics needs method 'functional', got {self.method!r}: objective "
                 "perturbation fits the logistic loss; call fit(X, y) or fit_loss_sums instead"
             )
-        design = self.design(check_n_features(d))
+        design = self.design(d)
         check_statistics(exact, design)
         rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
         floor = eigenvalue_floor(rel.scales, design.features.dim)
@@ -253,6 +272,8 @@ class LogisticRegression:
     ) -> LogisticRegression:
         self.coef_, self.intercept_ = design.unshift(theta)
         info["feature_bounds"] = design.features.to_dict()
+        if self.encoding is not None:
+            info |= self.encoding.to_dict()
         self._fitted = info
         return self
 

@@ -16,6 +16,13 @@ domain.) Write ``a_j = max(|lo_j|, |hi_j|)`` for the shifted box (``a_j = R`` fo
 for the radius of the shifted domain and ``B = max |y|`` for the shifted target. Where two valid
 bounds exist the smaller is used.
 
+One-hot blocks (the indicators of a category column, :mod:`dp.regression.encoding`): a clipped
+block has at most one non-zero entry, in ``[0, 1]``, so its contribution to every
+``||x||_p^p`` is at most 1, the bound of one numeric coordinate with ``a_j = 1``. Every formula
+below therefore runs over *groups* -- each numeric coordinate, and each block as one group of
+magnitude 1 (:meth:`FeatureDomain.group_magnitudes`) -- and ``d`` in the ball bounds is the
+number of groups. The bounds stay functions of the declared categories only.
+
 **L1** (Laplace, functional mechanism):
 
 * quadratic: ``sum_{j<=l} |x_j x_l| = (||x||_1^2 + ||x||_2^2) / 2``. On the box this is at most
@@ -91,9 +98,8 @@ def _combine(values: list[float], norm: str) -> float:
 
 
 def _magnitudes(dom: FeatureDomain) -> npt.NDArray[np.float64]:
-    """``a_j = max(|lo_j|, |hi_j|)``: the largest ``|x_j|`` in the domain."""
-    a = np.maximum(np.abs(np.asarray(dom.lower)), np.abs(np.asarray(dom.upper)))
-    return np.asarray(a, dtype=np.float64)
+    """``a_g``: the largest ``|x_j|`` of each numeric coordinate, 1 per one-hot block."""
+    return dom.group_magnitudes()
 
 
 def _target_magnitude(target: TargetDomain) -> float:
@@ -112,8 +118,8 @@ def l1_sensitivity(
     >>> s.quadratic, round(s.feature_sum, 4), s.count, round(s.cross, 4), s.target_sum
     (1.5, 1.4142, 1.0, 1.4142, 1.0)
     """
-    d, r = dom.dim, dom.radius
     a = _magnitudes(dom)
+    d, r = len(a), dom.radius
     b = _target_magnitude(target)
     box_q = (float(a.sum()) ** 2 + float((a * a).sum())) / 2.0
     quadratic = min(box_q, r * r * (d + 1) / 2.0)

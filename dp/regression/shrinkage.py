@@ -81,13 +81,21 @@ class ShrunkSpectrum:
         return np.asarray(self.vectors @ ((self.vectors.T @ rhs) / self.values), np.float64)
 
 
-def shrink_spectrum(scatter: FloatArray, *, quadratic_scale: float, floor: float) -> ShrunkSpectrum:
+def shrink_spectrum(
+    scatter: FloatArray,
+    *,
+    quadratic_scale: float,
+    floor: float,
+    noise_energy: float | None = None,
+) -> ShrunkSpectrum:
     """Shrink the spectrum of a noisy ``d x d`` scatter matrix and floor it (module doc).
 
     Args:
         scatter: the noisy (centred) ``sum x x^T``.
         quadratic_scale: Laplace scale ``b_Q`` of its upper-triangle entries.
         floor: the public trimming floor ``tau > 0``.
+        noise_energy: the expected squared Frobenius norm of the noise, when it is not
+            ``2 b_Q^2 d^2`` (another noise distribution, or entries known exactly).
 
     >>> sp = shrink_spectrum(np.diag([4.0, 4.0]), quadratic_scale=0.0, floor=2.0)
     >>> sp.values.tolist(), sp.rho
@@ -99,7 +107,7 @@ def shrink_spectrum(scatter: FloatArray, *, quadratic_scale: float, floor: float
     mu, vecs = np.linalg.eigh((scatter + scatter.T) / 2.0)
     mbar = float(mu.mean())
     spread = float(((mu - mbar) ** 2).sum())
-    noise = 2.0 * quadratic_scale**2 * d * d
+    noise = 2.0 * quadratic_scale**2 * d * d if noise_energy is None else noise_energy
     rho = max(0.0, spread - noise) / spread if spread > 0.0 else 0.0
     g = mbar + rho * (mu - mbar)
     tau_rho = floor * (1.0 + rho) / 2.0

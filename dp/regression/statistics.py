@@ -12,7 +12,9 @@ box midpoint for features and the interval midpoint for the target, when there i
 divided by their public half-widths (or largest magnitudes, without an intercept), so that every
 feature lies in ``[-1, 1]``: noise of one scale on all entries then costs every feature the same
 relative accuracy, instead of drowning a feature declared in ``[0, 1]`` next to one declared in
-``[0, 10^5]``. Both maps are undone exactly on the coefficients afterwards.
+``[0, 10^5]``. Both maps are undone exactly on the coefficients afterwards. One-hot blocks of
+category columns (:mod:`dp.regression.encoding`) are neither shifted nor scaled: any shift would
+make a block dense and its norm larger.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy.typing as npt
 
 from dp.errors import InputError
 from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.encoding import FeatureEncoding
 
 __all__ = ["Design", "SufficientStatistics", "check_statistics", "sufficient_statistics"]
 
@@ -40,12 +43,20 @@ class Design:
     """Declared target interval (targets are clipped into it)."""
     fit_intercept: bool
     """Whether a constant column is appended."""
+    encoding: FeatureEncoding | None = None
+    """How declared columns become the features (None: the features are the numeric columns
+    themselves); its :meth:`~FeatureEncoding.domain` must be ``features``."""
+
+    def __post_init__(self) -> None:
+        if self.encoding is not None and self.encoding.domain() != self.features:
+            raise InputError("the design's feature domain is not its encoding's domain")
 
     @property
     def feature_shift(self) -> FloatArray:
-        """Public shift subtracted from features: the domain midpoint with an intercept, else 0."""
+        """Public shift subtracted from features: the domain midpoint with an intercept, else 0
+        (always 0 on one-hot blocks)."""
         if self.fit_intercept:
-            return self.features.midpoint()
+            return np.asarray(np.where(self.features.numeric, self.features.midpoint(), 0.0))
         return np.zeros(self.features.dim)
 
     @property
@@ -55,12 +66,14 @@ class Design:
 
     @property
     def feature_scale(self) -> FloatArray:
-        """Public per-feature divisor: box half-widths (or magnitudes), 1 for a ball."""
+        """Public per-feature divisor: box half-widths (or magnitudes), 1 for a ball and on
+        one-hot blocks."""
         if self.features.kind == "ball":
             return np.ones(self.features.dim)
         lo = np.asarray(self.features.lower) - self.feature_shift
         hi = np.asarray(self.features.upper) - self.feature_shift
-        return np.asarray(np.maximum(np.abs(lo), np.abs(hi)), dtype=np.float64)
+        scale = np.where(self.features.numeric, np.maximum(np.abs(lo), np.abs(hi)), 1.0)
+        return np.asarray(scale, dtype=np.float64)
 
     @property
     def shifted_features(self) -> FeatureDomain:

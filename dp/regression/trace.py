@@ -64,11 +64,10 @@ from dp.regression.domain import (
     FeatureDomain,
     TargetDomain,
     check_fitted,
-    check_n_features,
     check_training_data,
-    declared_feature_bounds,
     feature_domain,
 )
+from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     FunctionalRelease,
@@ -100,6 +99,9 @@ class TraceRegression:
         n_tasks: number of tasks ``T`` (declared, not read from data).
         bounds_X: per-feature box ``(lo, hi)`` for multi-task rows; or
         data_norm: L2 bound on each row ``x`` (multi-task) or Frobenius bound on ``X_i``.
+        encoding: declared feature columns of multi-task rows (numeric and category, one-hot;
+            no intercept, so the first category column keeps all its levels); ``X`` is then
+            ``encoding.encode(frame)``. Exactly one of ``bounds_X``/``data_norm``/``encoding``.
         bounds_y: declared target interval ``(lo, hi)``, required; it must contain 0 (no
             intercept: the model is ``y = tr(X^T B) + e``).
         penalty_scale: ``kappa`` in the module doc (1 by default).
@@ -118,6 +120,7 @@ class TraceRegression:
         n_tasks: int,
         bounds_X: tuple[BoundLike, BoundLike] | None = None,
         data_norm: float | None = None,
+        encoding: FeatureEncoding | None = None,
         bounds_y: Sequence[float] | None = None,
         penalty_scale: float = 1.0,
     ) -> None:
@@ -125,7 +128,10 @@ class TraceRegression:
         if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
             raise ConfigError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
         self.n_tasks = n_tasks
-        self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
+        self.encoding = encoding
+        self.bounds_X, self.data_norm = declared_features(
+            bounds_X, data_norm, encoding, fit_intercept=False
+        )
         self.target = TargetDomain.from_bounds(bounds_y)
         if not self.target.lower <= 0.0 <= self.target.upper:
             bounds = [self.target.lower, self.target.upper]
@@ -148,7 +154,7 @@ class TraceRegression:
             for t in range(self.n_tasks)
         ]
 
-    def design(self, d: int, *, matrix: bool = False) -> Design:
+    def design(self, d: int | None = None, *, matrix: bool = False) -> Design:
         """The public preprocessing of a fit on ``d`` features (no intercept).
 
         Multi-task (default): the box or ball of one row ``x``; pass it as ``design`` to
@@ -158,8 +164,16 @@ class TraceRegression:
         covariates, which needs ``data_norm``.
         """
         if not matrix:
+            d = resolve_d(d, self.encoding)
+            if self.encoding is not None:
+                return Design(
+                    features=self.encoding.domain(),
+                    target=self.target,
+                    fit_intercept=False,
+                    encoding=self.encoding,
+                )
             dom = self._box_or_ball(d)
-        elif self.data_norm is None:
+        elif self.data_norm is None or d is None:
             raise ConfigError("matrix covariates need data_norm (a Frobenius bound on X_i)")
         else:
             dom = FeatureDomain.ball(self.data_norm, d=d * self.n_tasks)
@@ -214,7 +228,7 @@ class TraceRegression:
         self,
         exact: Sequence[SufficientStatistics],
         *,
-        d: int,
+        d: int | None = None,
         rng: np.random.Generator | None = None,
         matrix: bool = False,
     ) -> TraceRegression:
@@ -233,7 +247,8 @@ class TraceRegression:
             rng: ``None`` for release-grade noise; a seeded generator for tests only.
             matrix: whether the statistics are of matrix covariates (see :meth:`design`).
         """
-        design = self.design(check_n_features(d), matrix=matrix)
+        design = self.design(d, matrix=matrix)
+        d = design.features.dim // (self.n_tasks if matrix else 1)
         want = 1 if matrix else self.n_tasks
         if isinstance(exact, SufficientStatistics) or len(exact) != want:
             got = (
@@ -291,6 +306,8 @@ class TraceRegression:
             "feature_bounds": dom.to_dict(),
             "sampler": "opendp" if rng is None else "seeded-test-only",
         }
+        if self.encoding is not None:
+            self._fitted |= self.encoding.to_dict()
         return self
 
     def _box_or_ball(self, d: int) -> FeatureDomain:

@@ -15,8 +15,11 @@ at ``epsilon / (2T)`` each with their declared sensitivities, are audited the sa
 to end audit of the published centres has no power: the centre ``noisy sum / noisy count``
 hides most of the loss, so a 2x twin is not rejected with ~10^4 per-call samples.)
 
+Category features: each part released on a design with a one-hot block, at the split
+``method="auto"`` uses, against the row that attains the one-hot sensitivity bound.
+
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6
-(``dp.audit``, confidence 1 - 1e-6); 14 such audits here -> <= 3e-5 for the file.
+(``dp.audit``, confidence 1 - 1e-6); 19 such audits here -> <= 4e-5 for the file.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ from dp.audit import audit, looped
 from dp.clustering import COUNT_SENSITIVITY, sum_sensitivity
 from dp.mechanisms import laplace
 from dp.regression import FeatureDomain, TargetDomain
+from dp.regression.auto import INTERCEPT_SHARE
+from dp.regression.encoding import FeatureEncoding
 from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
 from dp.regression.sensitivity import PARTS
 from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
+from dp.schema import ColumnSpec
 
 EPS = 1.0
 DESIGNS = {
@@ -161,4 +167,55 @@ def test_kmeans_releases_pass_and_their_twins_are_rejected(release: str) -> None
     real = audit(sampler(1.0), rng=np.random.default_rng(4), **kwargs)
     assert real.passed and real.eps_lb > 0.6 * eps_half, real.summary()
     twin = audit(sampler(0.5), rng=np.random.default_rng(4), **kwargs)
+    assert not twin.passed, twin.summary()
+
+
+# --- one-hot blocks at the auto split ---------------------------------------------------------
+
+ONEHOT = FeatureEncoding.from_specs(
+    [
+        ColumnSpec(name="x", type="float", bounds=(0.0, 1.0)),
+        ColumnSpec(name="c", type="category", categories=("a", "b", "c")),
+    ],
+    fit_intercept=True,
+)
+ONEHOT_DESIGN = Design(
+    features=ONEHOT.domain(),
+    target=TargetDomain(lower=0.0, upper=4.0),
+    fit_intercept=True,
+    encoding=ONEHOT,
+)
+# Rows x, c=b, c=c. The added row: x at a corner, one indicator, y at the end of its interval:
+# it attains every part's add/remove L1 bound (one group per column).
+ONEHOT_X = np.array([[0.2, 1.0, 0.0], [0.7, 0.0, 0.0], [0.5, 0.0, 1.0]])
+ONEHOT_Y = np.array([1.0, 3.0, 2.0])
+ONEHOT_ROW = ([1.0, 0.0, 1.0], 4.0)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_one_hot_parts_at_the_auto_split_pass_and_their_twins_are_rejected(part: str) -> None:
+    d = sufficient_statistics(ONEHOT_X, ONEHOT_Y, ONEHOT_DESIGN)
+    X_nb = np.vstack([ONEHOT_X, [ONEHOT_ROW[0]]])
+    d_nb = sufficient_statistics(X_nb, np.append(ONEHOT_Y, ONEHOT_ROW[1]), ONEHOT_DESIGN)
+    rel = functional_release(
+        d,
+        ONEHOT_DESIGN,
+        epsilon=EPS,
+        rng=np.random.default_rng(0),
+        quadratic_weight=SHRUNK_QUADRATIC_WEIGHT,
+        intercept_share=INTERCEPT_SHARE,
+    )
+    sens = rel.sensitivity.part(part)
+    assert np.abs(d_nb.parts()[part] - d.parts()[part]).sum() == pytest.approx(sens)
+    kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": EPS, "samples": 40_000}
+    real = audit(
+        _part_sampler(part, sensitivity=sens, epsilon=EPS), rng=np.random.default_rng(9), **kwargs
+    )
+    assert real.passed, real.summary()
+    assert real.eps_lb > 0.7 * EPS, real.summary()
+    twin = audit(
+        _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
+        rng=np.random.default_rng(9),
+        **kwargs,
+    )
     assert not twin.passed, twin.summary()

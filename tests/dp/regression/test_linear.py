@@ -41,10 +41,12 @@ def test_exactly_one_feature_bound(kwargs: dict[str, object]) -> None:
 def test_parameter_messages() -> None:
     with pytest.raises(ConfigError, match=r"epsilon must be finite and > 0, got -1.0"):
         LinearRegression(-1.0, data_norm=1.0, bounds_y=(-1, 1))
-    with pytest.raises(ConfigError, match=r"method must be one of \['functional', 'adassp'\]"):
+    with pytest.raises(
+        ConfigError, match=r"method must be one of \['auto', 'functional', 'adassp'\]"
+    ):
         LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1), method="ols")
     with pytest.raises(ConfigError, match=r"'functional' is pure epsilon-DP: delta must be 0"):
-        LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1), delta=1e-6)
+        LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1), method="functional", delta=1e-6)
     with pytest.raises(ConfigError, match=r"'adassp' needs delta > 0, got 0.0"):
         LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1), method="adassp")
     with pytest.raises(
@@ -160,7 +162,9 @@ def test_never_explodes_on_a_grid_of_hard_cases() -> None:
 def test_to_dict_is_json_and_complete() -> None:
     rng = np.random.default_rng(4)
     X, y, _ = _ball_data(rng, 1000, 3)
-    model = LinearRegression(0.5, bounds_X=([-1, -1, -1], [1, 1, 1]), bounds_y=(-1, 1))
+    model = LinearRegression(
+        0.5, bounds_X=([-1, -1, -1], [1, 1, 1]), bounds_y=(-1, 1), method="functional"
+    )
     doc = json.loads(json.dumps(model.fit(X, y, rng=rng).to_dict()))
     assert doc["method"] == "functional"
     assert doc["coefficients"] == pytest.approx(model.coef_.tolist())
