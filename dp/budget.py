@@ -66,12 +66,21 @@ class PrivacyCost:
     def __add__(self, other: PrivacyCost) -> PrivacyCost:
         return PrivacyCost(epsilon=self.epsilon + other.epsilon, delta=self.delta + other.delta)
 
-    def fits_within(self, budget: PrivacyCost, *, tol: float = 1e-9) -> bool:
+    def fits_within(self, budget: PrivacyCost, *, rel: float = 1e-9) -> bool:
         """True if this cost is at most ``budget`` in both epsilon and delta.
 
-        ``tol`` absorbs float summation error only (1e-9 of an epsilon), never a real overspend.
+        ``rel`` absorbs float summation error only: a *relative* allowance, so a budget with
+        delta 0 admits no delta at all.
+
+        >>> PrivacyCost(epsilon=0.1, delta=1e-12).fits_within(PrivacyCost(epsilon=1.0))
+        False
+        >>> (PrivacyCost(epsilon=0.1) + PrivacyCost(epsilon=0.2)).fits_within(
+        ...     PrivacyCost(epsilon=0.3))
+        True
         """
-        return self.epsilon <= budget.epsilon + tol and self.delta <= budget.delta + tol
+        return self.epsilon <= budget.epsilon * (1.0 + rel) and self.delta <= budget.delta * (
+            1.0 + rel
+        )
 
     def __sub__(self, other: PrivacyCost) -> PrivacyCost:
         """What is left of ``self`` after spending ``other`` (floored at zero)."""

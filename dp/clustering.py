@@ -128,8 +128,8 @@ class KMeans:
                 initialisation); a seeded generator for tests only.
         """
         Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[0] == 0 or Xa.shape[1] == 0:
-            raise InputError(f"X must be a non-empty 2-d array (n, d), got shape {Xa.shape}")
+        if Xa.ndim != 2 or Xa.shape[1] == 0:  # zero rows are fine: noisy counts of nothing
+            raise InputError(f"X must be a 2-d array (n, d) with d >= 1, got shape {Xa.shape}")
         if not np.all(np.isfinite(Xa)):
             raise InputError("X must be finite (no NaN or inf)")
         domain = self.domain(Xa.shape[1])

@@ -1,10 +1,18 @@
-"""Reading a private table from Parquet and validating it against its declared schema.
+"""Reading a private table from Parquet: structure checked from metadata, values by policy.
 
-Every way the input can disagree with the config is a one-line :class:`InputError` naming the
-file and column, never a data value or an exact count (error messages can be persisted by the
-orchestrator). Values outside declared numeric bounds are clamped, as the declared sensitivity
-requires; how many were clamped is an exact statistic, so it is kept in memory
-(:attr:`ReadResult.clamped`) for tests and never logged or published.
+Two kinds of problems, handled so that no single record can change what a run does:
+
+* structural -- a missing file, not Parquet, a missing column, a wrong type (in *any* file of a
+  folder) -- found by :func:`check_source` from the Parquet footers before any value is read,
+  each a one-line :class:`InputError` naming the file and column, never a data value;
+* value-level -- nulls, NaN, infinities, numbers outside the declared bounds, undeclared
+  categories, an empty table -- handled by the declared policies of :mod:`dp.schema` (clamp,
+  drop, map) while reading, never an error. How many values a policy handled is an exact
+  statistic: it is kept in memory (:attr:`ReadResult.clamped`) for tests, never logged or
+  published.
+
+:func:`read_table` reads through the same batch validator the streaming engines use
+(:mod:`dp.engine.batches`), so both paths see the very same values.
 """
 
 from __future__ import annotations
@@ -22,7 +30,14 @@ import pyarrow.dataset as pads
 from dp.errors import InputError, InvariantError
 from dp.schema import ColumnSpec, TableSchema
 
-__all__ = ["ReadResult", "check_source", "clamp_numeric", "read_table"]
+__all__ = [
+    "ReadResult",
+    "check_source",
+    "clamp_numeric",
+    "complete_rows",
+    "empty_frame",
+    "read_table",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,121 +48,131 @@ class ReadResult:
     clamped: dict[str, int] = field(default_factory=dict, repr=False)
 
 
+def _reason(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def _open(path: Path) -> pads.Dataset:
     if not path.exists():
         raise InputError(f"dataset not found: {path}")
     try:
         return pads.dataset(path, format="parquet")
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"cannot read {path} as Parquet: {reason}") from None
+    except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
+        raise InputError(f"cannot read {path} as Parquet: {_reason(exc)}") from None
 
 
-def _check_type(spec: ColumnSpec, arrow_type: pa.DataType, path: Path) -> None:
+def _check_type(spec: ColumnSpec, arrow_type: pa.DataType, where: Path) -> None:
     t = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
-    if spec.type == "int":
-        ok = pa.types.is_integer(t)
-    elif spec.type == "float":
+    if spec.is_numeric:  # an int column may be stored as float (e.g. a pandas column with NaN)
         ok = pa.types.is_integer(t) or pa.types.is_floating(t)
     else:
         ok = pa.types.is_string(t) or pa.types.is_large_string(t)
     if not ok:
-        raise InputError(f"{path}: column {spec.name!r} should be {spec.type}, found {t}")
+        raise InputError(f"{where}: column {spec.name!r} should be {spec.type}, found {t}")
 
 
 def clamp_numeric(
-    spec: ColumnSpec, arr: npt.NDArray[np.float64], path: Path
+    spec: ColumnSpec, arr: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64] | npt.NDArray[np.int64], int]:
-    """Reject NaN/inf/missing (as NaN), clamp to the declared bounds; return the values and how
-    many were outside (exact: never log or publish it). Shared by every read path."""
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"{path}: column {spec.name!r} contains missing, NaN or inf values")
+    """Clamp to the declared bounds (infinities included) and round ``int`` columns to the
+    nearest integer; return the values and how many were outside (exact: never log it).
+
+    NaN marks a value a policy left out (kept as NaN, so such an ``int`` column stays float).
+    """
     if spec.bounds is None:
         raise InvariantError(f"numeric column {spec.name!r} has no bounds")
     lo, hi = spec.bounds
     outside = int(np.count_nonzero((arr < lo) | (arr > hi)))
     clipped = np.clip(arr, lo, hi)
-    return (clipped.astype(np.int64) if spec.type == "int" else clipped), outside
-
-
-def _numeric(spec: ColumnSpec, values: pd.Series, path: Path) -> tuple[pd.Series, int]:
-    arr, outside = clamp_numeric(spec, values.to_numpy(dtype=np.float64, na_value=np.nan), path)
-    return pd.Series(arr, index=values.index, name=spec.name), outside
-
-
-def _text(spec: ColumnSpec, values: pd.Series, path: Path) -> pd.Series:
-    if values.isna().any():
-        raise InputError(f"{path}: column {spec.name!r} contains missing values")
-    text = values.astype(str)
-    if spec.categories is not None:
-        unknown = ~text.isin(spec.categories)
-        if unknown.any():
-            raise InputError(
-                f"{path}: column {spec.name!r} has values outside its declared categories"
-            )
-        return pd.Series(
-            pd.Categorical(text, categories=list(spec.categories)), index=text.index, name=spec.name
-        )
-    return text
-
-
-def _checked_dataset(path: Path, specs: Sequence[ColumnSpec]) -> pads.Dataset:
-    ds = _open(path)
-    missing = [s.name for s in specs if s.name not in ds.schema.names]
-    if missing:
-        raise InputError(f"{path}: missing declared column(s) {missing}")
-    for s in specs:
-        _check_type(s, ds.schema.field(s.name).type, path)
-    return ds
+    if spec.type != "int":
+        return clipped, outside
+    rounded = np.rint(clipped)
+    return (rounded if np.isnan(rounded).any() else rounded.astype(np.int64)), outside
 
 
 def check_source(
     path: str | Path, schema: TableSchema, *, columns: Sequence[str] | None = None
-) -> None:
-    """Cheap pre-flight check from Parquet metadata only: the file or folder exists, is Parquet,
-    has the declared columns with compatible types, and is not empty. Reads no values.
+) -> pads.Dataset:
+    """Check the structure of a Parquet file or folder from its footers only (reads no value):
+    it exists, every file is Parquet and has the declared columns with compatible types.
 
     Raises:
-        InputError: as :func:`read_table` would for these problems.
-    """
-    p = Path(path)
-    wanted = list(columns) if columns is not None else list(schema.names)
-    ds = _checked_dataset(p, [schema[name] for name in wanted])
-    try:
-        rows = ds.count_rows()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"cannot read {p} as Parquet: {reason}") from None
-    if rows == 0:
-        raise InputError(f"{p}: the table is empty")
-
-
-def read_table(
-    path: str | Path, schema: TableSchema, *, columns: Sequence[str] | None = None
-) -> ReadResult:
-    """Read ``columns`` (default: all declared) of a Parquet file or folder and validate them.
-
-    Raises:
-        InputError: missing file, not Parquet, missing column, wrong type, NaN/inf/missing
-            values, undeclared category, or an empty table.
+        InputError: one line naming the file and the problem.
     """
     p = Path(path)
     wanted = list(columns) if columns is not None else list(schema.names)
     specs = [schema[name] for name in wanted]
-    ds = _checked_dataset(p, specs)
+    ds = _open(p)
     try:
-        table = ds.to_table(columns=wanted)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"cannot read {p} as Parquet: {reason}") from None
-    if table.num_rows == 0:
-        raise InputError(f"{p}: the table is empty")
-    frame = table.to_pandas()
+        fragments = list(ds.get_fragments())
+        for fragment in fragments:
+            where = Path(fragment.path)
+            physical = fragment.physical_schema
+            missing = [s.name for s in specs if s.name not in physical.names]
+            if missing:
+                raise InputError(f"{where}: missing declared column(s) {missing}")
+            for s in specs:
+                _check_type(s, physical.field(s.name).type, where)
+    except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
+        raise InputError(f"cannot read {p} as Parquet: {_reason(exc)}") from None
+    return ds
+
+
+def read_table(
+    path: str | Path,
+    schema: TableSchema,
+    *,
+    columns: Sequence[str] | None = None,
+    complete: bool = True,
+) -> ReadResult:
+    """Read ``columns`` (default: all declared) of a Parquet file or folder into one frame,
+    through the streaming validator (so with exactly its values and policies).
+
+    With ``complete`` (default) rows with a value the ``drop`` policy rejects are left out;
+    otherwise such a value is NA, for a frame several releases share: each then takes its own
+    complete rows with :func:`complete_rows`, exactly the rows a streamed scan of its columns
+    keeps.
+
+    Raises:
+        InputError: a structural problem (see :func:`check_source`) or an unreadable file.
+    """
+    from dp.engine.batches import batch_frame, iter_batches, open_scan
+
+    wanted = list(columns) if columns is not None else list(schema.names)
+    scan = open_scan(path, schema, wanted, drop=complete)
+    frames: list[pd.DataFrame] = []
+    clamped = dict.fromkeys((s.name for s in scan.specs if s.is_numeric), 0)
+    for fragment in scan.fragments:
+        for batch in iter_batches(scan, fragment):
+            frames.append(batch_frame(batch, scan.specs))
+            for name, n in batch.clamped.items():
+                clamped[name] += n
+    kept = [f for f in frames if len(f)]
+    frame = pd.concat(kept, ignore_index=True) if kept else empty_frame(scan.specs)
+    return ReadResult(frame=frame, clamped=clamped)
+
+
+def complete_rows(frame: pd.DataFrame, schema: TableSchema, columns: Sequence[str]) -> pd.DataFrame:
+    """The rows of a shared frame (``read_table(..., complete=False)``) whose ``columns`` are
+    all present, with the dtypes of a complete read (``int`` columns back to int64)."""
+    cols = list(dict.fromkeys(columns))
+    part = frame[cols].dropna().reset_index(drop=True)
+    for c in cols:
+        if schema[c].type == "int" and part[c].dtype != np.int64:
+            part[c] = part[c].astype(np.int64)
+    return part
+
+
+def empty_frame(specs: Sequence[ColumnSpec]) -> pd.DataFrame:
+    """A frame with no rows and the dtypes :func:`read_table` gives these columns."""
     out: dict[str, pd.Series] = {}
-    clamped: dict[str, int] = {}
-    for s in specs:
-        if s.is_numeric:
-            out[s.name], clamped[s.name] = _numeric(s, frame[s.name], p)
+    for spec in specs:
+        if spec.is_numeric:
+            dtype = np.int64 if spec.type == "int" else np.float64
+            out[spec.name] = pd.Series([], dtype=dtype, name=spec.name)
+        elif spec.categories is not None:
+            cats = pd.CategoricalDtype(list(spec.categories), ordered=False)
+            out[spec.name] = pd.Series([], dtype=cats, name=spec.name)
         else:
-            out[s.name] = _text(s, frame[s.name], p)
-    return ReadResult(frame=pd.DataFrame(out), clamped=clamped)
+            out[spec.name] = pd.Series([], dtype=object, name=spec.name)
+    return pd.DataFrame(out)

@@ -2,25 +2,21 @@
 
 Releases are written into ``OUT/<dataset>/.staging/<run_id>/``; publication is one
 ``os.rename`` of that folder to ``OUT/<dataset>/<run_id>/`` (atomic on one filesystem), so a
-published folder is never seen half-written, and a failed run leaves no published folder.
-
-A run holds an exclusive ``flock`` on ``OUT/<dataset>/.staging/<run_id>.lock`` from before its
-reservation until it ends; the kernel drops the lock when the process dies, so a pending
-reservation whose lock is free belongs to a dead run (see :mod:`dp.recovery`).
+published folder is never seen half-written, and a failed run leaves no published folder. Once
+the rename has happened the run *is* published, whatever fails afterwards (see
+:mod:`dp.runs`: it is then committed, never refunded).
 
 Each release's folder gets a ``release.json`` written last: it marks the release as complete.
-A re-executed task finds it and reuses the stored answer instead of drawing new noise, so a
-retry can never publish a second, independently noised answer to the same query. Before drawing
-any noise an attempt *claims* its release (an ``O_EXCL`` file beside the staging folder): a
-second attempt that finds the release claimed but not complete -- a task dask re-ran after
-losing its worker while the first may still be writing -- stops instead of drawing again. A
-release folder is never created outside an existing staging folder, so a late writer cannot
-resurrect a discarded run.
+A re-executed task finds it and reuses the stored answer instead of drawing new noise. Before
+drawing any noise an attempt records a ``draw`` in the ledger (:meth:`Staging.attempt`): the run
+is charged from then on even if it never publishes, and a second attempt at the same release --
+a task the cluster re-ran after losing a worker while the first may still be writing -- is
+refused instead of drawing again. A release folder is never created outside an existing staging
+folder, so a late writer cannot resurrect a discarded run.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,8 +27,10 @@ from typing import Any
 
 import pandas as pd
 
+from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InvariantError
-from dp.ledger import check_run_id
+from dp.faults import fault_point
+from dp.ledger import Ledger, check_run_id
 
 __all__ = ["Staging", "sha256_files"]
 
@@ -58,38 +56,21 @@ def _fsync_dir(path: Path) -> None:
 
 
 class Staging:
-    """The private staging area of one run, and its publication."""
+    """The private staging area of one run, and its publication.
 
-    def __init__(self, out_dir: str | Path, *, dataset: str, run_id: str) -> None:
+    Picklable (it holds paths and the ledger's location only), so release tasks can run on
+    other processes of the same machine or on workers that share its filesystem.
+    """
+
+    def __init__(
+        self, out_dir: str | Path, *, dataset: str, run_id: str, ledger: Ledger | None = None
+    ) -> None:
         check_run_id(run_id)
         self.run_id = run_id
         self.dataset_dir = Path(out_dir) / dataset
         self.dir = self.dataset_dir / ".staging" / run_id
         self.final = self.dataset_dir / run_id
-        self._lock_path = self.dataset_dir / ".staging" / f"{run_id}.lock"
-        self._lock_fd: int | None = None
-
-    def try_lock(self) -> bool:
-        """Take the run's liveness lock without waiting; False if another process holds it."""
-        if self._lock_fd is not None:
-            return True
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd
-        return True
-
-    def unlock(self) -> None:
-        """Release the liveness lock (and remove its file)."""
-        if self._lock_fd is not None:
-            self._lock_path.unlink(missing_ok=True)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self.ledger = ledger
 
     @property
     def published(self) -> bool:
@@ -107,39 +88,26 @@ class Staging:
         d.mkdir(exist_ok=True)  # not parents: a discarded staging folder stays discarded
         return d
 
-    @property
-    def _claims(self) -> Path:
-        return self.dir.parent / f"{self.run_id}.claims"
-
-    def attempt(self, name: str) -> dict[str, Any] | None:
+    def attempt(self, name: str, cost: PrivacyCost, *, is_dp: bool = True) -> dict[str, Any] | None:
         """Start an attempt at release ``name``: the stored summary if an earlier attempt
-        completed it (reuse it, draw nothing), else None once this attempt has claimed it.
+        completed it (reuse it, draw nothing), else None once the ledger has recorded that this
+        attempt is about to draw noise (at ``cost``) -- call it before any noise is drawn.
 
         Raises:
-            InvariantError: as :meth:`claim`.
+            InvariantError: another attempt drew this release, or the staging folder is gone.
+            LedgerError: the run is no longer pending (it was settled).
         """
         done = self.completed(name)
-        if done is None:
-            self.claim(name)
-        return done
-
-    def claim(self, name: str) -> None:
-        """Claim release ``name`` for this attempt; call it after :meth:`completed` returned
-        None and before any noise is drawn (see the module docstring).
-
-        Raises:
-            InvariantError: another attempt claimed the release, or the staging folder is gone.
-        """
+        if done is not None:
+            return done
         if not self.dir.is_dir():
             raise InvariantError(f"the staging folder of run {self.run_id} is gone")
-        self._claims.mkdir(exist_ok=True)
-        try:
-            os.close(os.open(self._claims / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            raise InvariantError(
-                f"release {name!r} of run {self.run_id} was already attempted; a second attempt "
-                "would draw a second noisy answer, so it stops"
-            ) from None
+        if self.ledger is None:
+            raise InvariantError(f"run {self.run_id} has no ledger to record its draws in")
+        self.ledger.draw(run_id=self.run_id, release=name, cost=cost, is_dp=is_dp)
+        if is_dp:
+            fault_point("drawn")
+        return None
 
     def completed(self, name: str) -> dict[str, Any] | None:
         """The stored summary of release ``name`` if an earlier attempt completed it."""
@@ -167,7 +135,10 @@ class Staging:
         return done
 
     def publish(self, *, manifest: Mapping[str, Any], report: str) -> Path:
-        """Write the manifest and report, then atomically rename the folder into place."""
+        """Write the manifest and report, flush every file, then rename the folder into place.
+
+        After the rename the run is published even if a later step (the folder's fsync) fails.
+        """
         (self.dir / "report.md").write_text(report)
         text = json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n"
         (self.dir / MANIFEST).write_text(text)
@@ -178,11 +149,10 @@ class Staging:
         if self.final.exists():
             raise InvariantError(f"run folder {self.final} appeared during the run")
         os.rename(self.dir, self.final)
+        fault_point("renamed")
         _fsync_dir(self.dataset_dir)
-        shutil.rmtree(self._claims, ignore_errors=True)
         return self.final
 
     def discard(self) -> None:
         """Remove the staging folder (nothing of it was published)."""
         shutil.rmtree(self.dir, ignore_errors=True)
-        shutil.rmtree(self._claims, ignore_errors=True)

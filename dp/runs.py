@@ -1,30 +1,58 @@
-"""A run's lifecycle around the ledger: open (lock + recover + reserve), confirm, recover.
+"""A run's protocol around the ledger, top to bottom: open, execute, compose, publish, commit,
+and -- whatever happens -- settle.
 
-* :func:`open_run` takes the run's liveness lock, resolves dead runs of the dataset, and
-  reserves the plan's cost atomically. ``dppub run`` calls it *before* Prefect starts, so a run
-  the budget refuses never pays Prefect's start-up and racing processes are decided by one
-  SQLite transaction each; scheduled runs call it from inside the flow.
-* A pending reservation is resolved only when its run is dead (its lock is free): if the run
-  folder was published (the rename happened) it is committed without a second charge,
-  otherwise the reservation is aborted and the staging folder removed — nothing of it was
-  published, so nothing was spent. The ledger may over-count while a dead run is unresolved;
-  it never under-counts.
+* :meth:`Run.open` takes the run's liveness lock, settles dead runs of the same data, checks
+  that every publication under the output folder is still in the ledger (a truncated, replaced
+  or deleted ledger is refused), and reserves the plan's cost atomically. ``dppub run`` opens
+  the run *before* Prefect starts, so a refused run never pays Prefect's start-up; the flow then
+  :meth:`Run.attach`-es to it. Scheduled runs open their own run inside the flow.
+* Releases are computed into the staging folder; each records a ``draw`` in the ledger before
+  it draws noise (:meth:`dp.publication.Staging.attempt`).
+* :meth:`Run.compose` records the releases and recomputes the run's cost from those rows;
+  :meth:`Run.publish` renames the run folder into place; :meth:`Run.commit` records it.
+* :func:`settle` ends a run that did not commit, decided by what is true on disk and in the
+  ledger, never by where an exception came from: a run whose folder is in place *was
+  published* and is committed; a run that drew noise on private data is charged for its draws
+  (and its staging folder removed); only a run that drew nothing is aborted at no cost. Every
+  exit path -- an exception, Ctrl-C, SIGTERM, a later :func:`recover` after SIGKILL -- goes
+  through it, so the ledger never counts less than what was published or drawn.
+
+A pending run whose lock is free belongs to a dead process; :func:`recover` settles those.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from dp.budget import PrivacyCost
-from dp.errors import BudgetExceededError, InvariantError, LedgerError
-from dp.ledger import Ledger, Reservation
-from dp.periods import Period, next_period_start, period_label
-from dp.publication import Staging, sha256_files
+from dp.errors import InvariantError, LedgerError
+from dp.faults import fault_point
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, Reservation
+from dp.publication import MANIFEST, Staging, sha256_files
 
-__all__ = ["Recovered", "confirm_reservation", "new_run_id", "open_run", "recover", "resolve"]
+__all__ = ["Recovered", "Run", "RunPlan", "check_publications", "new_run_id", "recover", "settle"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPlan:
+    """What the ledger needs to know about a run before it reads any data."""
+
+    data: DataIdentity
+    """The data the run reads (its name and source)."""
+    policy: BudgetPolicy
+    """The data's budget policy, as the config declares it."""
+    cost: PrivacyCost
+    """The run's planned, composed cost."""
+    config_hash: str
+    """Hash of what the config releases."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +60,8 @@ class Recovered:
     run_id: str
     dataset: str
     action: str
-    """``committed`` (was published), ``aborted`` (was not), ``running`` or ``unknown``."""
+    """``committed`` (was published), ``charged`` (drew noise), ``aborted`` (drew nothing),
+    ``running`` (its process is alive) or ``unknown`` (no publication folder recorded)."""
 
 
 def new_run_id() -> str:
@@ -40,103 +69,232 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
 
 
-def open_run(
-    ledger: Ledger,
-    out_dir: str | Path,
-    *,
-    dataset: str,
-    cost: PrivacyCost,
-    budget: PrivacyCost,
-    config_hash: str,
-    per: Period | None = None,
-) -> tuple[Staging, PrivacyCost]:
-    """Lock a new run, resolve dead runs of ``dataset``, and reserve ``cost`` for this period.
+class _Lock:
+    """A run's liveness lock: an ``flock`` the kernel drops when the process dies."""
 
-    Returns the run's locked staging area (the caller must ``unlock()`` it when the run ends)
-    and what the period's budget leaves after this reservation.
+    def __init__(self, staging: Staging) -> None:
+        self.path = staging.dataset_dir / ".staging" / f"{staging.run_id}.lock"
+        self._fd: int | None = None
 
-    Raises:
-        BudgetExceededError: the cost does not fit; nothing was written.
-    """
-    staging = Staging(out_dir, dataset=dataset, run_id=new_run_id())
-    if not staging.try_lock():
-        raise InvariantError(f"a fresh run id {staging.run_id!r} is already locked")
-    try:
-        recover(ledger, dataset=dataset)
-        remaining = ledger.reserve(
-            dataset=dataset,
-            run_id=staging.run_id,
-            cost=cost,
-            budget=budget,
-            config_hash=config_hash,
-            period=period_label(per),
-            location=str(staging.dataset_dir.resolve()),
-        )
-    except BudgetExceededError as exc:
-        staging.unlock()
-        opens = next_period_start(per)
-        if opens is None:
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False if another process holds it."""
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class Run:
+    """One publication run. Use :meth:`open` or :meth:`attach`, then ``with run: ...``: leaving
+    the block settles the run (see the module docstring) and drops its lock."""
+
+    def __init__(self, ledger: Ledger, staging: Staging, *, remaining: PrivacyCost) -> None:
+        self.ledger = ledger
+        self.staging = staging
+        self.remaining = remaining
+        """What the budget leaves after this run's reservation."""
+        self._lock: _Lock | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.staging.run_id
+
+    @property
+    def reservation(self) -> Reservation:
+        return self.ledger.reservation(self.run_id)
+
+    @classmethod
+    def open(cls, ledger: Ledger, out_dir: str | Path, plan: RunPlan) -> Run:
+        """Lock a new run, settle dead runs of the same data, check the publications against
+        the ledger, and reserve ``plan.cost``.
+
+        Raises:
+            BudgetExceededError: the cost does not fit; nothing was written.
+            ConfigError: the config disagrees with what the ledger recorded for this data.
+            LedgerError: the ledger is damaged or lacks entries a publication recorded.
+        """
+        staging = Staging(out_dir, dataset=plan.data.name, run_id=new_run_id(), ledger=ledger)
+        lock = _Lock(staging)
+        if not lock.acquire():
+            raise InvariantError(f"a fresh run id {staging.run_id!r} is already locked")
+        try:
+            declared = ledger.declaration_of(plan.data)
+            if declared is not None:
+                recover(ledger, key=declared.key)
+            check_publications(ledger, staging.dataset_dir)
+            remaining = ledger.reserve(
+                run_id=staging.run_id,
+                data=plan.data,
+                policy=plan.policy,
+                cost=plan.cost,
+                config_hash=plan.config_hash,
+                location=str(staging.dataset_dir.resolve()),
+            )
+        except BaseException:
+            lock.release()
             raise
-        raise BudgetExceededError(f"{exc}; the next period opens {opens.isoformat()}") from None
-    except BaseException:
-        staging.unlock()
-        raise
-    return staging, remaining
+        run = cls(ledger, staging, remaining=remaining)
+        run._lock = lock
+        try:
+            fault_point("reserved")
+        except BaseException:  # interrupted before the caller holds the run: settle it here
+            settle(ledger, staging)
+            run.close()
+            raise
+        return run
+
+    @classmethod
+    def attach(cls, ledger: Ledger, out_dir: str | Path, plan: RunPlan, run_id: str) -> Run:
+        """The run ``run_id`` that this process opened (``dppub run``) and holds locked.
+
+        Raises:
+            LedgerError: the run is not a pending, unused reservation of exactly this plan.
+        """
+        res = ledger.reservation(run_id)
+        if res.state != "pending" or res.recorded:
+            raise LedgerError(f"run {run_id!r} is {res.state} and cannot be executed again")
+        if res.dataset != plan.data.name or res.config_hash != plan.config_hash:
+            raise LedgerError(f"run {run_id!r} was reserved for another dataset or config")
+        if res.cost != plan.cost:
+            raise LedgerError(f"run {run_id!r} reserved {res.cost}, the plan costs {plan.cost}")
+        staging = Staging(out_dir, dataset=plan.data.name, run_id=run_id, ledger=ledger)
+        remaining = ledger.remaining(data=plan.data, policy=plan.policy)
+        return cls(ledger, staging, remaining=remaining)
+
+    def __enter__(self) -> Run:
+        self.staging.create()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            settle(self.ledger, self.staging)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the liveness lock (if this object took it)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def compose(self, releases: list[ReleaseRecord], planned: PrivacyCost) -> tuple[int, str]:
+        """Record the computed releases and recompute the run's cost *from the ledger rows*;
+        block publication unless it equals the plan and the reservation. Returns the head."""
+        self.ledger.record_releases(run_id=self.run_id, releases=releases)
+        reserved, recomputed = self.ledger.recorded_cost(self.run_id)
+        for label, other in (("planned", planned), ("reserved", reserved)):
+            if not (recomputed.fits_within(other) and other.fits_within(recomputed)):
+                raise InvariantError(
+                    f"composition check failed: releases cost epsilon={recomputed.epsilon:g} "
+                    f"delta={recomputed.delta:g}, {label} epsilon={other.epsilon:g} "
+                    f"delta={other.delta:g}; nothing was published"
+                )
+        fault_point("composed")
+        return self.ledger.head()
+
+    def publish(self, *, manifest: dict[str, Any], report: str) -> Path:
+        """Rename the run folder into place: from here on the run is published."""
+        final = self.staging.publish(manifest=manifest, report=report)
+        fault_point("published")
+        return final
+
+    def commit(self) -> tuple[int, str]:
+        """Record the publication in the ledger."""
+        self.ledger.commit(run_id=self.run_id, output_hash=sha256_files(self.staging.final))
+        fault_point("committed")
+        return self.ledger.head()
 
 
-def confirm_reservation(
-    ledger: Ledger,
-    *,
-    run_id: str,
-    dataset: str,
-    cost: PrivacyCost,
-    config_hash: str,
-    budget: PrivacyCost,
-) -> PrivacyCost:
-    """Check that ``run_id`` holds a pending, unused reservation for exactly this plan."""
-    res = ledger.reservation(run_id)
-    if res.state != "pending" or res.recorded:
-        raise LedgerError(f"run {run_id!r} is {res.state} and cannot be executed again")
-    if res.dataset != dataset or res.config_hash != config_hash:
-        raise LedgerError(f"run {run_id!r} was reserved for another dataset or config")
-    if res.cost != cost:
-        raise LedgerError(f"run {run_id!r} reserved {res.cost}, the plan costs {cost}")
-    return ledger.remaining(dataset=dataset, budget=budget, period=res.period)
-
-
-def _staging(res: Reservation) -> Staging | None:
-    if not res.location:
-        return None
-    return Staging(Path(res.location).parent, dataset=res.dataset, run_id=res.run_id)
-
-
-def resolve(ledger: Ledger, staging: Staging) -> str:
-    """Resolve one pending run whose lock the caller holds; returns the action taken."""
+def settle(ledger: Ledger, staging: Staging) -> str:
+    """End a pending run by what is true now; returns the action taken (``none`` if it had
+    ended). Idempotent; the caller holds the run's lock (or the run's process is dead)."""
     if ledger.reservation(staging.run_id).state != "pending":
         return "none"
     if staging.published:
         ledger.commit(run_id=staging.run_id, output_hash=sha256_files(staging.final))
         return "committed"
     staging.discard()
+    if ledger.drew(staging.run_id):
+        ledger.charge(run_id=staging.run_id)
+        return "charged"
     ledger.abort(run_id=staging.run_id)
     return "aborted"
 
 
-def recover(ledger: Ledger, *, dataset: str | None = None) -> list[Recovered]:
-    """Resolve every pending run of a dead process (optionally of one dataset)."""
+def check_publications(ledger: Ledger, dataset_dir: Path) -> None:
+    """Refuse if a publication under ``dataset_dir`` recorded ledger entries the ledger lacks.
+
+    Every manifest records the ledger head its run composed against; a ledger that lost those
+    rows (cut short, replaced by an older copy, deleted and recreated) would let spending
+    restart, so no run may reserve against it.
+
+    Raises:
+        LedgerError: one line naming the publication and the missing entry.
+    """
+    if not dataset_dir.is_dir():
+        return
+    seen: dict[tuple[int, str], Path] = {}
+    for folder in sorted(dataset_dir.iterdir()):
+        manifest = folder / MANIFEST
+        if folder.name.startswith(".") or not manifest.is_file():
+            continue
+        try:
+            head = json.loads(manifest.read_text())["ledger_head"]
+            seen[(int(head["seq"]), str(head["hash"]))] = folder
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LedgerError(f"cannot read the ledger head of {manifest}: {exc}") from None
+    missing = ledger.missing(list(seen))
+    if missing:
+        seq, _ = missing[0]
+        raise LedgerError(
+            f"ledger {ledger.path} lacks entry {seq} that the publication "
+            f"{seen[missing[0]]} recorded: the ledger was cut short, replaced or recreated; "
+            "restore it from a copy (nothing was reserved)"
+        )
+
+
+def _staging_of(ledger: Ledger, res: Reservation) -> Staging | None:
+    if not res.location:
+        return None
+    return Staging(Path(res.location).parent, dataset=res.dataset, run_id=res.run_id, ledger=ledger)
+
+
+def recover(ledger: Ledger, *, key: str | None = None) -> list[Recovered]:
+    """Settle every pending run of a dead process (optionally of one data identity)."""
     done: list[Recovered] = []
     for res in ledger.pending():
-        if dataset is not None and res.dataset != dataset:
+        if key is not None and res.source != key:
             continue
-        staging = _staging(res)
+        staging = _staging_of(ledger, res)
         if staging is None:
             action = "unknown"
-        elif not staging.try_lock():
-            action = "running"
         else:
-            try:
-                action = resolve(ledger, staging)
-            finally:
-                staging.unlock()
+            lock = _Lock(staging)
+            if not lock.acquire():
+                action = "running"
+            else:
+                try:
+                    action = settle(ledger, staging)
+                finally:
+                    lock.release()
         done.append(Recovered(run_id=res.run_id, dataset=res.dataset, action=action))
     return done

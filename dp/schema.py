@@ -1,8 +1,14 @@
 """Declared table schemas: every column a DP stage reads has a declared domain.
 
-Domains come from configuration, never from data (SPEC §1): numeric columns declare bounds
-``[lo, hi]``, categorical columns their category list; free-text columns (``string``) can only be
-read by non-DP stages (k-anonymity) or through a hierarchy that declares their leaves.
+Domains come from configuration, never from data: numeric columns declare bounds ``[lo, hi]``,
+categorical columns their category list; free-text columns (``string``) can only be read by
+non-DP stages (k-anonymity) or through a hierarchy that declares their leaves.
+
+Values that do not fit are handled by declared, data-independent policies, so no single record
+can make a run fail: numbers outside the bounds (infinities included) are clamped; a missing
+value (null, NaN) and, for categories, an undeclared value are either dropped (the row is left
+out of every release of the run) or mapped to a declared value. Each is a per-row
+transformation, so neighbouring tables stay neighbours and no sensitivity changes.
 """
 
 from __future__ import annotations
@@ -13,9 +19,11 @@ from typing import Literal
 from dp.errors import ConfigError
 from dp.validation import check_bounds
 
-__all__ = ["ColumnSpec", "ColumnType", "TableSchema"]
+__all__ = ["DROP", "ColumnSpec", "ColumnType", "TableSchema"]
 
 ColumnType = Literal["int", "float", "category", "string"]
+DROP = "drop"
+"""The policy that leaves a row out of the run (the default for missing and unknown values)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +37,14 @@ class ColumnSpec:
     bounds: tuple[float, float] | None = None
     """Declared ``[lo, hi]`` for numeric columns; values outside are clamped on read."""
     categories: tuple[str, ...] | None = None
-    """Declared categories for ``category`` columns; any other value is an input error."""
+    """Declared categories for ``category`` columns."""
+    missing: str | float = DROP
+    """A null or NaN: ``drop`` the row, or this value (within the bounds / a declared category)."""
+    unknown: str = DROP
+    """A value outside ``categories``: ``drop`` the row, or map it to this declared category."""
+    length: int | None = None
+    """Text columns of fixed-length codes (prefix-masked zip codes): a value of another length
+    is unknown, and its row is dropped."""
 
     def __post_init__(self) -> None:
         if self.type in ("int", "float"):
@@ -48,6 +63,33 @@ class ColumnSpec:
             object.__setattr__(self, "categories", tuple(str(c) for c in cats))
         elif self.categories is not None:
             raise ConfigError(f"column {self.name!r}: categories are only for category columns")
+        self._check_policies()
+
+    def _check_policies(self) -> None:
+        where = f"column {self.name!r}"
+        if self.length is not None and (self.type != "string" or self.length < 1):
+            raise ConfigError(f"{where}: a code length is only for text columns, and >= 1")
+        if self.length is not None and self.unknown != DROP:
+            raise ConfigError(f"{where}: a code of another length can only be dropped")
+        if self.unknown != DROP and (
+            self.categories is None or self.unknown not in self.categories
+        ):
+            raise ConfigError(f"{where}: unknown must be 'drop' or a declared category")
+        if self.missing == DROP:
+            return
+        if self.is_numeric:
+            value = self.missing
+            lo, hi = self.bounds or (0.0, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{where}: missing must be 'drop' or a number, got {value!r}")
+            if not lo <= value <= hi:
+                raise ConfigError(f"{where}: missing value {value!r} is outside [{lo:g}, {hi:g}]")
+            if self.type == "int" and float(value) != int(value):
+                raise ConfigError(f"{where}: missing value {value!r} must be an integer")
+        elif self.categories is not None and self.missing not in self.categories:
+            raise ConfigError(f"{where}: missing must be 'drop' or a declared category")
+        elif not isinstance(self.missing, str):
+            raise ConfigError(f"{where}: missing must be 'drop' or a text value")
 
     @property
     def is_numeric(self) -> bool:

@@ -101,15 +101,14 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
     from dp.ledger import Ledger
     from flows.config import load_config, plan_releases
+    from flows.stages import expected_errors
 
     cfg = load_config(config)
     plan, total = plan_releases(cfg)
     remaining = cfg.budget
     if ledger.exists():
         book = Ledger(ledger, create=False)
-        remaining = book.remaining(dataset=cfg.dataset.name, budget=cfg.budget, period=cfg.period())
-    from flows.stages import expected_errors
-
+        remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
     workloads = {w.name: w for w in cfg.workloads}
     releases = []
     for p in plan:
@@ -128,6 +127,7 @@ def _plan_payload(config: Path, ledger: Path) -> dict[str, Any]:
         "total_epsilon": total.epsilon,
         "total_delta": total.delta,
         "budget_epsilon": cfg.budget.epsilon,
+        "budget": cfg.budget_policy.describe(),
         "budget_period": cfg.period(),
         "remaining_epsilon": remaining.epsilon,
     }
@@ -156,31 +156,60 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
     )
 
 
-def _open(config: Path, ledger: Path, out: Path, engine: str | None) -> Any:
+def _open(config: Path, ledger: Path, out: Path) -> tuple[Any, Any, Any]:
+    """Validate the config and the input's structure, then open (lock and reserve) the run."""
     from dp.io import check_source
     from dp.ledger import Ledger
-    from dp.runs import open_run
+    from dp.runs import Run
     from flows.config import load_config, plan_releases
-    from flows.stages import validate_input
 
     cfg = load_config(config)
     _, total = plan_releases(cfg)
-    # Bad input fails here, before anything is reserved or Prefect starts: the metadata check
-    # is cheap; the value check reads the declared columns once (nothing is released) -- whole
-    # with the pandas engine, batch by batch in this process otherwise.
-    check_source(cfg.resolve(cfg.dataset.path), cfg.schema, columns=cfg.used_columns)
-    validate_input(cfg, "pandas" if (engine or cfg.dataset.engine) == "pandas" else "stream")
+    # Structure only (files, columns, types), from Parquet metadata: no value is read before
+    # the budget is reserved, and no single record can change what happens.
+    check_source(cfg.data_path(), cfg.schema, columns=cfg.used_columns)
     book = Ledger(ledger, timeout=LEDGER_TIMEOUT)
-    staging, _ = open_run(
-        book,
-        out,
-        dataset=cfg.dataset.name,
-        cost=total,
-        budget=cfg.budget,
-        config_hash=cfg.config_hash,
-        per=cfg.dataset.budget.per,
-    )
-    return book, staging
+    return cfg, book, Run.open(book, out, cfg.run_plan(total))
+
+
+class _Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived; carries the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`_Interrupted` in the main thread (SIGTERM is handled
+    like Ctrl-C: the run settles, then the process exits 143)."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _settle_quietly(book: Any, run: Any) -> None:
+    """Settle the run with SIGTERM/SIGINT held back, so a second signal cannot cut it short."""
+    import signal
+
+    from dp.runs import settle
+
+    held = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        _guard(settle, book, run.staging)
+    finally:
+        run.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 @app.command()
@@ -196,36 +225,60 @@ def run(
     """Run the publishing flow once; prints the run id.
 
     The run's cost is reserved atomically before Prefect starts: a run the budget refuses
-    exits 3 at once, writes nothing and publishes nothing.
+    exits 3 at once, writes nothing and publishes nothing. SIGTERM and Ctrl-C settle the run
+    (a published run is committed, one that drew noise is charged) and exit 143 / 130.
     """
-    from dp.runs import resolve
-    from flows.faults import fault_point
+    import signal
+
+    from prefect.exceptions import TerminationSignal
 
     if engine not in (None, "pandas", "stream", "dask"):
         _fail(f"--engine must be pandas, stream or dask, got {engine!r}", 2)
-    book, staging = _guard(_open, config, ledger, out, engine)
-    try:
-        fault_point("reserved")
-        _prefect_env()
-        from flows.config import load_config
-        from flows.runner import flow_for
+    from dp.errors import DPPubError
 
-        with _own_temporary_server():
-            _guard(
-                flow_for(_guard(load_config, config), engine),
-                str(config.resolve()),
-                str(ledger.resolve()),
-                str(out.resolve()),
-                run_id=staging.run_id,
-                engine=engine,
+    failure: tuple[str, int] | None = None
+    with _signals_raise():
+        try:
+            cfg, book, opened = _guard(_open, config, ledger, out)
+        except _Interrupted as exc:
+            name = signal.Signals(exc.signum).name
+            _fail(
+                f"interrupted by {name} before the run started; nothing was spent", 128 + exc.signum
             )
-    finally:
-        # If the flow never ran (or died before its own clean-up), settle the reservation:
-        # committed if the folder was published, else released.
-        _guard(resolve, book, staging)
-        staging.unlock()
-    typer.echo(f"published to {staging.final}", err=True)
-    typer.echo(staging.run_id)
+        try:
+            _prefect_env()
+            from flows.runner import flow_for
+
+            with _own_temporary_server():
+                flow_for(cfg, engine)(
+                    str(config.resolve()),
+                    str(ledger.resolve()),
+                    str(out.resolve()),
+                    run_id=opened.run_id,
+                    engine=engine,
+                )
+        except (_Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            if isinstance(exc, TerminationSignal):
+                signum = signal.SIGTERM
+            failure = (f"interrupted by {signal.Signals(signum).name}", 128 + int(signum))
+        except DPPubError as exc:
+            failure = (str(exc), 2)
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            failure = (f"I/O error: {exc.strerror or exc}{where}", 2)
+        except Exception as exc:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
+            if os.environ.get("DPPUB_DEBUG"):
+                raise
+            failure = (f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)", 1)
+        finally:
+            _settle_quietly(book, opened)
+    if failure is not None:
+        state = book.reservation(opened.run_id).state
+        message, code = failure
+        _fail(f"{message}; run {opened.run_id} was {state}", code)
+    typer.echo(f"published to {opened.staging.final}", err=True)
+    typer.echo(opened.run_id)
 
 
 @app.command()
@@ -237,7 +290,12 @@ def recover(
     from dp.ledger import Ledger
     from dp.runs import recover as recover_runs
 
-    done = _guard(lambda: recover_runs(Ledger(ledger, create=False), dataset=dataset))
+    def settle_dead() -> Any:
+        book = Ledger(ledger, create=False)
+        keys = [d.key for d in book.declarations() if dataset in (None, d.name)]
+        return [r for k in keys for r in recover_runs(book, key=k)]
+
+    done = _guard(settle_dead)
     for r in done:
         typer.echo(f"{r.dataset} {r.run_id}: {r.action}")
     typer.echo(f"{len(done)} pending run(s) examined")
@@ -245,32 +303,16 @@ def recover(
 
 def _audit_payload(ledger: Path, dataset: str | None) -> dict[str, Any]:
     from dp.ledger import Ledger
+    from dp.ledger.summary import spending_summary
 
     book = Ledger(ledger, create=False)
     chain = book.verify()
-    datasets: dict[str, Any] = {}
-    for s in book.spending(dataset):
-        entry = {
-            "period": s.period,
-            "budget_epsilon": None if s.budget is None else s.budget.epsilon,
-            "budget_delta": None if s.budget is None else s.budget.delta,
-            "spent_epsilon": s.spent.epsilon,
-            "spent_delta": s.spent.delta,
-            "remaining_epsilon": None
-            if s.budget is None
-            else max(0.0, s.budget.epsilon - s.spent.epsilon),
-            "runs": s.runs,
-            "pending_runs": s.pending_runs,
-        }
-        # The latest period is the dataset's headline; every period is listed under it.
-        periods = {**datasets.get(s.dataset, {}).get("periods", {}), s.period: entry}
-        datasets[s.dataset] = {**entry, "periods": periods}
     return {
         "chain_ok": chain.ok,
         "rows": chain.rows,
         "head": chain.head,
         "problems": list(chain.problems),
-        "datasets": datasets,
+        "datasets": spending_summary(book, dataset),
     }
 
 
@@ -295,21 +337,24 @@ def audit(
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
     else:
-        header = ("dataset", "period", "budget", "spent", "remaining", "runs", "pending")
-        line = "{:<24} {:<10} {:>8} {:>8} {:>9} {:>5} {:>7}"
+        header = ("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending")
+        line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7}"
         typer.echo(line.format(*header))
         for name, d in payload["datasets"].items():
-            for period, p in d["periods"].items():
+            typer.echo(
+                line.format(
+                    name,
+                    f"{d['budget_epsilon']:g}",
+                    f"{d['lifetime_spent_epsilon']:g}",
+                    f"{d['remaining_epsilon']:g}",
+                    d["runs"],
+                    d["charged_runs"],
+                    d["pending_runs"],
+                )
+            )
+            for a in d["amendments"]:
                 typer.echo(
-                    line.format(
-                        name,
-                        period,
-                        f"{p['budget_epsilon']:g}",
-                        f"{p['spent_epsilon']:g}",
-                        f"{p['remaining_epsilon']:g}",
-                        p["runs"],
-                        p["pending_runs"],
-                    )
+                    f"  amended {a['ts']} by {a['who']}: {'; '.join(a['changes'])} ({a['why']})"
                 )
         state = "ok" if payload["chain_ok"] else "BROKEN"
         typer.echo(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
@@ -317,6 +362,37 @@ def audit(
             typer.echo(f"  {p}")
     if not payload["chain_ok"]:
         raise typer.Exit(1)
+
+
+budget_app = typer.Typer(help="Change a dataset's recorded budget, name or source.")
+app.add_typer(budget_app, name="budget")
+
+
+@budget_app.command("amend")
+def budget_amend(
+    config: Path,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the ledger).")],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+) -> None:
+    """Record the config's budget, name and source as the dataset's declaration.
+
+    The ledger refuses runs whose config disagrees with what it recorded; this is the one way
+    to change it, and the change (who, when, why, what) is a ledger entry that audits show.
+    """
+    import getpass
+
+    from dp.ledger import Ledger
+    from flows.config import load_config
+
+    def amend() -> Any:
+        cfg = load_config(config)
+        book = Ledger(ledger, timeout=LEDGER_TIMEOUT, create=False)
+        return book.amend(
+            data=cfg.data_identity, policy=cfg.budget_policy, who=getpass.getuser(), why=reason
+        )
+
+    done = _guard(amend)
+    typer.echo(f"recorded: dataset {done.name!r} ({done.path}): {done.policy.describe()}")
 
 
 def _local_server(state: Path) -> Any:

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import ConfigError
-from dp.periods import Period, period_label
+from dp.ledger import PERIOD_FIELD, BudgetPolicy, DataIdentity
+from dp.periods import Period
+from dp.runs import RunPlan
 from dp.schema import ColumnSpec, TableSchema
 from dp.validation import check_delta, check_epsilon
 
@@ -45,15 +47,37 @@ class _Cost(_Model):
 
 
 class BudgetModel(_Cost):
+    """The data's lifetime budget; a period may cap spending inside it, or renew it when each
+    period reads its own rows (the dataset path names ``{period}``)."""
+
     per: Period | None = None
-    """Calendar period the allowance renews in (UTC): year, quarter, month, week, day, hour,
-    minute; omitted = one lifetime budget."""
+    """Calendar period (UTC) for ``cap`` or ``renew``: year, quarter, month, week, day, hour,
+    minute."""
+    cap: _Cost | None = None
+    """At most this much inside one period (the lifetime total still bounds everything)."""
+    renew: bool = False
+    """Each period reads disjoint rows, so each has its own budget (parallel composition)."""
+
+    @property
+    def policy(self) -> BudgetPolicy:
+        return BudgetPolicy(
+            total=PrivacyCost(epsilon=self.epsilon, delta=self.delta),
+            per=self.per,
+            cap=None
+            if self.cap is None
+            else PrivacyCost(epsilon=self.cap.epsilon, delta=self.cap.delta),
+            renew=self.renew,
+        )
 
 
 class ColumnModel(_Model):
     type: Literal["int", "float", "category", "string"]
     bounds: tuple[float, float] | None = None
     categories: list[str] | None = None
+    missing: str | float = "drop"
+    """A null or NaN: ``drop`` the row (default) or use this value."""
+    unknown: str = "drop"
+    """A value outside ``categories``: ``drop`` the row (default) or map it to this category."""
 
 
 class DatasetModel(_Model):
@@ -76,10 +100,18 @@ class HierarchyModel(_Model):
     """Exactly one of: ``bands`` (int columns), ``prefix_mask``, ``levels``, ``file``."""
 
     bands: list[int] | None = None
-    prefix_mask: bool | None = None
+    prefix_mask: int | None = Field(default=None, ge=1)
+    """Fixed-length codes masked one trailing character per level; the value is the length."""
     levels: dict[str, list[str]] | None = None
     file: Path | None = None
     sep: str = ";"
+
+    @field_validator("prefix_mask", mode="before")
+    @classmethod
+    def _length(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError("prefix_mask is the code length, e.g. prefix_mask: 6")
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HierarchyModel:
@@ -192,6 +224,8 @@ class PipelineConfig(_Model):
     schedule: ScheduleModel | None = None
     base_dir: Path = Path(".")
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
+    leaves: dict[str, list[str]] = {}
+    """Leaves of text columns' declared hierarchies (set by the loader from the hierarchies)."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PipelineConfig:
@@ -204,6 +238,23 @@ class PipelineConfig(_Model):
             raise ValueError(f"release names must be unique, got {dupes} more than once")
         if not (self.workloads or self.regressions or self.clustering or self.anonymize):
             raise ValueError("the config declares no release")
+        budget = self.dataset.budget
+        try:
+            budget.policy  # noqa: B018 -- validates per, cap and renew together
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if budget.renew != (PERIOD_FIELD in str(self.dataset.path)):
+            raise ValueError(
+                f"dataset.path must name {PERIOD_FIELD} exactly when the budget renews: each "
+                "period then reads its own rows"
+            )
+        if budget.delta == 0.0:
+            with_delta = [s.name for s in (*self.workloads, *self.regressions) if s.delta > 0]
+            if with_delta:
+                raise ValueError(
+                    f"release {with_delta[0]!r} declares delta > 0 but the dataset's budget has "
+                    "delta 0"
+                )
         used = [a.column for w in self.workloads for a in w.attributes]
         used += [c for r in self.regressions for c in (r.target, *r.features)]
         used += [r.tasks for r in self.regressions if r.tasks is not None]
@@ -238,17 +289,25 @@ class PipelineConfig(_Model):
 
     @property
     def schema(self) -> TableSchema:
-        return TableSchema(
-            columns=tuple(
+        """The declared columns; a text column whose hierarchy declares its leaves is read as a
+        category column over those leaves (so its undeclared values meet the same policy)."""
+        specs = []
+        for n, c in self.dataset.columns.items():
+            cats = c.categories if c.categories is not None else self.leaves.get(n)
+            h = self.hierarchies.get(n)
+            length = h.prefix_mask if h is not None and cats is None else None
+            specs.append(
                 ColumnSpec(
                     name=n,
-                    type=c.type,
+                    type="category" if cats is not None and c.type == "string" else c.type,
                     bounds=c.bounds,
-                    categories=None if c.categories is None else tuple(c.categories),
+                    categories=None if cats is None else tuple(cats),
+                    missing=c.missing,
+                    unknown=c.unknown,
+                    length=length,
                 )
-                for n, c in self.dataset.columns.items()
             )
-        )
+        return TableSchema(columns=tuple(specs))
 
     @property
     def budget(self) -> PrivacyCost:
@@ -267,8 +326,31 @@ class PipelineConfig(_Model):
         return list(dict.fromkeys(used))
 
     def period(self) -> str:
-        """The budget period a run starting now is charged to."""
-        return period_label(self.dataset.budget.per)
+        """The calendar period a run starting now is charged to (``all`` without ``per``)."""
+        return self.budget_policy.period()
+
+    @property
+    def budget_policy(self) -> BudgetPolicy:
+        return self.dataset.budget.policy
+
+    @property
+    def data_identity(self) -> DataIdentity:
+        """The data the budget is tied to: its name and resolved source (``{period}`` kept)."""
+        return DataIdentity(name=self.dataset.name, source=str(self.resolve(self.dataset.path)))
+
+    def data_path(self, period: str | None = None) -> Path:
+        """The file or folder a run in ``period`` (default: the current one) reads."""
+        text = str(self.resolve(self.dataset.path))
+        return Path(text.replace(PERIOD_FIELD, period or self.period()))
+
+    def run_plan(self, total: PrivacyCost) -> RunPlan:
+        """What the ledger checks before the run reads any data."""
+        return RunPlan(
+            data=self.data_identity,
+            policy=self.budget_policy,
+            cost=total,
+            config_hash=self.config_hash,
+        )
 
     def resolve(self, path: Path) -> Path:
         return path if path.is_absolute() else (self.base_dir / path).resolve()
@@ -278,7 +360,11 @@ class PipelineConfig(_Model):
         """Hash of what the config releases; how aggregates are computed is not part of it."""
         payload = self.model_dump(
             mode="json",
-            exclude={"base_dir": True, "dataset": {"engine", "scheduler", "workers", "batch_size"}},
+            exclude={
+                "base_dir": True,
+                "leaves": True,
+                "dataset": {"engine", "scheduler", "workers", "batch_size"},
+            },
         )
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -395,7 +481,16 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(f"{p}:{where}: YAML error: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: the config must be a YAML mapping")
+    raw.pop("leaves", None)
     try:
-        return PipelineConfig.model_validate({**raw, "base_dir": p.resolve().parent})
+        cfg = PipelineConfig.model_validate({**raw, "base_dir": p.resolve().parent})
     except ValidationError as exc:
         raise ConfigError(_format_validation(p, exc)) from None
+    from flows.stages import checked_leaves  # builds the hierarchies: after validation
+
+    leaves = checked_leaves(cfg)
+    try:
+        cfg.schema  # noqa: B018 -- the value policies are checked against the domains
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return cfg.model_copy(update={"leaves": leaves}) if leaves else cfg

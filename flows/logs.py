@@ -1,8 +1,9 @@
 """Keep dppub's own (expected) errors to one line in Prefect's logs.
 
 Prefect logs every task/flow failure with its traceback. For a :class:`DPPubError` — bad input,
-bad config, budget refused — the message is the whole story, so the traceback is dropped from
-the console and from the logs Prefect stores; unexpected exceptions keep theirs.
+bad config, budget refused — or an ``OSError`` from the machine (a full disk, an I/O error) the
+message is the whole story, so the traceback is dropped from the console and from the logs
+Prefect stores; unexpected exceptions keep theirs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ __all__ = ["quiet_expected_errors"]
 class _DropExpectedTracebacks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, DPPubError):
+        if isinstance(exc, DPPubError | OSError):
             record.exc_info = None
             record.exc_text = None
         return True

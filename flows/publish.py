@@ -10,8 +10,9 @@ Orchestration only: every step is a task (``tasks/``) around the privacy core (`
 * publish: the staging folder is renamed into place (atomic);
 * commit: the ledger records the publication.
 
-A failure before publication aborts the reservation and removes the staging folder; a crash
-after the reservation leaves the hold in place (counted as spent, never under-counted).
+However the run ends, :func:`dp.runs.settle` decides what it costs: a published run is
+committed, a run that drew noise is charged for its draws, only a run that drew nothing is
+aborted at no cost; a crash leaves the whole hold counted until ``dppub recover``.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from prefect.futures import wait
 
 from dp.budget import PrivacyCost
 from dp.engine import TableSource
+from dp.faults import fault_point
+from dp.io import complete_rows
 from dp.ledger import Ledger
-from dp.publication import Staging, sha256_files
-from dp.runs import confirm_reservation
+from dp.publication import Staging
+from dp.runs import Run
 from flows.config import PipelineConfig, load_config, plan_releases, regression_mechanism
-from flows.faults import fault_point
 from flows.logs import quiet_expected_errors
-from flows.report import budget_rows, budget_table, render_report
+from flows.report import budget_rows, budget_table, guarantee_statement, render_report
 from flows.stages import (
     anonymity_hierarchies,
     clustering_estimator,
@@ -42,7 +44,7 @@ from flows.stages import (
     workload_operator,
 )
 from tasks.anonymize import anonymize_release
-from tasks.ledger import abort_run, check_composition, commit_run, reserve_budget
+from tasks.ledger import check_composition
 from tasks.read import read_private_table
 from tasks.regression import fit_model
 from tasks.workload import answer_workload
@@ -50,25 +52,34 @@ from tasks.workload import answer_workload
 __all__ = ["publish"]
 
 
-def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
-    """Compute every release into the staging folder; returns their summaries."""
-    path = cfg.resolve(cfg.dataset.path)
+def _execute(cfg: PipelineConfig, staging: Staging, period: str) -> list[dict[str, Any]]:
+    """Compute every release of the run charged to ``period`` into the staging folder; returns
+    their summaries."""
+    path = cfg.data_path(period)
     engine = cfg.dataset.engine
-    data: pd.DataFrame | TableSource
-    if engine == "pandas":
-        data = read_private_table(path, cfg.schema, cfg.used_columns)
+    source: pd.DataFrame | TableSource
+    if engine == "pandas":  # one frame for all releases; missing values marked NA
+        source = read_private_table(path, cfg.schema, cfg.used_columns)
     else:  # every stage folds its exact aggregates over record batches: no column is loaded
-        data = table_source(cfg, engine)
+        source = table_source(cfg, engine, period)
+
+    def data(*columns: str | None) -> pd.DataFrame | TableSource:
+        """What a release reads: the complete rows of its columns (a scan drops the others)."""
+        if isinstance(source, TableSource):
+            return source
+        return complete_rows(source, cfg.schema, [c for c in columns if c is not None])
+
     calls: list[tuple[Any, Any, dict[str, Any]]] = []
     if cfg.anonymize is not None and cfg.anonymize.publish:
         a = cfg.anonymize
+        rows = data(*a.quasi_identifiers, *a.include)
         calls.append(
             (
                 anonymize_release,
-                data,
+                rows,
                 dict(
                     name=a.name,
-                    hierarchies=anonymity_hierarchies(cfg, data),
+                    hierarchies=anonymity_hierarchies(cfg, rows),
                     k=a.k,
                     max_suppression=a.max_suppression,
                     metric=a.metric,
@@ -83,7 +94,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         calls.append(
             (
                 answer_workload,
-                data,
+                data(*(axis.column for axis in axes)),
                 dict(
                     name=w.name,
                     epsilon=w.epsilon,
@@ -100,7 +111,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         calls.append(
             (
                 fit_model,
-                data,
+                data(*r.features, r.target, r.tasks),
                 dict(
                     name=r.name,
                     kind="regression",
@@ -120,7 +131,7 @@ def _execute(cfg: PipelineConfig, staging: Staging) -> list[dict[str, Any]]:
         calls.append(
             (
                 fit_model,
-                data,
+                data(*k.features),
                 dict(
                     name=k.name,
                     kind="clustering",
@@ -164,8 +175,8 @@ def publish(
 ) -> str:
     """Run one private publication; returns the run id. See the module docstring.
 
-    With ``run_id`` the caller (``dppub run``) has already locked the run and reserved its cost
-    (:func:`dp.runs.open_run`); the flow checks that reservation matches this plan.
+    With ``run_id`` the caller (``dppub run``) has already opened the run and holds it (see
+    :meth:`dp.runs.Run.open`); the flow attaches to that reservation, which must match this plan.
     """
     quiet_expected_errors()  # in whichever process runs the flow (CLI or a served run)
     logger = get_run_logger()
@@ -173,84 +184,50 @@ def publish(
     if engine is not None:  # --engine overrides the config (same plan, same cost)
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"engine": engine})})
     plan, total = plan_releases(cfg)
-    dataset = cfg.dataset.name
     ledger = Ledger(ledger_path)
-    owned = run_id is None
     if run_id is None:
-        staging, remaining = reserve_budget(
-            ledger,
-            out_dir,
-            dataset=dataset,
-            cost=total,
-            budget=cfg.budget,
-            config_hash=cfg.config_hash,
-            per=cfg.dataset.budget.per,
-        )
-        fault_point("reserved")
+        run = Run.open(ledger, out_dir, cfg.run_plan(total))
     else:
-        remaining = confirm_reservation(
-            ledger,
-            run_id=run_id,
-            dataset=dataset,
-            cost=total,
-            config_hash=cfg.config_hash,
-            budget=cfg.budget,
+        run = Run.attach(ledger, out_dir, cfg.run_plan(total), run_id)
+    logger.info("run %s: %d release(s), epsilon=%g planned", run.run_id, len(plan), total.epsilon)
+    with run:
+        summaries = _execute(cfg, run.staging, run.reservation.period)
+        fault_point("staged")
+        head = check_composition(run, summaries=summaries, planned=total)
+        table = budget_table(summaries, total=total, budget=cfg.budget, remaining=run.remaining)
+        manifest = _manifest(cfg, run, summaries, total, head)
+        report = render_report(
+            dataset=cfg.dataset.name,
+            run_id=run.run_id,
+            summaries=summaries,
+            table=table,
+            ledger_head=head,
+            guarantee=manifest["guarantee"],
         )
-        staging = Staging(out_dir, dataset=dataset, run_id=run_id)
-    run_id = staging.run_id
-    period = ledger.reservation(run_id).period
-    logger.info("run %s: %d release(s), epsilon=%g planned", run_id, len(plan), total.epsilon)
-    try:
-        try:
-            staging.create()
-            summaries = _execute(cfg, staging)
-            fault_point("staged")
-            head = check_composition(ledger, run_id=run_id, summaries=summaries, planned=total)
-            fault_point("composed")
-            table = budget_table(summaries, total=total, budget=cfg.budget, remaining=remaining)
-            manifest = _manifest(cfg, run_id, summaries, total, head, remaining, period)
-            report = render_report(
-                dataset=dataset,
-                run_id=run_id,
-                summaries=summaries,
-                table=table,
-                ledger_head=head,
-            )
-            final = staging.publish(manifest=manifest, report=report)
-        except BaseException:
-            abort_run(ledger, run_id=run_id)
-            staging.discard()
-            raise
-        fault_point("published")
-        commit_run(ledger, run_id=run_id, output_hash=sha256_files(final))
-        fault_point("committed")
-    finally:
-        if owned:
-            staging.unlock()
-    key = f"dppub-budget-{dataset.lower().replace('_', '-')}"
+        final = run.publish(manifest=manifest, report=report)
+        run.commit()
+    key = f"dppub-budget-{cfg.dataset.name.lower().replace('_', '-')}"
     create_table_artifact(
         key=f"{key}-table",
         table=budget_rows(summaries),
-        description=f"Releases and privacy costs of run {run_id}",
+        description=f"Releases and privacy costs of run {run.run_id}",
     )
     create_markdown_artifact(
         key=key,
-        markdown=f"# dppub run `{run_id}` on `{dataset}`\n\n{table}\n\n"
+        markdown=f"# dppub run `{run.run_id}` on `{cfg.dataset.name}`\n\n{table}\n\n"
         f"Ledger head: seq {head[0]}, `{head[1]}`\n",
-        description=f"Privacy budget of run {run_id}",
+        description=f"Privacy budget of run {run.run_id}",
     )
-    logger.info("published run %s to %s", run_id, final)
-    return run_id
+    logger.info("published run %s to %s", run.run_id, final)
+    return run.run_id
 
 
 def _manifest(
     cfg: PipelineConfig,
-    run_id: str,
+    run: Run,
     summaries: list[dict[str, Any]],
     total: PrivacyCost,
     head: tuple[int, str],
-    remaining: PrivacyCost,
-    period: str,
 ) -> dict[str, Any]:
     keys = (
         "name",
@@ -263,17 +240,23 @@ def _manifest(
         "files",
         "output_hash",
     )
+    covered = [s["name"] for s in summaries if s["is_dp"]]
+    syntactic = [s["name"] for s in summaries if not s["is_dp"]]
+    res = run.reservation
     return {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "dataset": cfg.dataset.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "config_hash": cfg.config_hash,
         "releases": [{k: s.get(k) for k in keys} for s in summaries],
+        "guarantee": guarantee_statement(covered, syntactic, total),
         "total_epsilon": total.epsilon,
         "total_delta": total.delta,
+        "budget": cfg.budget_policy.to_json(),
         "budget_epsilon": cfg.budget.epsilon,
         "budget_delta": cfg.budget.delta,
-        "remaining_epsilon": remaining.epsilon,
-        "budget_period": period,
+        "remaining_epsilon": run.remaining.epsilon,
+        "budget_period": res.period,
+        "budget_scope": res.scope,
         "ledger_head": {"seq": head[0], "hash": head[1]},
     }

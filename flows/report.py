@@ -11,7 +11,7 @@ from typing import Any
 
 from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 
-__all__ = ["budget_rows", "budget_table", "render_report"]
+__all__ = ["budget_rows", "budget_table", "guarantee_statement", "render_report"]
 
 
 def budget_rows(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -56,6 +56,23 @@ def budget_table(
         f"- remaining after this run: epsilon = {remaining.epsilon:g}, delta = {remaining.delta:g}",
     ]
     return "\n".join(lines)
+
+
+def guarantee_statement(
+    covered: Sequence[str], syntactic: Sequence[str], total: PrivacyCost
+) -> dict[str, Any]:
+    """Which releases the differential-privacy guarantee covers, in words and as lists."""
+    text = (
+        f"Differential privacy (epsilon = {total.epsilon:g}, delta = {total.delta:g}, "
+        f"neighbours differ by one row) covers: {', '.join(covered) or 'no release'}."
+    )
+    if syntactic:
+        text += (
+            f" Not covered: {', '.join(syntactic)} -- a k-anonymous table is a syntactic "
+            "release whose generalization was chosen from the data; its rows are not "
+            "protected by the DP guarantee."
+        )
+    return {"dp_releases": list(covered), "not_dp_releases": list(syntactic), "statement": text}
 
 
 def _zcdp_line(summaries: Sequence[dict[str, Any]], total: PrivacyCost) -> list[str]:
@@ -105,10 +122,15 @@ def render_report(
     summaries: Sequence[dict[str, Any]],
     table: str,
     ledger_head: tuple[int, str],
+    guarantee: dict[str, Any],
 ) -> str:
     """The run's ``report.md``."""
     lines = [
         f"# dppub release — dataset `{dataset}`, run `{run_id}`",
+        "",
+        "## Privacy guarantee",
+        "",
+        guarantee["statement"],
         "",
         "## Privacy budget",
         "",

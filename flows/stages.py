@@ -20,11 +20,9 @@ from dp.engine import (
     TableSource,
     distinct_values_stream,
     make_backend,
-    validate_stream,
 )
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
-from dp.io import read_table
 from dp.regression import LinearRegression, LogisticRegression, TraceRegression
 from flows.config import (
     ClusteringModel,
@@ -36,13 +34,13 @@ from flows.config import (
 
 __all__ = [
     "anonymity_hierarchies",
+    "checked_leaves",
     "clustering_estimator",
     "declared_hierarchy",
     "expected_errors",
     "feature_bounds",
     "regression_estimator",
     "table_source",
-    "validate_input",
     "workload_axes",
     "workload_operator",
 ]
@@ -63,16 +61,43 @@ def declared_hierarchy(
             raise ConfigError(f"hierarchy of {column!r}: bands need an int column with bounds")
         lo, hi = spec.bounds
         return Hierarchy.from_bands(int(lo), int(hi), model.bands)
+    length = model.prefix_mask or 0
     if spec.categories is not None:
         leaves = list(spec.categories)
     elif data is not None:
-        leaves = sorted(data.astype(str).unique().tolist())
+        # Values of another length were dropped on read; with no rows at all, one placeholder
+        # code keeps the hierarchy's shape (its height is the declared length).
+        leaves = sorted(data.astype(str).unique().tolist()) or ["*" * length]
     else:
         raise ConfigError(
             f"hierarchy of {column!r}: a DP stage needs declared leaves; declare the column's "
             "categories"
         )
     return Hierarchy.from_prefix_mask(leaves)
+
+
+def checked_leaves(cfg: PipelineConfig) -> dict[str, list[str]]:
+    """Build every hierarchy that declares its leaves, check it against the column's declared
+    categories (each must be a leaf: a structural problem, found before any value is read),
+    and return the leaves of text columns, which become their domain."""
+    out: dict[str, list[str]] = {}
+    for column, model in cfg.hierarchies.items():
+        spec = cfg.dataset.columns[column]
+        if model.file is None and model.levels is None:
+            if model.prefix_mask is not None and spec.categories is not None:
+                declared_hierarchy(cfg, column)  # declared codes must have the declared length
+            continue
+        leaves = declared_hierarchy(cfg, column).levels[0]
+        if spec.categories is not None:
+            missing = [c for c in spec.categories if c not in set(leaves)]
+            if missing:
+                raise ConfigError(
+                    f"hierarchy of {column!r}: declared categor{'ies' if len(missing) > 1 else 'y'}"
+                    f" {missing} {'are' if len(missing) > 1 else 'is'} not among its leaves"
+                )
+        elif spec.type == "string":
+            out[column] = list(leaves)
+    return out
 
 
 def anonymity_hierarchies(
@@ -209,38 +234,9 @@ def expected_errors(cfg: PipelineConfig, w: WorkloadModel) -> dict[str, Any]:
     }
 
 
-def validate_input(cfg: PipelineConfig, engine: str | None = None) -> None:
-    """Read and validate every value a stage will read, releasing nothing.
-
-    ``dppub run`` calls this before reserving, so bad values (NaN, undeclared categories,
-    values missing from a hierarchy or outside a declared domain) leave the ledger untouched.
-    With the ``stream`` or ``dask`` engine (``engine``, default the config's) the values are
-    checked batch by batch through the engine; no column is ever loaded whole.
-    """
-    path = cfg.resolve(cfg.dataset.path)
-    axes = [axis for w in cfg.workloads for axis in workload_axes(cfg, w)]
-    chosen = engine or cfg.dataset.engine
-    if chosen == "pandas":
-        frame = read_table(path, cfg.schema, columns=cfg.used_columns).frame
-        for column, hierarchy in anonymity_hierarchies(cfg, frame).items():
-            hierarchy.generalize(frame[column], 0)
-        for axis in axes:
-            axis.codes(frame[axis.column])
-        return
-    source = table_source(cfg, "dask" if chosen == "dask" else "stream")
-    validate_stream(
-        path,
-        cfg.schema,
-        cfg.used_columns,
-        hierarchies=anonymity_hierarchies(cfg, source),
-        axes=axes,
-        backend=source.backend,
-    )
-
-
-def table_source(cfg: PipelineConfig, engine: EngineName) -> TableSource:
-    """The dataset as a streaming engine (``stream`` or ``dask``) scans it."""
+def table_source(cfg: PipelineConfig, engine: EngineName, period: str | None = None) -> TableSource:
+    """The dataset of ``period`` (default: now) as a streaming engine scans it."""
     backend = make_backend(
         engine, scheduler=cfg.dataset.scheduler, batch_size=cfg.dataset.batch_size
     )
-    return TableSource(path=cfg.resolve(cfg.dataset.path), schema=cfg.schema, backend=backend)
+    return TableSource(path=cfg.data_path(period), schema=cfg.schema, backend=backend)

@@ -10,6 +10,7 @@ from prefect import task
 
 from dp.anonymity import Hierarchy, anonymize
 from dp.anonymity.result import AnonymizationReport
+from dp.budget import PrivacyCost
 from dp.engine import DEFAULT_BATCH_SIZE, TableSource, anonymize_stream
 from dp.publication import Staging
 from tasks._common import PRIVATE, run_logger
@@ -34,7 +35,8 @@ def anonymize_release(
     The levels are chosen by looking at the data, so this release is *not* DP; DP stages never
     read its levels (they use levels fixed in the config).
     """
-    done = staging.attempt(name)  # a completed release is reused, never drawn again
+    # A completed release is reused; otherwise the ledger records the draw first.
+    done = staging.attempt(name, PrivacyCost.zero(), is_dp=False)
     if done is not None:
         return done
     qis = list(hierarchies)
@@ -49,6 +51,7 @@ def anonymize_release(
             k=k,
             max_suppression=max_suppression,
             metric=metric,
+            suppress_if_impossible=True,
             batch_size=getattr(data.backend, "batch_size", DEFAULT_BATCH_SIZE),
             backend=data.backend,
         )
@@ -59,6 +62,7 @@ def anonymize_release(
             k=k,
             max_suppression=max_suppression,
             metric=metric,
+            suppress_if_impossible=True,
         )
         staging.write_frame(name, "table.parquet", frame.table)
         result = frame

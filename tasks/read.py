@@ -20,7 +20,9 @@ from tasks._common import PRIVATE, retry_on_io_error, run_logger
     retry_condition_fn=retry_on_io_error,
 )
 def read_private_table(path: Path, schema: TableSchema, columns: Sequence[str]) -> pd.DataFrame:
-    """Read the declared ``columns``; values outside declared bounds are clamped (not logged)."""
-    frame = read_table(path, schema, columns=columns).frame
+    """Read the declared ``columns`` once for every release: values outside declared bounds
+    are clamped, a value a ``drop`` policy rejects is NA (each release drops its own
+    incomplete rows); nothing is logged but the column count."""
+    frame = read_table(path, schema, columns=columns, complete=False).frame
     run_logger().info("read %d declared column(s) from %s", len(columns), path.name)
     return frame

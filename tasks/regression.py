@@ -51,7 +51,8 @@ def fit_model(
     A trace regression's tasks are disjoint row partitions: its per-task costs are returned
     as ``partitions`` so the ledger records (and recomposes) them in parallel.
     """
-    done = staging.attempt(name)  # a completed release is reused, never drawn again
+    # A completed release is reused; otherwise the ledger records the draw first.
+    done = staging.attempt(name, estimator.privacy_cost)
     if done is not None:
         return done
     if isinstance(data, TableSource) and kind == "clustering":

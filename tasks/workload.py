@@ -11,6 +11,7 @@ import pandas as pd
 from prefect import task
 
 from dp import matrix
+from dp.budget import PrivacyCost
 from dp.engine import TableSource, exact_histogram
 from dp.histogram import Axis
 from dp.publication import Staging
@@ -35,7 +36,8 @@ def answer_workload(
     Only the noisy answers and the reconstructed histogram (post-processing) are staged; the
     exact histogram lives in memory only.
     """
-    done = staging.attempt(name)  # a completed release is reused, never drawn again
+    # A completed release is reused; otherwise the ledger records the draw first.
+    done = staging.attempt(name, PrivacyCost(epsilon=epsilon))
     if done is not None:
         return done
     x = exact_histogram(data, axes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -32,7 +32,11 @@ from dp.anonymity.metrics import (
     wsum,
 )
 from dp.anonymity.release import InputDigest, release_rows
-from dp.anonymity.result import AnonymizationReport, AnonymizationResult
+from dp.anonymity.result import (
+    AnonymizationResult,
+    Generalization,
+    empty_generalization,
+)
 from dp.anonymity.search import Outcome, greedy, optimal
 from dp.errors import ConfigError, InputError
 from dp.validation import check_probability
@@ -105,6 +109,7 @@ def anonymize(
     metric: str = "loss",
     l_diversity: Mapping[str, object] | None = None,
     quasi_identifiers: Sequence[str] | None = None,
+    suppress_if_impossible: bool = False,
 ) -> AnonymizationResult:
     """Find the globally optimal full-domain generalization and release the table.
 
@@ -119,21 +124,23 @@ def anonymize(
             ``"entropy_monotone"`` (see :mod:`dp.anonymity.metrics`).
         l_diversity: Optional ``{"column": name, "l": int, "kind": "distinct" | "entropy"}``.
         quasi_identifiers: Optional subset/order of QIs; each must have a hierarchy.
+        suppress_if_impossible: When no node is admissible (even the top node needs more
+            suppression than allowed, e.g. ``n < k``) or the table is empty, release the top
+            node with every record suppressed (no rows) instead of raising -- what a publishing
+            run wants, so that one record more or less never changes whether it succeeds.
 
     Returns:
         The release; ``metrics["search"]`` says whether the node is proven optimal.
 
     Raises:
         ConfigError: invalid k, sigma, metric, l-diversity spec, or a QI without hierarchy.
-        InputError: missing columns, non-leaf values, empty table, or no admissible node (even the
-            top node needs more suppression than allowed, e.g. ``n < k`` with ``sigma < 1``).
+        InputError: missing columns, non-leaf values, and (unless ``suppress_if_impossible``)
+            an empty table or no admissible node.
     """
     started = time.perf_counter()
     k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, quasi_identifiers)
     leaf_codes = encode_columns(df, hier)
     ldiv = _check_l(l_diversity, df, list(hier))
-    if len(df) == 0:
-        raise InputError("the table to anonymize is empty")
     sensitive = None
     if ldiv is not None:
         sensitive, _ = pd.factorize(df[ldiv[0]])
@@ -144,7 +151,14 @@ def anonymize(
         sensitive = sensitive.astype(np.int64)
     table = CodedTable.build(leaf_codes, list(hier.values()), sensitive)
     found = _generalization(
-        table, hier, k=k, sigma=sigma, metric=metric, ldiv=ldiv, started=started
+        table,
+        hier,
+        k=k,
+        sigma=sigma,
+        metric=metric,
+        ldiv=ldiv,
+        started=started,
+        suppress_if_impossible=suppress_if_impossible,
     )
     rest = df[[c for c in df.columns if c not in hier]]
     released = release_rows(
@@ -170,6 +184,7 @@ def anonymize_counts(
     k: int,
     max_suppression: float,
     metric: str = "loss",
+    suppress_if_impossible: bool = False,
 ) -> Generalization:
     """:func:`anonymize`'s search on distinct leaf-code rows and their counts (no records).
 
@@ -185,37 +200,17 @@ def anonymize_counts(
     """
     started = time.perf_counter()
     k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, None)
-    if int(np.sum(counts)) == 0:
-        raise InputError("the table to anonymize is empty")
     table = CodedTable.from_counts(rows, counts, list(hier.values()))
-    return _generalization(table, hier, k=k, sigma=sigma, metric=metric, ldiv=None, started=started)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Generalization:
-    """The node chosen on a table's base rows, before the released records are written."""
-
-    levels: tuple[int, ...]
-    """Chosen level per QI, in QI order."""
-    suppress: npt.NDArray[np.bool_]
-    """Per base row (in the order given): whether its records are suppressed."""
-    suppressed: int
-    score: float
-    metrics: dict[str, Any]
-    """The report, still without ``input_sha256`` and ``runtime_seconds``."""
-    qis: tuple[str, ...]
-    started: float
-
-    def report(self, input_sha256: str) -> AnonymizationReport:
-        """The finished report, once the input has been read for its digest."""
-        metrics = {**self.metrics, "input_sha256": input_sha256}
-        metrics["runtime_seconds"] = time.perf_counter() - self.started
-        return AnonymizationReport(
-            levels={col: int(lvl) for col, lvl in zip(self.qis, self.levels, strict=True)},
-            suppressed=self.suppressed,
-            score=self.score,
-            metrics=metrics,
-        )
+    return _generalization(
+        table,
+        hier,
+        k=k,
+        sigma=sigma,
+        metric=metric,
+        ldiv=None,
+        started=started,
+        suppress_if_impossible=suppress_if_impossible,
+    )
 
 
 def _generalization(
@@ -227,11 +222,16 @@ def _generalization(
     metric: str,
     ldiv: tuple[str, LDiversity] | None,
     started: float,
+    suppress_if_impossible: bool,
 ) -> Generalization:
     """Search the lattice of ``table`` and report the chosen node (see the module docstring)."""
     qis = list(hier)
-    tables = MetricTables.build(table)
     n = table.n
+    if n == 0:
+        if not suppress_if_impossible:
+            raise InputError("the table to anonymize is empty")
+        return empty_generalization(hier, k=k, sigma=sigma, metric=metric, started=started)
+    tables = MetricTables.build(table)
     limit = math.floor(Fraction(repr(sigma)) * n)
     check = ldiv[1] if ldiv is not None else None
     sensitive = table.pair_value
@@ -275,18 +275,29 @@ def _generalization(
     else:
         outcome = greedy(heights, evaluate)[0]
     searched = time.perf_counter()
-    if outcome.levels is None or outcome.score is None:
+    admissible = outcome.levels is not None and outcome.score is not None
+    if outcome.levels is not None and outcome.score is not None:
+        best = outcome.levels
+        score = float(outcome.score[0]) if rank else float(outcome.score)
+        nc = table.classes(best, k, check)
+    elif not suppress_if_impossible:
         lpart = f", l={check.l} ({check.kind})" if check is not None else ""
         raise InputError(
             f"no generalization satisfies k={k}{lpart} with at most {limit} suppressed records "
             f"(max_suppression={sigma}); raise max_suppression or lower k"
         )
-    best = outcome.levels
-    score = float(outcome.score[0]) if rank else float(outcome.score)
-    nc = table.classes(best, k, check)
+    else:
+        # Nothing satisfies k (n < k, or l-diversity is out of reach) within the limit: release
+        # the top node with every record suppressed -- an empty table, never a refused run, so
+        # one record more or less (n = k - 1 or k) does not change what the run does.
+        best = tuple(h - 1 for h in heights)
+        nc = table.classes(best, k, check)
+        every = np.arange(len(nc.bad), dtype=nc.bad_rows.dtype)
+        nc = replace(nc, bad=np.ones_like(nc.bad), bad_rows=every, suppressed=n)
+        score = 1.0
     metrics = _report(table, tables, hier, best, nc, k=k, limit=limit)
-    if rank:
-        metrics["score_vector"] = list(outcome.score)
+    if rank and admissible:
+        metrics["score_vector"] = list(outcome.score or ())
     metrics.update(
         metric=metric,
         score=score,
@@ -295,9 +306,13 @@ def _generalization(
         l_diversity=None
         if check is None or ldiv is None
         else f"{check.kind}-{check.l} on {ldiv[0]!r}",
-        search="optimal"
-        if outcome.optimal
-        else "heuristic (greedy descent from the top node; not proven optimal)",
+        search=(
+            "optimal"
+            if outcome.optimal
+            else "heuristic (greedy descent from the top node; not proven optimal)"
+        )
+        if admissible
+        else f"no node satisfies k with at most {limit} suppressed records: all suppressed",
         optimal=outcome.optimal,
         nodes_checked=outcome.checked,
         lattice_size=size,
@@ -380,7 +395,7 @@ def _report(
         "records": n,
         "released_records": released,
         "suppressed": nc.suppressed,
-        "suppression_rate": nc.suppressed / n,
+        "suppression_rate": nc.suppressed / n if n else 0.0,
         "suppression_limit": limit,
         "class_size": class_size_summary(sizes, k),
         "avg_class_size": released / len(sizes) if len(sizes) else 0.0,

@@ -7,13 +7,25 @@ columns unless the same levels are fixed in the config. The report says so expli
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["AnonymizationReport", "AnonymizationResult"]
+from dp.anonymity.hierarchy import Hierarchy
+from dp.anonymity.metrics import class_size_summary
+
+__all__ = [
+    "AnonymizationReport",
+    "AnonymizationResult",
+    "Generalization",
+    "empty_generalization",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,3 +102,80 @@ class AnonymizationResult(AnonymizationReport):
 
 def _risk(r: Mapping[str, float]) -> str:
     return f"{r['max']:.4f} / {r['avg']:.4f}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Generalization:
+    """The node chosen on a table's base rows, before the released records are written."""
+
+    levels: tuple[int, ...]
+    """Chosen level per QI, in QI order."""
+    suppress: npt.NDArray[np.bool_]
+    """Per base row (in the order given): whether its records are suppressed."""
+    suppressed: int
+    score: float
+    metrics: dict[str, Any]
+    """The report, still without ``input_sha256`` and ``runtime_seconds``."""
+    qis: tuple[str, ...]
+    started: float
+
+    def report(self, input_sha256: str) -> AnonymizationReport:
+        """The finished report, once the input has been read for its digest."""
+        metrics = {**self.metrics, "input_sha256": input_sha256}
+        metrics["runtime_seconds"] = time.perf_counter() - self.started
+        return AnonymizationReport(
+            levels={col: int(lvl) for col, lvl in zip(self.qis, self.levels, strict=True)},
+            suppressed=self.suppressed,
+            score=self.score,
+            metrics=metrics,
+        )
+
+
+def empty_generalization(
+    hier: Mapping[str, Hierarchy], *, k: int, sigma: float, metric: str, started: float
+) -> Generalization:
+    """The release of an empty table: the top node, no records, no classes."""
+    levels = tuple(h.height - 1 for h in hier.values())
+    zero_risk = {"max": 0.0, "avg": 0.0}
+    metrics: dict[str, Any] = {
+        "levels": dict(zip(hier, levels, strict=True)),
+        "labels_per_qi": {c: len(h.labels(h.height - 1)) for c, h in hier.items()},
+        "k_achieved": 0,
+        "records": 0,
+        "released_records": 0,
+        "suppressed": 0,
+        "suppression_rate": 0.0,
+        "suppression_limit": 0,
+        "class_size": class_size_summary(np.zeros(0), k),
+        "avg_class_size": 0.0,
+        "c_avg": 0.0,
+        "loss": 0.0,
+        "loss_per_qi": dict.fromkeys(hier, 0.0),
+        "dm": 0.0,
+        "dm_star": 0.0,
+        "entropy": 0.0,
+        "prosecutor_risk_before": zero_risk,
+        "prosecutor_risk_after": zero_risk,
+        "metric": metric,
+        "score": 0.0,
+        "k": k,
+        "max_suppression": sigma,
+        "l_diversity": None,
+        "search": "empty table: nothing to generalize",
+        "optimal": True,
+        "nodes_checked": 0,
+        "lattice_size": math.prod(h.height for h in hier.values()),
+        "search_seconds": time.perf_counter() - started,
+        "input_sha256": "",
+        "hierarchy_sha256": {col: h.digest() for col, h in hier.items()},
+        "differentially_private": False,
+    }
+    return Generalization(
+        levels=levels,
+        suppress=np.zeros(0, dtype=bool),
+        suppressed=0,
+        score=0.0,
+        metrics=metrics,
+        qis=tuple(hier),
+        started=started,
+    )

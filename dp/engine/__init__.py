@@ -1,6 +1,6 @@
 """Exact aggregates of Parquet sources computed batch by batch (local stream or a cluster).
 
-The data-touching steps of a publication -- validation, clamping, histograms, regression
+The data-touching steps of a publication -- value policies and clamping, histograms, regression
 sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums, the
 logistic loss sums at each Newton iterate of objective perturbation -- are single-pass folds,
 so they run over bounded batches instead of a whole in-memory frame; the k-anonymous table is
@@ -38,14 +38,12 @@ from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.logistic import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
-from dp.engine.validate import CheckAggregate, validate_stream
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "Aggregate",
     "Backend",
     "Batch",
-    "CheckAggregate",
     "DistinctValuesAggregate",
     "EngineName",
     "HistogramAggregate",
@@ -75,5 +73,4 @@ __all__ = [
     "node_class_sizes",
     "open_scan",
     "regression_statistics_stream",
-    "validate_stream",
 ]

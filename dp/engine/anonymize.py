@@ -33,7 +33,8 @@ from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame, iter_batches, open_scan
 from dp.engine.classes import batch_leaf_codes, leaf_counts_stream
-from dp.errors import ConfigError, InputError, InvariantError
+from dp.errors import ConfigError, InputError
+from dp.io import empty_frame
 from dp.schema import TableSchema
 
 __all__ = ["anonymize_stream"]
@@ -49,6 +50,7 @@ def anonymize_stream(
     k: int,
     max_suppression: float,
     metric: str = "loss",
+    suppress_if_impossible: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
 ) -> AnonymizationReport:
@@ -78,7 +80,7 @@ def anonymize_stream(
     if not hier:
         raise ConfigError("at least one quasi-identifier hierarchy is required")
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
-    leaf = leaf_counts_stream(source, schema, hier, backend=runner)
+    leaf = leaf_counts_stream(source, schema, hier, also=rest, backend=runner)
     # Base rows in first-appearance order, as the in-memory path numbers them: the same arrays,
     # hence the same float operations and metrics bit for bit.
     order = np.argsort(leaf.first)
@@ -89,6 +91,7 @@ def anonymize_stream(
         k=k,
         max_suppression=max_suppression,
         metric=metric,
+        suppress_if_impossible=suppress_if_impossible,
     )
     keep = np.empty(len(order), dtype=bool)
     keep[order] = ~found.suppress
@@ -123,8 +126,11 @@ def anonymize_stream(
             writer.close()
         partial.unlink(missing_ok=True)
         raise
-    if writer is None:
-        raise InvariantError("no batch was read although leaf counts were found")
-    writer.close()
+    if writer is None:  # no rows at all: an empty table with the released columns
+        none = np.zeros((0, len(hier)), dtype=np.int64)
+        empty = release_rows(empty_frame(rest_specs), columns, hier, none, found.levels, keep[:0])
+        pq.write_table(pa.Table.from_pandas(empty, preserve_index=False), partial)
+    else:
+        writer.close()
     os.replace(partial, target)
     return found.report(digest.hexdigest(hier, columns))

@@ -1,18 +1,15 @@
 """Validated record batches streamed from a Parquet file or partitioned folder.
 
-The streaming counterpart of :func:`dp.io.read_table`: the same checks, applied one bounded batch
-at a time, so memory is set by ``batch_size`` and the number of columns, never by the row count.
+The one validator of the private input: :func:`dp.io.read_table` (the in-memory frame) reads
+through it too, so every engine sees the same values.
 
-* Metadata problems (missing path, not Parquet, missing column, wrong type, empty table) are
-  found by :func:`dp.io.check_source` before any value is read -- the very function, so the very
-  messages, of the pandas path.
-* Value checks run on Arrow data instead of pandas Series: a string column is read
+* Structural problems (missing path, not Parquet, missing column, wrong type in any file) are
+  found by :func:`dp.io.check_source` from the footers before any value is read.
+* Value policies (:mod:`dp.schema`) run on Arrow data: a string column is read
   dictionary-encoded, so its declared categories are checked once per distinct value of the
-  batch instead of once per row. The messages are those of :mod:`dp.io` (pinned by the tests);
-  with several bad columns, the first one *met in batch order* is reported.
-* Numeric columns are clamped to the declared bounds exactly as :mod:`dp.io` does (``np.clip`` in
-  float64, then ``int64`` for ``int`` columns), so every value equals the one in ``read_table``'s
-  frame.
+  batch instead of once per row; a missing or undeclared value drops its row or is mapped to
+  the declared value; numbers are clamped (``np.clip`` in float64, then ``int64`` for ``int``
+  columns). No value ever raises.
 
 A *fragment* (one Parquet file) is the unit of work a distributed backend ships to a worker;
 batches are the unit of memory inside it.
@@ -33,7 +30,7 @@ import pyarrow.dataset as pads
 
 from dp.errors import ConfigError, InputError, InvariantError
 from dp.io import check_source, clamp_numeric
-from dp.schema import ColumnSpec, TableSchema
+from dp.schema import DROP, ColumnSpec, TableSchema
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -59,7 +56,7 @@ class Batch:
     numeric: Mapping[str, NumericArray]
     """Clamped numeric columns, with the dtype ``read_table``'s frame has (int64 / float64)."""
     text: Mapping[str, pa.DictionaryArray]
-    """Text columns, dictionary-encoded; categories already checked against the declaration."""
+    """Text columns, dictionary-encoded; every value a declared category (where declared)."""
     clamped: Mapping[str, int]
     """Per numeric column, how many values of this batch were outside the bounds (exact)."""
 
@@ -78,6 +75,8 @@ class Scan:
     """The dataset schema every fragment is read as (as ``read_table``'s ``to_table`` does)."""
     batch_size: int
     """Upper bound on rows per batch."""
+    drop: bool = True
+    """Leave out rows with a value the ``drop`` policy rejects (else mark the value NA)."""
 
     @property
     def columns(self) -> list[str]:
@@ -91,11 +90,14 @@ def open_scan(
     columns: Sequence[str],
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    drop: bool = True,
 ) -> Scan:
     """Check ``source`` from its metadata (as :func:`dp.io.check_source`) and list its fragments.
 
+    ``drop``: leave out rows a ``drop`` policy rejects (default), or mark the value NA.
+
     Raises:
-        InputError: missing file, not Parquet, missing column, wrong type, or an empty table.
+        InputError: missing file, not Parquet, missing column, or wrong type.
         ConfigError: a column is not declared, or ``batch_size`` is not a positive integer.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -114,14 +116,21 @@ def open_scan(
         fragments = tuple(ds.get_fragments())
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise InputError(f"cannot read {path} as Parquet: {_reason(exc)}") from None
-    return Scan(path=path, specs=specs, fragments=fragments, schema=ds.schema, batch_size=size)
+    return Scan(
+        path=path,
+        specs=specs,
+        fragments=fragments,
+        schema=ds.schema,
+        batch_size=size,
+        drop=drop,
+    )
 
 
 def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
     """Validated batches of one fragment of ``scan``, each of at most ``scan.batch_size`` rows.
 
     Raises:
-        InputError: NaN/inf/missing values, an undeclared category, or an unreadable file.
+        InputError: an unreadable file (a value never raises).
     """
     try:
         raw = fragment.to_batches(
@@ -138,7 +147,7 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
 def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
     """The columns ``specs`` of ``batch`` as the frame :func:`dp.io.read_table` gives for these
     rows: the same values and dtypes (clamped int64 / float64, a categorical over the declared
-    categories, or text). Exact data: never log or persist it."""
+    categories, or text; a value a policy left out is NA). Exact data: never log or persist it."""
     out: dict[str, pd.Series] = {}
     for spec in specs:
         if spec.is_numeric:
@@ -146,11 +155,14 @@ def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
             continue
         column = batch.text[spec.name]
         if spec.categories is None:
-            out[spec.name] = column.dictionary_decode().to_pandas().astype(str).rename(spec.name)
+            out[spec.name] = pd.Series(
+                column.dictionary_decode().to_pylist(), dtype=object, name=spec.name
+            )
             continue
         declared = pd.Index(list(spec.categories))
-        lookup = declared.get_indexer(column.dictionary.to_pandas().astype(str))
-        codes = lookup[np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        lookup = np.append(declared.get_indexer(column.dictionary.to_pandas().astype(str)), -1)
+        indices = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
+        codes = lookup[np.asarray(indices, dtype=np.int64)]  # -1 (NA) maps to -1 (NA)
         dtype = pd.CategoricalDtype(declared, ordered=False)
         values = pd.Categorical.from_codes(codes, dtype=dtype)
         out[spec.name] = pd.Series(values, name=spec.name)
@@ -158,41 +170,100 @@ def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
 
 
 def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
-    numeric: dict[str, NumericArray] = {}
+    """Apply the declared value policies to one record batch. Never raises on a value.
+
+    A missing or undeclared value under the ``drop`` policy drops its row (``scan.drop``: the
+    rows a release reads are the complete ones of *its* columns) or, for a frame shared by
+    several releases (``scan.drop`` False), is marked NA so each release drops its own
+    incomplete rows (:func:`dp.io.complete_rows`). Mapped values are replaced; numbers clamped.
+    """
+    keep = np.ones(record.num_rows, dtype=bool)
+    numeric: dict[str, npt.NDArray[np.float64]] = {}
     text: dict[str, pa.DictionaryArray] = {}
-    clamped: dict[str, int] = {}
     for spec in scan.specs:
         column = record.column(spec.name)
         if spec.is_numeric:
-            numeric[spec.name], clamped[spec.name] = _numeric(spec, column, scan.path)
+            numeric[spec.name], bad = _numeric(spec, column)
         else:
-            text[spec.name] = _text(spec, column, scan.path)
-    return Batch(num_rows=record.num_rows, numeric=numeric, text=text, clamped=clamped)
+            text[spec.name], bad = _text(spec, column)
+        if bad is None:
+            continue
+        if scan.drop:
+            keep &= ~bad
+        elif spec.is_numeric:
+            numeric[spec.name][bad] = np.nan
+        else:
+            text[spec.name] = _without(text[spec.name], bad, spec.name)
+    if not keep.all():
+        rows = pa.array(np.flatnonzero(keep))
+        numeric = {k: v[keep] for k, v in numeric.items()}
+        text = {k: _dictionary(pc.take(v, rows), k) for k, v in text.items()}
+    clamped: dict[str, int] = {}
+    values: dict[str, NumericArray] = {}
+    for spec in scan.specs:
+        if spec.is_numeric:
+            values[spec.name], clamped[spec.name] = clamp_numeric(spec, numeric[spec.name])
+    return Batch(num_rows=int(keep.sum()), numeric=values, text=text, clamped=clamped)
 
 
-def _numeric(spec: ColumnSpec, column: pa.Array, path: Path) -> tuple[NumericArray, int]:
+Mask = npt.NDArray[np.bool_]
+
+
+def _numeric(spec: ColumnSpec, column: pa.Array) -> tuple[npt.NDArray[np.float64], Mask | None]:
+    """The column as float64 (nulls as NaN), NaN replaced by the declared missing value, and
+    the rows the ``drop`` policy leaves out (None: none)."""
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-    # Same float64 detour as dp.io: ints go through float64, nulls become NaN and fail below.
-    arr = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    return clamp_numeric(spec, arr, path)
+    arr = np.array(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+    nan = np.isnan(arr)
+    if not nan.any():
+        return arr, None
+    if spec.missing == DROP:
+        return arr, nan
+    arr[nan] = float(spec.missing)
+    return arr, None
 
 
-def _text(spec: ColumnSpec, column: pa.Array, path: Path) -> pa.DictionaryArray:
-    if column.null_count:
-        raise InputError(f"{path}: column {spec.name!r} contains missing values")
+def _dictionary(column: pa.Array, name: str) -> pa.DictionaryArray:
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
     if not isinstance(column, pa.DictionaryArray):
-        raise InvariantError(f"column {spec.name!r} was not dictionary-encoded")
-    if spec.categories is not None:
-        # A dictionary may hold values no row of this batch uses: check only the used ones.
-        known = pc.is_in(column.dictionary, value_set=pa.array(spec.categories, pa.string()))
-        if not pc.all(pc.take(known, column.indices), min_count=0).as_py():
-            raise InputError(
-                f"{path}: column {spec.name!r} has values outside its declared categories"
-            )
+        raise InvariantError(f"column {name!r} was not dictionary-encoded")
     return column
+
+
+def _without(column: pa.DictionaryArray, bad: Mask, name: str) -> pa.DictionaryArray:
+    """``column`` with the rows ``bad`` set to null."""
+    return _dictionary(pc.if_else(pa.array(bad), None, column.dictionary_decode()), name)
+
+
+def _text(spec: ColumnSpec, column: pa.Array) -> tuple[pa.DictionaryArray, Mask | None]:
+    """The column dictionary-encoded, nulls and undeclared values mapped where declared, and
+    the rows the ``drop`` policy leaves out. Checks run once per distinct value."""
+    column = _dictionary(column, spec.name)
+    bad: Mask | None = None
+    if column.null_count:
+        if spec.missing == DROP:
+            bad = ~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        else:
+            column = _dictionary(
+                pc.fill_null(column.dictionary_decode(), str(spec.missing)), spec.name
+            )
+    if spec.categories is not None:
+        known = pc.is_in(column.dictionary, value_set=pa.array(spec.categories, pa.string()))
+    elif spec.length is not None:
+        known = pc.equal(pc.utf8_length(column.dictionary), spec.length)
+    else:
+        return column, bad
+    # A dictionary may hold values no row of this batch uses: look at the used ones only.
+    used = pc.fill_null(pc.take(known, column.indices), True)
+    if pc.all(used, min_count=0).as_py():
+        return column, bad
+    if spec.unknown == DROP:
+        unknown = ~np.asarray(used.to_numpy(zero_copy_only=False), dtype=bool)
+        return column, unknown if bad is None else bad | unknown
+    mapped = pc.if_else(known, column.dictionary, pa.scalar(spec.unknown, pa.string()))
+    return _dictionary(pc.take(mapped, column.indices), spec.name), bad
 
 
 def binary_labels(

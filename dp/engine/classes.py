@@ -161,6 +161,9 @@ class LeafCountsAggregate:
     """QI columns, in order."""
     hierarchies: tuple[Hierarchy, ...]
     """Their hierarchies, in the same order."""
+    also: tuple[str, ...] = ()
+    """Further columns the release reads: read too, so rows a policy drops for them are left
+    out here as in every other pass of the release."""
 
     def __post_init__(self) -> None:
         if not self.qi or len(self.qi) != len(self.hierarchies):
@@ -173,8 +176,8 @@ class LeafCountsAggregate:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The QI columns."""
-        return self.qi
+        """The QI columns, then the others the release reads."""
+        return tuple(dict.fromkeys((*self.qi, *self.also)))
 
     def empty(self) -> _Acc:
         """No tuples."""
@@ -218,10 +221,12 @@ def leaf_counts_stream(
     schema: TableSchema,
     hierarchies: Mapping[str, Hierarchy],
     *,
+    also: Sequence[str] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
 ) -> LeafCounts:
-    """Distinct QI leaf tuples of a Parquet source and their counts (see module docstring).
+    """Distinct QI leaf tuples of a Parquet source and their counts (see module docstring);
+    ``also``: the release's other columns (rows a policy drops for them are left out).
 
     Args:
         source: a Parquet file or a folder of Parquet files.
@@ -233,7 +238,9 @@ def leaf_counts_stream(
     Raises:
         InputError: as :func:`dp.io.read_table` would, or a value that is not a hierarchy leaf.
     """
-    agg = LeafCountsAggregate(qi=tuple(hierarchies), hierarchies=tuple(hierarchies.values()))
+    agg = LeafCountsAggregate(
+        qi=tuple(hierarchies), hierarchies=tuple(hierarchies.values()), also=tuple(also)
+    )
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
     result: LeafCounts = runner.run(agg, source, schema)
     return result

@@ -1,29 +1,37 @@
-"""The privacy-budget ledger: a persistent, append-only, hash-chained SQLite log.
+"""The privacy-budget ledger: a persistent, append-only, hash-chained log.
 
 Every change is a new row (an *event*); nothing is ever updated or deleted:
 
-* ``reserve`` — a run's planned, composed cost is held against its dataset's budget. The check
-  "already spent + held + requested <= budget" and the insert happen in one ``BEGIN IMMEDIATE``
-  transaction, so concurrent processes are serialized by SQLite and can never overspend.
-* ``release`` — one row per release a run has computed (name, kind, mechanism, epsilon, delta,
-  sensitivity, disjoint partition, output hash), written *before* publication so that the
-  composition check can recompute the run's cost from the ledger itself.
-* ``commit`` — the run was published.
-* ``abort`` — the run failed before publication; its hold is released.
+* ``declare`` -- the first run on a body of data records its identity (name and source) and its
+  budget policy; ``amend`` -- an explicit, recorded change of either (who, when, why).
+* ``reserve`` -- a run's planned, composed cost is held against the data's budget. The check
+  "already spent + held + requested <= budget" and the insert happen in one exclusive
+  transaction, so concurrent processes can never overspend.
+* ``draw`` -- a release is about to draw noise on private data (written *before* the draw):
+  from here on the run costs something even if it never publishes, and no release is drawn twice.
+* ``release`` -- one row per computed release (name, kind, mechanism, epsilon, delta,
+  sensitivity, disjoint partition, output hash), written before publication so that the
+  composition check recomputes the run's cost from the ledger itself.
+* how the run ended, with what it finally costs: ``commit`` (published: its reserved cost),
+  ``charge`` (drew noise, published nothing: the composed cost of its draws) or ``abort``
+  (drew nothing, published nothing: zero).
 
-A reserved run that is neither committed nor aborted (e.g. the process was killed) keeps counting
-as spent: a crash can over-count, never under-count.
+A run that has not ended (e.g. its process was killed) keeps counting its whole hold: a crash
+can over-count, never under-count.
 
-Each row stores ``hash = sha256(prev_hash, canonical row)``; :meth:`Ledger.verify` recomputes the
-chain and detects any edited, inserted or deleted row. Deleting rows at the *end* is only
-detectable against a head kept elsewhere, so every run's manifest records the head it saw.
+Each row stores ``hash = sha256(prev_hash, canonical row)``. Every write first re-verifies the
+chain from the last verified checkpoint and refuses to write to a damaged ledger;
+:meth:`Ledger.verify` re-checks every row. Deleting rows at the *end* is only detectable against
+a head kept elsewhere, so every run's manifest records the head it saw, and a new run refuses
+while a published manifest references entries the ledger lacks.
 """
 
 from dp.ledger.book import Ledger
 from dp.ledger.chain import GENESIS
+from dp.ledger.policy import PERIOD_FIELD, BudgetPolicy, DataIdentity
 from dp.ledger.records import (
     ChainReport,
-    DatasetSpending,
+    Declaration,
     ReleaseRecord,
     Reservation,
     check_run_id,
@@ -31,8 +39,11 @@ from dp.ledger.records import (
 
 __all__ = [
     "GENESIS",
+    "PERIOD_FIELD",
+    "BudgetPolicy",
     "ChainReport",
-    "DatasetSpending",
+    "DataIdentity",
+    "Declaration",
     "Ledger",
     "ReleaseRecord",
     "Reservation",

@@ -1,4 +1,4 @@
-"""The :class:`Ledger`: reserve, record, commit and abort runs; verify and report spending.
+"""The :class:`Ledger`: declare data, reserve, draw, record, and end runs; verify and report.
 
 See :mod:`dp.ledger` for the event model and its guarantees.
 """
@@ -7,231 +7,272 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.errors import BudgetExceededError, LedgerError
-from dp.ledger.chain import (
-    FIELDS,
-    FORMAT,
-    GENESIS,
-    SCHEMA,
-    now,
-    partition_text,
-    row_hash,
-    verify_rows,
-)
-from dp.ledger.records import ChainReport, DatasetSpending, ReleaseRecord, Reservation
-from dp.periods import LIFETIME
+from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
+from dp.ledger.chain import TERMINAL, partition_text
+from dp.ledger.datasets import amendment_row, check_declared, current_declarations, identity_key
+from dp.ledger.log import ChainedLog
+from dp.ledger.policy import BudgetPolicy, DataIdentity
+from dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
+from dp.ledger.sqlite import SqliteStore
+from dp.periods import next_period_start, period_label
 
 __all__ = ["Ledger"]
 
+Row = sqlite3.Row
+_STATE = {"commit": "committed", "charge": "charged", "abort": "aborted"}
+
 
 class Ledger:
-    """A budget ledger stored in one SQLite file (WAL journal, serialized writers).
+    """A budget ledger (an embedded SQLite file; see :class:`dp.ledger.sqlite.SqliteStore`).
 
-    Args:
-        path: the ledger file. It is created if it does not exist; an existing file that is
-            not a dppub ledger, or is unreadable, raises :class:`LedgerError` — it is never
-            silently recreated.
-        timeout: seconds to wait for another process holding the write lock.
-        create: create a missing ledger (False: a missing file is an error, e.g. for audits).
+    Every write goes through :class:`dp.ledger.log.ChainedLog`, which refuses to write to a
+    damaged ledger; :meth:`verify` re-checks the whole chain.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
-        self.path = Path(path)
-        self._timeout = timeout
-        if not self.path.exists():
-            if not create:
-                raise LedgerError(f"no ledger at {self.path}")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Idempotent, so two processes creating the same ledger at once both succeed.
-            with self._connect(create=True) as con:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(SCHEMA)
-        with self._connect() as con:
-            try:
-                fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
-            found = None if fmt is None else fmt[0]
-            if found != FORMAT:
-                raise LedgerError(f"{self.path} is not a dppub ledger (format {found!r})")
+        self.store = SqliteStore(path, timeout=timeout, create=create)
+        self.log = ChainedLog(self.store)
 
-    @contextmanager
-    def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
-        mode = "rwc" if create else "rw"
-        try:
-            con = sqlite3.connect(
-                f"file:{self.path}?mode={mode}",
-                uri=True,
-                timeout=self._timeout,
-                isolation_level=None,
-            )
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
-        con.row_factory = sqlite3.Row
-        try:
-            yield con
-        except sqlite3.OperationalError as exc:
-            raise LedgerError(f"ledger {self.path}: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"ledger {self.path} is corrupted: {exc}") from None
-        finally:
-            con.close()
+    @property
+    def path(self) -> Path:
+        return self.store.path
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """An exclusive write transaction: other writers wait, readers see the old state."""
-        with self._connect() as con:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
+    # -- datasets ------------------------------------------------------------------------------
 
-    def _append(self, con: sqlite3.Connection, **values: object) -> str:
-        last = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        row: dict[str, object] = dict.fromkeys(FIELDS)
-        row.update(values)
-        row["seq"] = 1 if last is None else last["seq"] + 1
-        row["ts"] = now()
-        row["prev_hash"] = GENESIS if last is None else last["hash"]
-        digest = row_hash(row)
-        cols = ", ".join((*FIELDS, "hash"))
-        marks = ", ".join("?" * (len(FIELDS) + 1))
-        con.execute(f"INSERT INTO entries ({cols}) VALUES ({marks})", [*row.values(), digest])
-        return digest
+    def amend(self, *, data: DataIdentity, policy: BudgetPolicy, who: str, why: str) -> Declaration:
+        """Record a deliberate change of a dataset's name, source or budget policy.
+
+        The data is found by its source, else by its name (the data moved). Its spending carries
+        over: the identity is the same, only its declaration changes.
+
+        Raises:
+            LedgerError: the ledger does not know the data, or nothing would change.
+        """
+        if not why.strip():
+            raise ConfigError("an amendment needs a reason (--reason)")
+        with self.log.write() as con:
+            key, row = amendment_row(con, data, policy, who=who, why=why.strip())
+            self.log.append(con, **row)
+            return current_declarations(con)[key]
+
+    def declarations(self) -> list[Declaration]:
+        """Every data identity's current declaration, oldest first."""
+        with self.store.connect() as con:
+            return list(current_declarations(con).values())
+
+    def declaration_of(self, data: DataIdentity) -> Declaration | None:
+        """The current declaration of the identity now at ``data.source`` (None if new)."""
+        with self.store.connect() as con:
+            key = identity_key(con, data)
+            return None if key is None else current_declarations(con)[key]
+
+    def amendments(self, key: str) -> list[Declaration]:
+        """Every recorded declaration of identity ``key`` (the first, then each amendment)."""
+        with self.store.connect() as con:
+            rows = con.execute(
+                """SELECT * FROM entries WHERE event IN ('declare', 'amend') AND source = ?
+                   ORDER BY seq""",
+                (key,),
+            ).fetchall()
+        return [Declaration.from_row(r) for r in rows]
+
+    # -- spending ------------------------------------------------------------------------------
 
     @staticmethod
-    def _run_state(con: sqlite3.Connection, run_id: str) -> set[str]:
-        rows = con.execute("SELECT DISTINCT event FROM entries WHERE run_id = ?", (run_id,))
-        return {r["event"] for r in rows}
-
-    @staticmethod
-    def _spent(con: sqlite3.Connection, dataset: str, period: str) -> PrivacyCost:
+    def _spent(
+        con: sqlite3.Connection, key: str, *, scope: str | None = None, period: str | None = None
+    ) -> PrivacyCost:
+        """What runs of identity ``key`` cost: a run's terminal row if it ended, else its hold."""
         eps, delta = con.execute(
-            """SELECT COALESCE(SUM(epsilon), 0), COALESCE(SUM(delta), 0) FROM entries
-               WHERE event = 'reserve' AND dataset = ? AND period = ? AND run_id NOT IN
-               (SELECT run_id FROM entries WHERE event = 'abort')""",
-            (dataset, period),
+            f"""SELECT COALESCE(SUM(COALESCE(t.epsilon, r.epsilon)), 0),
+                       COALESCE(SUM(COALESCE(t.delta, r.delta)), 0)
+                FROM entries r LEFT JOIN entries t
+                  ON t.run_id = r.run_id AND t.event IN {TERMINAL}
+                WHERE r.event = 'reserve' AND r.source = ?
+                  AND (? IS NULL OR r.scope = ?) AND (? IS NULL OR r.period = ?)""",
+            (key, scope, scope, period, period),
         ).fetchone()
         return PrivacyCost(epsilon=float(eps), delta=float(delta))
 
-    def _check_fits(
-        self,
-        con: sqlite3.Connection,
-        *,
-        dataset: str,
-        period: str,
-        cost: PrivacyCost,
-        budget: PrivacyCost,
+    def remaining(
+        self, *, data: DataIdentity, policy: BudgetPolicy, when: datetime | None = None
     ) -> PrivacyCost:
-        spent = self._spent(con, dataset, period)
-        if not (spent + cost).fits_within(budget):
-            scope = "" if period == LIFETIME else f" in period {period}"
-            raise BudgetExceededError(
-                f"budget exceeded for dataset {dataset!r}{scope}: budget epsilon="
-                f"{budget.epsilon:g} delta={budget.delta:g}, spent epsilon={spent.epsilon:g}"
-                f" delta={spent.delta:g}, requested epsilon={cost.epsilon:g}"
-                f" delta={cost.delta:g}"
-            )
-        return spent
+        """What a run starting at ``when`` (default now) could still spend (writes nothing)."""
+        period = period_label(policy.per, when)
+        with self.store.connect() as con:
+            key = identity_key(con, data)
+            if key is None:
+                return policy.total
+            left = policy.total - self._spent(con, key, scope=policy.scope(period))
+            if policy.cap is not None:
+                in_period = policy.cap - self._spent(con, key, period=period)
+                left = PrivacyCost(
+                    epsilon=min(left.epsilon, in_period.epsilon),
+                    delta=min(left.delta, in_period.delta),
+                )
+            return left
 
-    def check_fits(
-        self, *, dataset: str, cost: PrivacyCost, budget: PrivacyCost, period: str = LIFETIME
-    ) -> None:
-        """Raise :class:`BudgetExceededError` if ``cost`` does not fit now (writes nothing).
+    def spent(
+        self, key: str, *, scope: str | None = None, period: str | None = None
+    ) -> PrivacyCost:
+        """What identity ``key`` has spent (in one scope or calendar period, or in all)."""
+        with self.store.connect() as con:
+            return self._spent(con, key, scope=scope, period=period)
 
-        Advisory only: :meth:`reserve` repeats the check atomically.
-        """
-        with self._connect() as con:
-            self._check_fits(con, dataset=dataset, period=period, cost=cost, budget=budget)
+    # -- runs ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _run_events(con: sqlite3.Connection, run_id: str) -> set[str]:
+        rows = con.execute("SELECT DISTINCT event FROM entries WHERE run_id = ?", (run_id,))
+        return {r["event"] for r in rows}
 
     def reserve(
         self,
         *,
-        dataset: str,
         run_id: str,
+        data: DataIdentity,
+        policy: BudgetPolicy,
         cost: PrivacyCost,
-        budget: PrivacyCost,
         config_hash: str,
-        period: str = LIFETIME,
         location: str = "",
+        when: datetime | None = None,
     ) -> PrivacyCost:
-        """Atomically hold ``cost`` against ``dataset``'s ``budget`` for ``period``.
+        """Atomically hold ``cost`` against ``data``'s budget; returns what is left after it.
 
-        Returns what is left of the period's budget after this hold.
-
-        Raises:
-            BudgetExceededError: the cost does not fit; nothing is written.
+        Declares the data on its first run; refuses a config that disagrees with the recorded
+        declaration (:class:`ConfigError`), a damaged ledger (:class:`LedgerError`), and a cost
+        that does not fit the lifetime total or the period's cap
+        (:class:`BudgetExceededError`). A refusal writes nothing.
         """
-        with self._write() as con:
-            if self._run_state(con, run_id):
+        period = period_label(policy.per, when)
+        scope = policy.scope(period)
+        with self.log.write() as con:
+            if self._run_events(con, run_id):
                 raise LedgerError(f"run id {run_id!r} is already in the ledger")
-            spent = self._check_fits(con, dataset=dataset, period=period, cost=cost, budget=budget)
-            self._append(
+            key = check_declared(con, self.log.append, data, policy)
+            spent = self._spent(con, key, scope=scope)
+            renews = period if policy.renew else None
+            _check_fits(data.name, renews, spent, cost, policy.total, policy, when)
+            if policy.cap is not None:
+                in_period = self._spent(con, key, period=period)
+                _check_fits(data.name, period, in_period, cost, policy.cap, policy, when)
+            self.log.append(
                 con,
                 event="reserve",
-                dataset=dataset,
+                dataset=data.name,
+                source=key,
+                scope=scope,
                 run_id=run_id,
                 epsilon=cost.epsilon,
                 delta=cost.delta,
                 is_dp=1,
-                budget_epsilon=budget.epsilon,
-                budget_delta=budget.delta,
+                budget_epsilon=policy.total.epsilon,
+                budget_delta=policy.total.delta,
                 period=period,
                 location=location,
                 config_hash=config_hash,
             )
-            return budget - (spent + cost)
+            return policy.total - (spent + cost)
 
-    def _reservation(self, con: sqlite3.Connection, run_id: str) -> sqlite3.Row:
-        row: sqlite3.Row | None = con.execute(
+    def _reservation_row(self, con: sqlite3.Connection, run_id: str) -> Row:
+        row: Row | None = con.execute(
             "SELECT * FROM entries WHERE run_id = ? AND event = 'reserve'", (run_id,)
         ).fetchone()
         if row is None:
             raise LedgerError(f"run {run_id!r} has no reservation")
         return row
 
+    def _pending(self, con: sqlite3.Connection, run_id: str, action: str) -> tuple[Row, set[str]]:
+        res = self._reservation_row(con, run_id)
+        events = self._run_events(con, run_id)
+        ended = events.intersection(TERMINAL)
+        if ended:
+            state = _STATE[ended.pop()]
+            raise LedgerError(f"run {run_id!r} is {state} and cannot {action}")
+        return res, events
+
+    def _run_row(self, res: Row, **values: object) -> dict[str, object]:
+        return {
+            "dataset": res["dataset"],
+            "source": res["source"],
+            "scope": res["scope"],
+            "run_id": res["run_id"],
+            "config_hash": res["config_hash"],
+            **values,
+        }
+
+    def draw(self, *, run_id: str, release: str, cost: PrivacyCost, is_dp: bool = True) -> None:
+        """Record that ``release`` of a pending run is about to draw noise on private data.
+
+        Called before any noise is drawn: the run is then charged even if it never publishes,
+        and a second attempt at the same release is refused, so no release is ever drawn twice.
+
+        Raises:
+            InvariantError: the release was already attempted in this run.
+            LedgerError: the run is not pending, or has composed its releases already.
+        """
+        with self.log.write() as con:
+            res, events = self._pending(con, run_id, "draw noise")
+            if "release" in events:
+                raise LedgerError(f"run {run_id!r} has composed its releases and cannot draw")
+            seen = con.execute(
+                "SELECT 1 FROM entries WHERE run_id = ? AND event = 'draw' AND release = ?",
+                (run_id, release),
+            ).fetchone()
+            if seen is not None:
+                raise InvariantError(
+                    f"release {release!r} of run {run_id} was already attempted; a second "
+                    "attempt would draw a second noisy answer, so it stops"
+                )
+            row = self._run_row(
+                res,
+                event="draw",
+                release=release,
+                epsilon=cost.epsilon,
+                delta=cost.delta,
+                is_dp=int(is_dp),
+            )
+            self.log.append(con, **row)
+
     def record_releases(self, *, run_id: str, releases: Sequence[ReleaseRecord]) -> str:
         """Append one ``release`` row per computed release; return the new head hash."""
-        with self._write() as con:
-            res = self._reservation(con, run_id)
-            state = self._run_state(con, run_id)
-            if state & {"commit", "abort", "release"}:
-                raise LedgerError(f"run {run_id!r} cannot record releases (state {sorted(state)})")
-            head = res["hash"]
+        with self.log.write() as con:
+            res, events = self._pending(con, run_id, "record releases")
+            if "release" in events:
+                raise LedgerError(f"run {run_id!r} has recorded its releases already")
+            head = str(res["hash"])
             for r in releases:
-                head = self._append(
+                head = self.log.append(
                     con,
-                    event="release",
-                    dataset=res["dataset"],
-                    run_id=run_id,
-                    release=r.name,
-                    kind=r.kind,
-                    mechanism=r.mechanism,
-                    epsilon=r.cost.epsilon,
-                    delta=r.cost.delta,
-                    sensitivity=r.sensitivity,
-                    partition=partition_text(r.partition),
-                    is_dp=int(r.is_dp),
-                    config_hash=res["config_hash"],
-                    output_hash=r.output_hash,
+                    **self._run_row(
+                        res,
+                        event="release",
+                        release=r.name,
+                        kind=r.kind,
+                        mechanism=r.mechanism,
+                        epsilon=r.cost.epsilon,
+                        delta=r.cost.delta,
+                        sensitivity=r.sensitivity,
+                        partition=partition_text(r.partition),
+                        is_dp=int(r.is_dp),
+                        output_hash=r.output_hash,
+                    ),
                 )
-            return str(head)
+            return head
 
     def recorded_cost(self, run_id: str) -> tuple[PrivacyCost, PrivacyCost]:
         """``(reserved, recomputed)``: the held cost and the composition of the release rows.
 
         The recomputation uses only what the ledger stores (not the planner's numbers).
         """
-        with self._connect() as con:
-            reserved_row = self._reservation(con, run_id)
+        with self.store.connect() as con:
+            reserved = self._reservation_row(con, run_id)
             rows = con.execute(
                 "SELECT * FROM entries WHERE run_id = ? AND event = 'release' AND is_dp = 1",
                 (run_id,),
@@ -244,158 +285,162 @@ class Ledger:
             )
             for r in rows
         ]
-        reserved = PrivacyCost(epsilon=reserved_row["epsilon"], delta=reserved_row["delta"])
-        return reserved, compose(planned)
+        held = PrivacyCost(epsilon=reserved["epsilon"], delta=reserved["delta"])
+        return held, compose(planned)
+
+    @staticmethod
+    def _drawn(con: sqlite3.Connection, run_id: str) -> list[PlannedCost]:
+        rows = con.execute(
+            "SELECT * FROM entries WHERE run_id = ? AND event = 'draw' AND is_dp = 1 ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        return [
+            PlannedCost(name=r["release"], cost=PrivacyCost(epsilon=r["epsilon"], delta=r["delta"]))
+            for r in rows
+        ]
+
+    def drew(self, run_id: str) -> bool:
+        """True if any release of ``run_id`` drew (or was about to draw) noise."""
+        with self.store.connect() as con:
+            return bool(self._drawn(con, run_id))
 
     def commit(self, *, run_id: str, output_hash: str) -> str:
-        """Mark a reserved run as published; return the new head hash."""
-        with self._write() as con:
-            res = self._reservation(con, run_id)
-            state = self._run_state(con, run_id)
-            if state & {"commit", "abort"}:
-                raise LedgerError(f"run {run_id!r} cannot be committed (state {sorted(state)})")
-            return self._append(
-                con,
+        """Record that a run was published; it costs what it reserved. Returns the new head."""
+        with self.log.write() as con:
+            res, _ = self._pending(con, run_id, "be committed")
+            row = self._run_row(
+                res,
                 event="commit",
-                dataset=res["dataset"],
-                run_id=run_id,
                 epsilon=res["epsilon"],
                 delta=res["delta"],
                 is_dp=1,
-                config_hash=res["config_hash"],
                 output_hash=output_hash,
             )
+            return self.log.append(con, **row)
+
+    def charge(self, *, run_id: str) -> PrivacyCost:
+        """End a run that drew noise but published nothing: it costs what its draws cost."""
+        with self.log.write() as con:
+            res, _ = self._pending(con, run_id, "be charged")
+            drawn = self._drawn(con, run_id)
+            if not drawn:
+                raise LedgerError(f"run {run_id!r} drew no noise: abort it instead")
+            cost = compose(drawn)
+            row = self._run_row(
+                res, event="charge", epsilon=cost.epsilon, delta=cost.delta, is_dp=1
+            )
+            self.log.append(con, **row)
+            return cost
 
     def abort(self, *, run_id: str) -> None:
-        """Release a run's hold (it published nothing). A committed run cannot be aborted."""
-        with self._write() as con:
-            res = self._reservation(con, run_id)
-            state = self._run_state(con, run_id)
-            if "commit" in state:
-                raise LedgerError(f"run {run_id!r} is committed and cannot be aborted")
-            if "abort" not in state:
-                self._append(
-                    con,
-                    event="abort",
-                    dataset=res["dataset"],
-                    run_id=run_id,
-                    epsilon=0.0,
-                    delta=0.0,
-                    is_dp=1,
-                    config_hash=res["config_hash"],
-                )
-
-    def head(self) -> tuple[int, str]:
-        """``(seq, hash)`` of the last row (``(0, GENESIS)`` when empty)."""
-        with self._connect() as con:
-            row = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        return (0, GENESIS) if row is None else (int(row["seq"]), str(row["hash"]))
-
-    def verify(self, *, expected_head: tuple[int, str] | None = None) -> ChainReport:
-        """Recompute the hash chain; optionally check it still contains a known head."""
-        cols = ", ".join((*FIELDS, "hash"))
-        with self._connect() as con:
-            con.row_factory = None  # plain tuples in FIELDS order: ~3x faster than Row
-            return verify_rows(
-                con.execute(f"SELECT {cols} FROM entries ORDER BY seq"),
-                expected_head=expected_head,
+        """Release the hold of a run that drew no noise and published nothing."""
+        with self.log.write() as con:
+            res, _ = self._pending(con, run_id, "be aborted")
+            if self._drawn(con, run_id):
+                raise LedgerError(f"run {run_id!r} drew noise and must be charged, not aborted")
+            self.log.append(
+                con, **self._run_row(res, event="abort", epsilon=0.0, delta=0.0, is_dp=1)
             )
-
-    def spending(self, dataset: str | None = None) -> list[DatasetSpending]:
-        """Spending per dataset and budget period, oldest period first."""
-        out: list[DatasetSpending] = []
-        with self._connect() as con:
-            rows = con.execute(
-                """SELECT r.dataset AS dataset, r.period AS period,
-                          SUM(CASE WHEN a.run_id IS NULL THEN r.epsilon ELSE 0 END) AS eps,
-                          SUM(CASE WHEN a.run_id IS NULL THEN r.delta ELSE 0 END) AS delta,
-                          SUM(c.run_id IS NOT NULL) AS runs,
-                          SUM(c.run_id IS NULL AND a.run_id IS NULL) AS pending,
-                          MAX(r.seq) AS last_seq, MIN(r.seq) AS first_seq
-                   FROM entries r
-                   LEFT JOIN entries c ON c.run_id = r.run_id AND c.event = 'commit'
-                   LEFT JOIN entries a ON a.run_id = r.run_id AND a.event = 'abort'
-                   WHERE r.event = 'reserve' AND (? IS NULL OR r.dataset = ?)
-                   GROUP BY r.dataset, r.period ORDER BY r.dataset, first_seq""",
-                (dataset, dataset),
-            ).fetchall()
-            for r in rows:
-                b = con.execute(
-                    "SELECT budget_epsilon, budget_delta FROM entries WHERE seq = ?",
-                    (r["last_seq"],),
-                ).fetchone()
-                out.append(
-                    DatasetSpending(
-                        dataset=r["dataset"],
-                        period=r["period"],
-                        budget=PrivacyCost(epsilon=b[0], delta=b[1]),
-                        spent=PrivacyCost(epsilon=float(r["eps"]), delta=float(r["delta"])),
-                        runs=int(r["runs"]),
-                        pending_runs=int(r["pending"]),
-                    )
-                )
-        return out
-
-    def remaining(
-        self, *, dataset: str, budget: PrivacyCost, period: str = LIFETIME
-    ) -> PrivacyCost:
-        """What ``budget`` leaves after all the ledger holds for ``dataset`` in ``period``."""
-        with self._connect() as con:
-            return budget - self._spent(con, dataset, period)
-
-    def history(self, dataset: str | None = None) -> list[dict[str, object]]:
-        """Every run's reservation and every release row, oldest first, for audits.
-
-        Each item has ``ts``, ``event`` (``reserve`` or ``release``), ``dataset``, ``period``,
-        ``run_id``, ``release``, ``kind``, ``mechanism``, ``epsilon``, ``delta``, ``is_dp`` and
-        ``state`` (the run's state: ``committed``, ``aborted`` or ``pending``).
-        """
-        with self._connect() as con:
-            rows = con.execute(
-                """SELECT e.ts, e.event, e.dataset, r.period, e.run_id, e.release, e.kind,
-                          e.mechanism, e.epsilon, e.delta, e.is_dp,
-                          CASE WHEN c.run_id IS NOT NULL THEN 'committed'
-                               WHEN a.run_id IS NOT NULL THEN 'aborted'
-                               ELSE 'pending' END AS state
-                   FROM entries e
-                   JOIN entries r ON r.run_id = e.run_id AND r.event = 'reserve'
-                   LEFT JOIN entries c ON c.run_id = e.run_id AND c.event = 'commit'
-                   LEFT JOIN entries a ON a.run_id = e.run_id AND a.event = 'abort'
-                   WHERE e.event IN ('reserve', 'release') AND (? IS NULL OR e.dataset = ?)
-                   ORDER BY e.seq""",
-                (dataset, dataset),
-            ).fetchall()
-        return [dict(r) for r in rows]
 
     def reservation(self, run_id: str) -> Reservation:
         """The reservation of ``run_id`` and the run's state."""
-        with self._connect() as con:
-            res = self._reservation(con, run_id)
-            state = self._run_state(con, run_id)
+        with self.store.connect() as con:
+            res = self._reservation_row(con, run_id)
+            events = self._run_events(con, run_id)
+        ended = events.intersection(TERMINAL)
         return Reservation(
             run_id=run_id,
             dataset=res["dataset"],
+            source=res["source"],
+            scope=res["scope"],
             period=res["period"],
             cost=PrivacyCost(epsilon=res["epsilon"], delta=res["delta"]),
             location=res["location"] or "",
             config_hash=res["config_hash"] or "",
-            state="committed"
-            if "commit" in state
-            else "aborted"
-            if "abort" in state
-            else "pending",
-            recorded="release" in state,
+            state=_STATE[ended.pop()] if ended else "pending",
+            recorded="release" in events,
         )
 
     def pending(self) -> list[Reservation]:
-        """Runs that reserved budget and were neither committed nor aborted."""
-        with self._connect() as con:
+        """Runs that reserved budget and have not ended."""
+        with self.store.connect() as con:
             ids = [
                 r["run_id"]
                 for r in con.execute(
-                    """SELECT run_id FROM entries WHERE event = 'reserve' AND run_id NOT IN
-                       (SELECT run_id FROM entries WHERE event IN ('commit', 'abort'))
-                       ORDER BY seq"""
+                    f"""SELECT run_id FROM entries WHERE event = 'reserve' AND run_id NOT IN
+                        (SELECT run_id FROM entries WHERE event IN {TERMINAL}) ORDER BY seq"""
                 )
             ]
         return [self.reservation(i) for i in ids]
+
+    # -- verification and reports ----------------------------------------------------------------
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the last row (``(0, GENESIS)`` when empty)."""
+        return self.log.head()
+
+    def missing(self, entries: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+        """Those of ``entries`` (``(seq, hash)`` pairs seen elsewhere) the ledger lacks."""
+        return self.log.missing(entries)
+
+    def verify(self, *, expected_head: tuple[int, str] | None = None) -> ChainReport:
+        """Recompute the whole hash chain; optionally check it still contains a known head."""
+        return self.log.verify(expected_head=expected_head)
+
+    def runs(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Every run (of identity ``key``, or all): its reservation, state and final cost."""
+        with self.store.connect() as con:
+            rows = con.execute(
+                f"""SELECT r.seq, r.ts, r.dataset, r.source, r.scope, r.period, r.run_id,
+                           r.epsilon AS reserved_epsilon, r.delta AS reserved_delta,
+                           COALESCE(t.epsilon, r.epsilon) AS epsilon,
+                           COALESCE(t.delta, r.delta) AS delta,
+                           COALESCE(t.event, 'pending') AS state
+                    FROM entries r LEFT JOIN entries t
+                      ON t.run_id = r.run_id AND t.event IN {TERMINAL}
+                    WHERE r.event = 'reserve' AND (? IS NULL OR r.source = ?)
+                    ORDER BY r.seq""",
+                (key, key),
+            ).fetchall()
+        return [{**dict(r), "state": _STATE.get(r["state"], "pending")} for r in rows]
+
+    def history(self, key: str | None = None) -> list[dict[str, object]]:
+        """Every reservation, draw and release row, oldest first, with its run's state."""
+        with self.store.connect() as con:
+            rows = con.execute(
+                f"""SELECT e.ts, e.event, e.dataset, e.source, r.period, e.run_id, e.release,
+                           e.kind, e.mechanism, e.epsilon, e.delta, e.is_dp,
+                           COALESCE(t.event, 'pending') AS state
+                    FROM entries e
+                    JOIN entries r ON r.run_id = e.run_id AND r.event = 'reserve'
+                    LEFT JOIN entries t ON t.run_id = e.run_id AND t.event IN {TERMINAL}
+                    WHERE e.event IN ('reserve', 'draw', 'release')
+                      AND (? IS NULL OR e.source = ?)
+                    ORDER BY e.seq""",
+                (key, key),
+            ).fetchall()
+        return [{**dict(r), "state": _STATE.get(r["state"], "pending")} for r in rows]
+
+
+def _check_fits(
+    name: str,
+    period: str | None,
+    spent: PrivacyCost,
+    cost: PrivacyCost,
+    budget: PrivacyCost,
+    policy: BudgetPolicy,
+    when: datetime | None,
+) -> None:
+    if (spent + cost).fits_within(budget):
+        return
+    message = (
+        f"budget exceeded for dataset {name!r}{'' if period is None else f' in period {period}'}"
+        f": budget epsilon={budget.epsilon:g} "
+        f"delta={budget.delta:g}, spent epsilon={spent.epsilon:g} delta={spent.delta:g}, "
+        f"requested epsilon={cost.epsilon:g} delta={cost.delta:g}"
+    )
+    if period is not None:
+        opens = next_period_start(policy.per, when)
+        if opens is not None:
+            message += f"; the next period opens {opens.isoformat()}"
+    raise BudgetExceededError(message)

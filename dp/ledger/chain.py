@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from dp.ledger.records import ChainReport
 
 __all__ = [
+    "EVENTS",
     "FIELDS",
     "FORMAT",
     "GENESIS",
     "SCHEMA",
+    "TERMINAL",
     "now",
     "partition_text",
     "row_hash",
@@ -27,12 +29,14 @@ __all__ = [
 ]
 
 GENESIS = "0" * 64
-FORMAT = "dppub-ledger/2"
+FORMAT = "dppub-ledger/3"
 FIELDS = (
     "seq",
     "ts",
     "event",
     "dataset",
+    "source",
+    "scope",
     "run_id",
     "release",
     "kind",
@@ -48,21 +52,30 @@ FIELDS = (
     "location",
     "config_hash",
     "output_hash",
+    "note",
     "prev_hash",
 )
+EVENTS = ("declare", "amend", "reserve", "draw", "release", "commit", "charge", "abort")
+"""``declare``/``amend``: a dataset's identity and budget policy; ``reserve``: a run holds its
+planned cost; ``draw``: a release is about to draw noise on private data; ``release``: a computed
+release at composition; ``commit``/``charge``/``abort``: how a run ended (published; drew noise
+but published nothing; drew nothing). A run's terminal row carries what it finally costs."""
+TERMINAL = ("commit", "charge", "abort")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY, ts TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('reserve', 'release', 'commit', 'abort')),
-    dataset TEXT NOT NULL, run_id TEXT NOT NULL, release TEXT, kind TEXT, mechanism TEXT,
+    event TEXT NOT NULL CHECK (event IN ({", ".join(f"'{e}'" for e in EVENTS)})),
+    dataset TEXT NOT NULL, source TEXT NOT NULL, scope TEXT, run_id TEXT,
+    release TEXT, kind TEXT, mechanism TEXT,
     epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
     is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL, period TEXT, location TEXT,
-    config_hash TEXT, output_hash TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+    config_hash TEXT, output_hash TEXT, note TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
-CREATE INDEX IF NOT EXISTS entries_dataset ON entries (dataset, period, event);
+CREATE INDEX IF NOT EXISTS entries_source ON entries (source, event);
+CREATE INDEX IF NOT EXISTS entries_name ON entries (dataset, event);
 INSERT OR IGNORE INTO meta VALUES ('format', '{FORMAT}');
 """
 
@@ -86,11 +99,18 @@ def partition_text(partition: tuple[str, str] | None) -> str | None:
 
 
 def verify_rows(
-    rows: Iterable[Sequence[object]], *, expected_head: tuple[int, str] | None = None
+    rows: Iterable[Sequence[object]],
+    *,
+    expected_head: tuple[int, str] | None = None,
+    after: tuple[int, str] = (0, GENESIS),
 ) -> ChainReport:
-    """Check a chain given as tuples of ``(*FIELDS, hash)`` in sequence order."""
+    """Check a chain given as tuples of ``(*FIELDS, hash)`` in sequence order.
+
+    ``after`` is a verified ``(seq, hash)`` the rows continue from (a checkpoint): only the
+    rows after it are given and checked, which keeps routine verification cheap.
+    """
     problems: list[str] = []
-    prev, n = GENESIS, 0
+    n, prev = after
     seen: dict[int, str] = {}
     for row in rows:
         n += 1

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError
+from dp.ledger.policy import BudgetPolicy
 
-__all__ = ["ChainReport", "DatasetSpending", "ReleaseRecord", "Reservation", "check_run_id"]
+__all__ = ["ChainReport", "Declaration", "ReleaseRecord", "Reservation", "check_run_id"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,20 +37,42 @@ class ReleaseRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DatasetSpending:
-    """What the ledger says about one dataset."""
+class Declaration:
+    """What the ledger records about one body of data: its name, where it is, its budget."""
 
-    dataset: str
-    period: str
-    """Budget period (``all`` for a lifetime budget, else e.g. ``2026`` or ``2026-11``)."""
-    budget: PrivacyCost | None
-    """The budget declared by the most recent reservation in this period."""
-    spent: PrivacyCost
-    """Committed plus still-pending reservations (pending runs count until resolved)."""
-    runs: int
-    """Committed runs."""
-    pending_runs: int
-    """Reserved runs neither committed nor aborted."""
+    key: str
+    """The identity's stable key: the source it was first declared with."""
+    name: str
+    """The dataset's current name."""
+    path: str
+    """Where the data is now (a resolved path; ``{period}`` for renewing budgets)."""
+    policy: BudgetPolicy
+    """The budget policy in force."""
+    ts: str
+    """When this declaration was recorded (UTC, ISO 8601)."""
+    event: str
+    """``declare`` (the first run) or ``amend`` (an explicit, recorded change)."""
+    who: str = ""
+    """Who made the amendment."""
+    why: str = ""
+    """Why (the amendment's reason)."""
+    changes: tuple[str, ...] = ()
+    """What the amendment changed, as ``what old -> new``."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Declaration:
+        note: dict[str, Any] = json.loads(row["note"])
+        return cls(
+            key=str(row["source"]),
+            name=str(row["dataset"]),
+            path=str(note["path"]),
+            policy=BudgetPolicy.from_json(note["budget"]),
+            ts=str(row["ts"]),
+            event=str(row["event"]),
+            who=str(note.get("who", "")),
+            why=str(note.get("why", "")),
+            changes=tuple(note.get("changes", ())),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,13 +81,18 @@ class Reservation:
 
     run_id: str
     dataset: str
+    source: str
+    """The data identity's key."""
+    scope: str
+    """The budget scope charged: ``all`` (lifetime) or a period of a renewing budget."""
     period: str
+    """The calendar period the run reserved in (``all`` without ``per``)."""
     cost: PrivacyCost
     location: str
     """The dataset's publication folder (``OUT/<dataset>``)."""
     config_hash: str
     state: str
-    """``pending``, ``committed`` or ``aborted``."""
+    """``pending``, ``committed``, ``charged`` or ``aborted``."""
     recorded: bool
     """True once the run's release rows are written."""
 

@@ -230,8 +230,8 @@ def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:
         raise InputError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
     if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
         raise InputError(f"y must be a 1-d array of length {Xa.shape[0]}, got shape {ya.shape}")
-    if Xa.shape[0] == 0 or Xa.shape[1] == 0:
-        raise InputError(f"X must have at least one row and one column, got shape {Xa.shape}")
+    if Xa.shape[1] == 0:  # zero rows are fine: the noisy statistics of an empty table
+        raise InputError(f"X must have at least one column, got shape {Xa.shape}")
     if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
         raise InputError("X and y must be finite (no NaN or inf)")
     return Xa, ya

@@ -4,7 +4,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InvariantError
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from dp.publication import Staging, sha256_files
 
 
@@ -21,12 +23,14 @@ def test_publish_is_a_single_rename(tmp_path: Path) -> None:
 
 
 def test_completed_release_is_reused_not_recomputed(tmp_path: Path) -> None:
-    st = Staging(tmp_path, dataset="d", run_id="r1").create()
-    assert st.attempt("q") is None
+    st = _staging(tmp_path)
+    assert st.attempt("q", PrivacyCost(epsilon=0.1)) is None
     st.write_json("q", "model.json", {"w": 1})
     first = st.complete("q", {"name": "q"})
     assert st.completed("q") == first
-    assert st.attempt("q") == first  # a re-executed task reuses it, and claims nothing
+    # A re-executed task reuses it, and the ledger records no second draw.
+    assert st.attempt("q", PrivacyCost(epsilon=0.1)) == first
+    assert st.ledger is not None and len(st.ledger.history()) == 2  # reserve + one draw
 
 
 def test_discard_and_collisions(tmp_path: Path) -> None:
@@ -48,17 +52,29 @@ def test_hash_covers_names_and_bytes(tmp_path: Path) -> None:
 
 
 def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Path) -> None:
-    st = Staging(tmp_path, dataset="d", run_id="r1").create()
-    assert st.attempt("q") is None  # claimed by this attempt
+    st = _staging(tmp_path)
+    assert st.attempt("q", PrivacyCost(epsilon=0.1)) is None  # its draw is recorded
     # A second attempt (say a task dask re-ran after losing its worker) must not draw again.
     with pytest.raises(InvariantError, match="already attempted"):
-        st.attempt("q")
-    st.claim("other")  # other releases are unaffected
+        st.attempt("q", PrivacyCost(epsilon=0.1))
+    assert st.attempt("other", PrivacyCost(epsilon=0.1)) is None  # others are unaffected
     st.discard()
     # A late writer after the run was discarded never re-creates its folders.
     with pytest.raises(InvariantError, match="staging folder"):
-        Staging(tmp_path, dataset="d", run_id="r1").claim("q")
+        st.attempt("late", PrivacyCost(epsilon=0.1))
     with pytest.raises(FileNotFoundError):
         st.write_json("q", "late.json", {})
     assert not st.dir.exists()
-    assert not list((tmp_path / "d" / ".staging").iterdir())  # claims removed with the run
+
+
+def _staging(tmp_path: Path) -> Staging:
+    """A staging folder of a reserved run in a fresh ledger."""
+    led = Ledger(tmp_path / "l.sqlite")
+    led.reserve(
+        run_id="r1",
+        data=DataIdentity(name="d", source="/d"),
+        policy=BudgetPolicy(total=PrivacyCost(epsilon=1.0)),
+        cost=PrivacyCost(epsilon=0.5),
+        config_hash="c",
+    )
+    return Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()

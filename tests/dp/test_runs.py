@@ -1,93 +1,240 @@
+"""The run protocol: open, attach, settle, recover -- and faults injected where they happen."""
+
+import errno
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+import dp.publication
+import dp.runs
 from dp.budget import PrivacyCost
-from dp.errors import BudgetExceededError, LedgerError
-from dp.ledger import Ledger
-from dp.periods import next_period_start, period_label
-from dp.publication import Staging
-from dp.runs import confirm_reservation, open_run, recover
+from dp.errors import BudgetExceededError, InvariantError, LedgerError
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
+from dp.ledger.summary import spending_summary
+from dp.periods import next_period_start
+from dp.runs import Run, RunPlan, recover
 
 BUDGET = PrivacyCost(epsilon=1.0)
 COST = PrivacyCost(epsilon=0.6)
+DATA = DataIdentity(name="d", source="/data/d.parquet")
 
 
-def _open(led: Ledger, out: Path, per: str | None = None) -> Staging:
-    staging, _ = open_run(
-        led,
-        out,
-        dataset="d",
-        cost=COST,
-        budget=BUDGET,
-        config_hash="c",
-        per=per,  # type: ignore[arg-type]
+def _plan(cost: PrivacyCost = COST, policy: BudgetPolicy | None = None) -> RunPlan:
+    return RunPlan(
+        data=DATA, policy=policy or BudgetPolicy(total=BUDGET), cost=cost, config_hash="c"
     )
-    return staging
 
 
-def test_refusal_names_the_next_period(tmp_path: Path) -> None:
+def _record(run: Run, name: str, eps: float) -> ReleaseRecord:
+    """What a release task does: record the draw, write, complete."""
+    assert run.staging.attempt(name, PrivacyCost(epsilon=eps)) is None
+    run.staging.write_json(name, "answer.json", {"x": 1})
+    done = run.staging.complete(name, {"name": name})
+    return ReleaseRecord(
+        name=name,
+        kind="workload",
+        mechanism="laplace",
+        cost=PrivacyCost(epsilon=eps),
+        output_hash=done["output_hash"],
+    )
+
+
+def _publish(run: Run, records: list[ReleaseRecord]) -> None:
+    head = run.compose(records, COST)
+    manifest = {"run_id": run.run_id, "ledger_head": {"seq": head[0], "hash": head[1]}}
+    run.publish(manifest=manifest, report="r")
+    run.commit()
+
+
+def _spent(led: Ledger) -> float:
+    return float(spending_summary(led)["d"]["lifetime_spent_epsilon"])
+
+
+def test_a_run_publishes_and_commits(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "l.sqlite")
-    first = _open(led, tmp_path / "out", per="year")
-    opens = next_period_start("year")
-    assert opens is not None
-    with pytest.raises(BudgetExceededError, match=f"the next period opens {opens.year}-01-01"):
-        _open(led, tmp_path / "out", per="year")
-    assert led.reservation(first.run_id).period == period_label("year")
-    first.unlock()
+    with Run.open(led, tmp_path / "out", _plan()) as run:
+        _publish(run, [_record(run, "a", 0.4), _record(run, "b", 0.2)])
+    assert led.reservation(run.run_id).state == "committed"
+    assert _spent(led) == pytest.approx(0.6)
+    assert (tmp_path / "out" / "d" / run.run_id / "manifest.json").is_file()
 
 
-def test_recover_commits_published_and_aborts_unpublished_dead_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", ["eio", "interrupt"])
+def test_a_fault_after_the_rename_commits_never_refunds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    # The rename happened: the run is public. An I/O error from the folder's fsync or a
+    # Ctrl-C right after it must leave the ledger counting the run.
+    def fail_after_rename(step: str) -> None:
+        if step == "renamed":
+            if fault == "eio":
+                raise OSError(errno.EIO, "Input/output error")
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(dp.publication, "fault_point", fail_after_rename)
+    led = Ledger(tmp_path / "l.sqlite")
+    with (
+        pytest.raises(OSError if fault == "eio" else KeyboardInterrupt),
+        Run.open(led, tmp_path / "out", _plan()) as run,
+    ):
+        _publish(run, [_record(run, "a", 0.6)])
+    assert run.staging.published
+    assert led.reservation(run.run_id).state == "committed"
+    assert _spent(led) == pytest.approx(0.6)
+
+
+def _flaky(led: Ledger, out: Path, draws: dict[str, float]) -> Run:
+    """A run whose releases ``draws`` draw noise, then a later stage fails."""
+    run = Run.open(led, out, _plan())
+
+    def execute() -> None:
+        with run:
+            for name, eps in draws.items():
+                _record(run, name, eps)
+            raise RuntimeError("a flaky later stage")
+
+    with pytest.raises(RuntimeError, match="flaky"):
+        execute()
+    return run
+
+
+def test_a_run_that_drew_noise_and_failed_is_charged_for_its_draws(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    run = _flaky(led, tmp_path / "out", {"a": 0.4})
+    assert led.reservation(run.run_id).state == "charged"
+    assert _spent(led) == pytest.approx(0.4)  # what it drew, not the 0.6 it planned
+    assert not run.staging.dir.exists()
+    summary = spending_summary(led)["d"]
+    assert summary["charged_runs"] == 1
+    assert summary["charged"][0]["run_id"] == run.run_id
+    # Retrying until a draw "looks right" costs every attempt: 0.4 + 0.4 spent, 0.6 refused.
+    _flaky(led, tmp_path / "out", {"a": 0.4})
+    with pytest.raises(BudgetExceededError), Run.open(led, tmp_path / "out", _plan()):
+        pass
+
+
+def test_a_run_that_drew_nothing_is_aborted_at_no_cost(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    run = _flaky(led, tmp_path / "out", {})
+    assert led.reservation(run.run_id).state == "aborted"
+    assert _spent(led) == 0.0
+
+
+def test_a_release_is_drawn_once(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    run = Run.open(led, tmp_path / "out", _plan())
+    with run:
+        assert run.staging.attempt("a", PrivacyCost(epsilon=0.3)) is None
+        with pytest.raises(InvariantError, match="already attempted"):
+            run.staging.attempt("a", PrivacyCost(epsilon=0.3))  # a re-run task must not redraw
+    assert led.reservation(run.run_id).state == "charged"
+    with pytest.raises(InvariantError, match="staging folder .* is gone"):
+        run.staging.attempt("b", PrivacyCost(epsilon=0.1))  # a late writer after the end
+    with pytest.raises(LedgerError, match="charged and cannot draw noise"):
+        led.draw(run_id=run.run_id, release="b", cost=PrivacyCost(epsilon=0.1))
+
+
+def test_recover_settles_dead_runs_by_what_is_on_disk(tmp_path: Path) -> None:
     led, out = Ledger(tmp_path / "l.sqlite"), tmp_path / "out"
-    big = PrivacyCost(epsilon=10.0)
-    runs = []
-    for _ in range(3):
-        st, _ = open_run(led, out, dataset="d", cost=COST, budget=big, config_hash="c")
-        st.create()
-        runs.append(st)
-    published, unpublished, alive = runs
-    published.publish(manifest={"run_id": published.run_id}, report="r")
-    published.unlock()  # "dies" after the rename, before the commit
-    unpublished.unlock()  # "dies" before publication
+    plan = _plan(policy=BudgetPolicy(total=PrivacyCost(epsilon=10.0)))
+    published, drew, idle, alive = runs = [Run.open(led, out, plan) for _ in range(4)]
+    for r in runs:
+        r.staging.create()
+    head = published.compose([_record(published, "a", 0.6)], COST)
+    published.publish(manifest={"ledger_head": {"seq": head[0], "hash": head[1]}}, report="r")
+    _record(drew, "a", 0.5)
+    for r in (published, drew, idle):
+        r.close()  # their processes die: the kernel drops their locks
     actions = {r.run_id: r.action for r in recover(led)}
     assert actions == {
         published.run_id: "committed",
-        unpublished.run_id: "aborted",
+        drew.run_id: "charged",
+        idle.run_id: "aborted",
         alive.run_id: "running",
     }
-    assert led.reservation(published.run_id).state == "committed"
-    assert led.reservation(unpublished.run_id).state == "aborted"
-    assert not unpublished.dir.exists()
+    assert not drew.staging.dir.exists() and not idle.staging.dir.exists()
     assert led.reservation(alive.run_id).state == "pending"
-    alive.unlock()
+    assert _spent(led) == pytest.approx(0.6 + 0.5 + 0.6)  # alive still holds its 0.6
+    alive.close()
 
 
-def test_confirm_reservation_checks_state_and_plan(tmp_path: Path) -> None:
+def test_attach_checks_state_and_plan(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "l.sqlite")
-    st = _open(led, tmp_path / "out")
-    kwargs = dict(run_id=st.run_id, dataset="d", config_hash="c", budget=BUDGET)
-    left = confirm_reservation(led, cost=COST, **kwargs)  # type: ignore[arg-type]
-    assert left.epsilon == pytest.approx(0.4)
+    run = Run.open(led, tmp_path / "out", _plan())
+    attached = Run.attach(led, tmp_path / "out", _plan(), run.run_id)
+    assert attached.remaining.epsilon == pytest.approx(0.4)
     with pytest.raises(LedgerError, match="the plan costs"):
-        confirm_reservation(led, cost=PrivacyCost(epsilon=0.5), **kwargs)  # type: ignore[arg-type]
-    led.abort(run_id=st.run_id)
+        Run.attach(led, tmp_path / "out", _plan(PrivacyCost(epsilon=0.5)), run.run_id)
+    led.abort(run_id=run.run_id)
     with pytest.raises(LedgerError, match="is aborted and cannot be executed again"):
-        confirm_reservation(led, cost=COST, **kwargs)  # type: ignore[arg-type]
-    st.unlock()
+        Run.attach(led, tmp_path / "out", _plan(), run.run_id)
+    run.close()
 
 
-def test_period_labels() -> None:
-    from datetime import UTC, datetime
+def test_a_capped_period_names_when_the_next_opens(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    policy = BudgetPolicy(total=PrivacyCost(epsilon=4.0), per="year", cap=PrivacyCost(epsilon=0.7))
+    first = Run.open(led, tmp_path / "out", _plan(policy=policy))
+    opens = next_period_start("year")
+    assert opens is not None
+    with pytest.raises(BudgetExceededError, match=f"the next period opens {opens.year}-01-01"):
+        Run.open(led, tmp_path / "out", _plan(policy=policy))
+    first.close()
 
-    t = datetime(2026, 12, 31, 23, 59, tzinfo=UTC)
-    assert [period_label(p, t) for p in ("year", "quarter", "month", "week", "day")] == [
-        "2026",
-        "2026-Q4",
-        "2026-12",
-        "2026-W53",
-        "2026-12-31",
-    ]
-    assert next_period_start("month", t) == datetime(2027, 1, 1, tzinfo=UTC)
-    assert next_period_start("quarter", t) == datetime(2027, 1, 1, tzinfo=UTC)
-    assert next_period_start("week", t) == datetime(2027, 1, 4, tzinfo=UTC)
-    assert next_period_start(None, t) is None
+
+def _published_run(led: Ledger, out: Path, plan: RunPlan | None = None) -> Run:
+    with Run.open(led, out, plan or _plan(PrivacyCost(epsilon=0.3))) as run:
+        head = run.compose([_record(run, "a", 0.3)], PrivacyCost(epsilon=0.3))
+        manifest = {"ledger_head": {"seq": head[0], "hash": head[1]}}
+        run.publish(manifest=manifest, report="r")
+        run.commit()
+    return run
+
+
+def test_a_truncated_replaced_or_deleted_ledger_refuses_while_publications_reference_it(
+    tmp_path: Path,
+) -> None:
+    path, out = tmp_path / "l.sqlite", tmp_path / "out"
+    plan = _plan(PrivacyCost(epsilon=0.3))
+    led = Ledger(path)
+    _published_run(led, out, plan)
+    _published_run(led, out, plan)
+    backup = path.read_bytes()
+    # Cut the last run's rows off and reset the checkpoint too: the chain verifies...
+    with sqlite3.connect(path) as con:
+        first_of_last = con.execute(
+            "SELECT MIN(seq) FROM entries WHERE run_id = (SELECT run_id FROM entries "
+            "ORDER BY seq DESC LIMIT 1)"
+        ).fetchone()[0]
+        con.execute("DELETE FROM entries WHERE seq >= ?", (first_of_last,))
+        con.execute("DELETE FROM meta WHERE key = 'checkpoint'")
+    assert Ledger(path).verify().ok
+    # ...but the last publication's manifest references rows it lacks.
+    with pytest.raises(LedgerError, match="lacks entry .* the ledger was cut short"):
+        Run.open(Ledger(path), out, plan)
+    # Deleted and recreated: the same.
+    path.unlink()
+    with pytest.raises(LedgerError, match="lacks entry"):
+        Run.open(Ledger(path), out, plan)
+    path.write_bytes(backup)
+    assert Run.open(Ledger(path), out, plan).reservation.state == "pending"
+
+
+def test_manifest_heads_point_at_the_composition_rows(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    run = _published_run(led, tmp_path / "out")
+    manifest = json.loads((run.staging.final / "manifest.json").read_text())
+    head = (manifest["ledger_head"]["seq"], manifest["ledger_head"]["hash"])
+    assert led.missing([head]) == []
+    assert led.verify(expected_head=head).ok
+
+
+def test_settle_is_idempotent(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    run = Run.open(led, tmp_path / "out", _plan())
+    run.staging.create()
+    assert dp.runs.settle(led, run.staging) == "aborted"
+    assert dp.runs.settle(led, run.staging) == "none"
+    run.close()

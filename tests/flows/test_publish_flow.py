@@ -1,5 +1,6 @@
 """The publish flow under prefect_test_harness (one temporary Prefect server per module)."""
 
+import errno
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,15 +13,16 @@ from prefect.testing.utilities import prefect_test_harness
 
 from dp import matrix
 from dp.anonymity import anonymize
-from dp.errors import ConfigError, InputError
+from dp.budget import PrivacyCost
 from dp.histogram import category_axis
 from dp.io import read_table
-from dp.ledger import Ledger
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dp.ledger.summary import spending_summary
 from dp.publication import Staging
 from dp.schema import ColumnSpec
 from flows.config import load_config, plan_releases
 from flows.publish import publish
-from flows.stages import anonymity_hierarchies, validate_input
+from flows.stages import anonymity_hierarchies
 from tasks.workload import answer_workload
 
 
@@ -58,13 +60,19 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     book = Ledger(ledger)
     head = (manifest["ledger_head"]["seq"], manifest["ledger_head"]["hash"])
     assert book.verify(expected_head=head).ok
-    (spent,) = book.spending("census_demo")
-    assert spent.spent.epsilon == pytest.approx(total.epsilon)
-    assert (spent.runs, spent.pending_runs) == (1, 0)
+    spent = spending_summary(book)["census_demo"]
+    assert spent["lifetime_spent_epsilon"] == pytest.approx(total.epsilon)
+    assert (spent["runs"], spent["pending_runs"]) == (1, 0)
+    assert manifest["guarantee"]["not_dp_releases"] == ["k_anonymous_table"]
+    assert "Not covered: k_anonymous_table" in (run_dir / "report.md").read_text()
     kanon = next(r for r in manifest["releases"] if r["kind"] == "k-anonymity")
     assert kanon["is_dp"] is False
     # The trace regression's tasks are disjoint: six ledger rows that compose to one epsilon.
-    rows = [r for r in book.history("census_demo") if str(r["release"]).startswith("income_by")]
+    rows = [
+        r
+        for r in book.history()
+        if r["event"] == "release" and str(r["release"]).startswith("income_by")
+    ]
     assert len(rows) == 6
     assert {r["epsilon"] for r in rows} == {0.15}
     trace = json.loads((run_dir / "income_by_education" / "model.json").read_text())
@@ -81,24 +89,43 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert manifest["ledger_head"]["hash"] in str(markdown.data)
 
 
-def test_failure_before_publication_releases_the_hold(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
-    bad = tmp_path / "bad.parquet"
-    frame = pd.read_parquet(load_config(config_factory()).dataset.path)
-    frame.loc[0, "hours"] = np.nan
-    frame.to_parquet(bad)
+def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
+    tmp_path: Path, config_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     config = config_factory()
-    text = config.read_text().replace(str(load_config(config).dataset.path), str(bad))
-    config.write_text(text)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
-    with pytest.raises(InputError, match="'hours' contains missing, NaN or inf"):
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("flows.publish.read_private_table", unreadable)
+    with pytest.raises(OSError, match="Input/output error"):
+        publish(str(config), str(ledger), str(out))
+    assert spending_summary(Ledger(ledger))["census_demo"]["aborted_runs"] == 1
+    monkeypatch.undo()
+
+    def flaky(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a flaky model fit")
+
+    monkeypatch.setattr("flows.publish.fit_model", flaky)  # after the workloads drew noise
+    with pytest.raises(RuntimeError, match="flaky"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
-    (spending,) = Ledger(ledger).spending("census_demo")
-    assert (spending.spent.epsilon, spending.runs, spending.pending_runs) == (0.0, 0, 0)
+    spent = spending_summary(Ledger(ledger))["census_demo"]
+    drawn = sum(w.epsilon for w in load_config(config).workloads)
+    assert (spent["charged_runs"], spent["lifetime_spent_epsilon"]) == (1, pytest.approx(drawn))
 
 
 def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None:
-    staging = Staging(tmp_path, dataset="d", run_id="r1").create()
+    led = Ledger(tmp_path / "l.sqlite")
+    led.reserve(
+        run_id="r1",
+        data=DataIdentity(name="d", source="/d"),
+        policy=BudgetPolicy(total=PrivacyCost(epsilon=2.0)),
+        cost=PrivacyCost(epsilon=1.0),
+        config_hash="c",
+    )
+    staging = Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()
     spec = ColumnSpec(name="sex", type="category", categories=("F", "M"))
     frame = pd.DataFrame({"sex": ["F", "M", "M"]})
     kwargs = dict(
@@ -133,8 +160,8 @@ def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None: 
     assert manifest["total_delta"] == pytest.approx(1e-6)
     assert manifest["releases"][0]["mechanism"] == "adassp-gaussian"
     assert "zCDP accounting" in (run_dir / "report.md").read_text()
-    (spent,) = Ledger(tmp_path / "l.sqlite").spending("census_demo")
-    assert spent.spent.delta == pytest.approx(1e-6)
+    spent = spending_summary(Ledger(tmp_path / "l.sqlite"))["census_demo"]
+    assert spent["lifetime_spent_delta"] == pytest.approx(1e-6)
 
 
 @pytest.mark.parametrize("engine", ["stream", "dask"])
@@ -216,15 +243,11 @@ def test_streaming_engines_load_no_whole_column(
         }
     )
     config.write_text(yaml.safe_dump(raw))
-    cfg = load_config(config)
 
     def no_frame(*args: object, **kwargs: object) -> None:
         raise AssertionError("a whole column was read")
 
-    monkeypatch.setattr("flows.stages.read_table", no_frame)
     monkeypatch.setattr("flows.publish.read_private_table", no_frame)
-    for engine in ("stream", "dask"):
-        validate_input(cfg, engine)  # checks every value batch by batch
     run_id = publish(
         str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine="stream"
     )
@@ -232,21 +255,31 @@ def test_streaming_engines_load_no_whole_column(
     model = json.loads((run_dir / "is_female" / "model.json").read_text())
     assert len(model["coefficients"]) == 2
     with pytest.raises(AssertionError, match="whole column"):
-        validate_input(cfg, "pandas")
+        publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine="pandas")
 
 
-def test_streamed_validation_rejects_what_the_frame_rejects(
+def test_a_code_of_another_length_is_dropped_alike_on_every_engine(
     tmp_path: Path, census_frame: pd.DataFrame
 ) -> None:
+    import yaml
+
     from tests.flows.conftest import small_config
 
     bad = census_frame.copy()
-    bad.loc[2999, "zip"] = "19x"  # a prefix-mask leaf of another length: no hierarchy fits
+    bad.loc[2999, "zip"] = "19x"  # not a 6-character code: dropped by the declared policy
     bad.to_parquet(tmp_path / "bad.parquet", index=False, row_group_size=700)
-    cfg = load_config(small_config(tmp_path, tmp_path / "bad.parquet"))
-    messages = []
+    config = small_config(tmp_path, tmp_path / "bad.parquet", budget=100.0)
+    raw = yaml.safe_load(config.read_text())
+    raw["workloads"], raw["regressions"], raw["clustering"] = [], [], []
+    raw["dataset"]["batch_size"] = 700
+    config.write_text(yaml.safe_dump(raw))
+    tables = []
     for engine in ("pandas", "stream"):
-        with pytest.raises(ConfigError, match="prefix-mask leaves must all have one length") as e:
-            validate_input(cfg, engine)
-        messages.append(str(e.value))
-    assert messages[0] == messages[1]
+        run_id = publish(
+            str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine=engine
+        )
+        run_dir = tmp_path / "out" / "census_demo" / run_id
+        tables.append(pd.read_parquet(run_dir / "k_anonymous_table" / "table.parquet"))
+        metrics = json.loads((run_dir / "k_anonymous_table" / "metrics.json").read_text())
+        assert metrics["records"] == len(census_frame) - 1
+    pd.testing.assert_frame_equal(tables[0], tables[1])

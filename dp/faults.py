@@ -1,0 +1,37 @@
+"""Fault injection for the crash-safety tests, kept free of heavy imports.
+
+``DPPUB_FAULT_AT=<step>`` makes the running process fail at ``step`` of the run protocol, the
+way real faults happen; ``DPPUB_FAULT`` says how (default ``kill``):
+
+* ``kill`` / ``term`` / ``int``: the process sends itself SIGKILL / SIGTERM / SIGINT;
+* ``eio`` / ``enospc``: an ``OSError`` (an I/O error, a full disk) is raised right there.
+
+Both are unset in normal use. The steps, in protocol order: ``reserved`` (budget held),
+``drawn`` (a release recorded its draw, before the noise), ``staged`` (every release written),
+``composed`` (release rows in the ledger), ``renamed`` (the run folder just renamed into place),
+``published`` (publication finished) and ``committed``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+
+__all__ = ["ACTIONS", "STEPS", "fault_point"]
+
+STEPS = ("reserved", "drawn", "staged", "composed", "renamed", "published", "committed")
+ACTIONS = ("kill", "term", "int", "eio", "enospc")
+_SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
+_ERRORS = {"eio": errno.EIO, "enospc": errno.ENOSPC}
+
+
+def fault_point(step: str) -> None:
+    """Fail here, as ``DPPUB_FAULT`` says, if ``DPPUB_FAULT_AT`` names ``step``."""
+    if os.environ.get("DPPUB_FAULT_AT") != step:
+        return
+    action = os.environ.get("DPPUB_FAULT", "kill")
+    if action in _ERRORS:
+        code = _ERRORS[action]
+        raise OSError(code, os.strerror(code), f"<fault injected at {step}>")
+    os.kill(os.getpid(), _SIGNALS.get(action, signal.SIGKILL))

@@ -1,0 +1,111 @@
+"""The hash-chained log on top of a store: verified writes, appends, heads.
+
+Every write transaction first re-verifies the chain from the last verified checkpoint (kept in
+the ledger's metadata, so routine verification costs only the rows written since), refuses to
+write to a damaged ledger, appends, and moves the checkpoint to the new head. The cost columns
+of *every* row are checked too (a sign-flipped epsilon before the checkpoint is still caught).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from dp.errors import LedgerError
+from dp.ledger.chain import FIELDS, GENESIS, now, row_hash, verify_rows
+from dp.ledger.records import ChainReport
+from dp.ledger.sqlite import SqliteStore
+
+__all__ = ["COLUMNS", "ChainedLog"]
+
+COLUMNS = ", ".join((*FIELDS, "hash"))
+
+
+class ChainedLog:
+    """Verified, append-only access to the ``entries`` table of a store."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A verified, exclusive write transaction that moves the checkpoint on success."""
+        with self.store.transaction() as con:
+            self._verify_since_checkpoint(con)
+            yield con
+            row = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+            if row is not None:
+                con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('checkpoint', ?)",
+                    (f"{row['seq']}:{row['hash']}",),
+                )
+
+    def _damaged(self, problem: str) -> LedgerError:
+        return LedgerError(
+            f"ledger {self.store.name} is damaged ({problem}); nothing was written: "
+            "see `dppub audit`, and restore the ledger from a copy"
+        )
+
+    def _verify_since_checkpoint(self, con: sqlite3.Connection) -> None:
+        found = con.execute("SELECT value FROM meta WHERE key = 'checkpoint'").fetchone()
+        seq, digest = 0, GENESIS
+        if found is not None:
+            text, _, digest = str(found[0]).partition(":")
+            seq = int(text)
+            row = con.execute(f"SELECT {COLUMNS} FROM entries WHERE seq = ?", (seq,)).fetchone()
+            if row is None or row["hash"] != digest or row_hash(dict(row)) != digest:
+                raise self._damaged(f"verified row {seq} is missing or altered")
+        con.row_factory = None
+        try:
+            rows = con.execute(f"SELECT {COLUMNS} FROM entries WHERE seq > ? ORDER BY seq", (seq,))
+            report = verify_rows(rows, after=(seq, digest))
+        finally:
+            con.row_factory = sqlite3.Row
+        if not report.ok:
+            raise self._damaged(report.problems[0])
+        bad = con.execute(
+            """SELECT seq FROM entries WHERE NOT (epsilon >= 0 AND epsilon <= 1e300
+               AND delta >= 0 AND delta < 1) LIMIT 1"""
+        ).fetchone()
+        if bad is not None:
+            raise self._damaged(f"row {bad[0]} holds a negative or non-finite cost")
+
+    @staticmethod
+    def append(con: sqlite3.Connection, **values: object) -> str:
+        """Append one row (inside :meth:`write`); returns its hash."""
+        last = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        row: dict[str, object] = dict.fromkeys(FIELDS)
+        row.update(values)
+        row["seq"] = 1 if last is None else last["seq"] + 1
+        row["ts"] = now()
+        row["prev_hash"] = GENESIS if last is None else last["hash"]
+        digest = row_hash(row)
+        marks = ", ".join("?" * (len(FIELDS) + 1))
+        con.execute(f"INSERT INTO entries ({COLUMNS}) VALUES ({marks})", [*row.values(), digest])
+        return digest
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the last row (``(0, GENESIS)`` when empty)."""
+        with self.store.connect() as con:
+            row = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        return (0, GENESIS) if row is None else (int(row["seq"]), str(row["hash"]))
+
+    def missing(self, entries: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+        """Those of ``entries`` (``(seq, hash)`` pairs seen elsewhere) the log lacks."""
+        out: list[tuple[int, str]] = []
+        with self.store.connect() as con:
+            for seq, digest in entries:
+                row = con.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+                if row is None or row[0] != digest:
+                    out.append((seq, digest))
+        return out
+
+    def verify(self, *, expected_head: tuple[int, str] | None = None) -> ChainReport:
+        """Recompute the whole hash chain; optionally check it still contains a known head."""
+        with self.store.connect() as con:
+            con.row_factory = None  # plain tuples in FIELDS order: ~3x faster than Row
+            return verify_rows(
+                con.execute(f"SELECT {COLUMNS} FROM entries ORDER BY seq"),
+                expected_head=expected_head,
+            )
