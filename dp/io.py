@@ -139,11 +139,12 @@ def read_table(
     from dp.engine.batches import batch_frame, iter_batches, open_scan
 
     wanted = list(columns) if columns is not None else list(schema.names)
-    scan = open_scan(path, schema, wanted, drop=complete)
+    scan = open_scan(path, schema, wanted)
     frames: list[pd.DataFrame] = []
     clamped = dict.fromkeys((s.name for s in scan.specs if s.is_numeric), 0)
     for fragment in scan.fragments:
-        for batch in iter_batches(scan, fragment):
+        for marked in iter_batches(scan, fragment):
+            batch = marked.complete(wanted) if complete else marked
             frames.append(batch_frame(batch, scan.specs))
             for name, n in batch.clamped.items():
                 clamped[name] += n

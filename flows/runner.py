@@ -21,24 +21,25 @@ from typing import Any
 
 from prefect import Flow
 
-from flows.config import PipelineConfig
+from dp.pipeline.plan import Plan
 from flows.publish import publish
 
 __all__ = ["flow_for", "task_runner"]
 
 
-def flow_for(cfg: PipelineConfig, engine: str | None = None) -> Flow[..., str]:
-    """The publish flow with the task runner of ``cfg``'s engine (``engine`` overrides it)."""
-    runner = task_runner(cfg, engine)
+def flow_for(plan: Plan) -> Flow[..., str]:
+    """The publish flow with the task runner of the plan's engine."""
+    runner = task_runner(plan)
     return publish if runner is None else publish.with_options(task_runner=runner)
 
 
-def task_runner(cfg: PipelineConfig, engine: str | None = None) -> Any | None:
-    """A ``DaskTaskRunner`` when the run's engine (``engine`` overrides the config) is dask."""
-    if (engine or cfg.dataset.engine) != "dask":
+def task_runner(plan: Plan) -> Any | None:
+    """A ``DaskTaskRunner`` when the plan's engine is dask."""
+    if plan.engine != "dask":
         return None
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask.task_runners import DaskTaskRunner
 
+    cfg = plan.config
     if cfg.dataset.scheduler is not None:
         return DaskTaskRunner(address=cfg.dataset.scheduler)
     return DaskTaskRunner(

@@ -32,6 +32,6 @@ def run_logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
     """Prefect's run logger inside a run; a plain ``dppub`` logger when a task body is called
     directly (tests, or reuse outside Prefect)."""
     try:
-        return get_run_logger()  # type: ignore[no-any-return]
+        return get_run_logger()
     except MissingContextError:
         return logging.getLogger("dppub")

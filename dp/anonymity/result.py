@@ -46,8 +46,6 @@ class AnonymizationReport:
         """A short report for ``report.md``: levels, guarantee, utility and risk."""
         m = self.metrics
         lines = [
-            "## k-anonymity release",
-            "",
             f"Not differentially private: a syntactic release (k={m['k']}"
             + (f", {m['l_diversity']}" if m.get("l_diversity") else "")
             + f"), search: {m['search']}.",

@@ -11,7 +11,9 @@ noise is added once by the caller, never here.
 from dp.engine.aggregate import (
     Aggregate,
     Backend,
+    Fused,
     StreamingBackend,
+    fold,
     fragment_partial,
     merge_partials,
 )
@@ -34,8 +36,10 @@ from dp.engine.classes import (
     node_class_sizes,
 )
 from dp.engine.clustering import LloydAggregate, lloyd_statistics_stream
+from dp.engine.dask import DaskBackend
 from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.logistic import LogisticLossAggregate, logistic_sums_stream
+from dp.engine.memory import MemoryBackend, estimate_bytes
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
 
@@ -44,13 +48,16 @@ __all__ = [
     "Aggregate",
     "Backend",
     "Batch",
+    "DaskBackend",
     "DistinctValuesAggregate",
     "EngineName",
+    "Fused",
     "HistogramAggregate",
     "LeafCounts",
     "LeafCountsAggregate",
     "LloydAggregate",
     "LogisticLossAggregate",
+    "MemoryBackend",
     "Response",
     "Scan",
     "StatisticsAggregate",
@@ -61,7 +68,9 @@ __all__ = [
     "batch_frame",
     "batch_leaf_codes",
     "distinct_values_stream",
+    "estimate_bytes",
     "exact_histogram",
+    "fold",
     "fragment_partial",
     "histogram_stream",
     "iter_batches",

@@ -15,17 +15,25 @@ the error).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import pyarrow.dataset as pads
 
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, Scan, iter_batches, open_scan
 from dp.schema import TableSchema
 
-__all__ = ["Aggregate", "Backend", "StreamingBackend", "fragment_partial", "merge_partials"]
+__all__ = [
+    "Aggregate",
+    "Backend",
+    "Fused",
+    "StreamingBackend",
+    "fold",
+    "fragment_partial",
+    "merge_partials",
+]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -58,18 +66,62 @@ class Aggregate(Protocol[P, R_co]):
 
 
 class Backend(Protocol):
-    """Where aggregates run: :class:`StreamingBackend` here, a Dask backend on a cluster."""
+    """Where aggregates run: in memory, streamed here, or on a Dask cluster."""
 
     def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
         """Check ``source``, aggregate every row, and return the finished exact result."""
         ...
+
+    def batches(
+        self, source: str | Path, schema: TableSchema, columns: Sequence[str]
+    ) -> Iterator[Batch]:
+        """Every validated (marked) batch of ``columns``, in order, for a sequential pass."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """Several aggregates folded in one pass over the union of their columns.
+
+    Each part sees the complete rows of *its own* columns (:meth:`Batch.complete`), exactly
+    what a separate scan would give it; the finished result is the list of the parts' results.
+    """
+
+    parts: tuple[Aggregate[Any, Any], ...]
+    marked: ClassVar[bool] = True
+    """Receives marked batches (each part completes its own rows)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for p in self.parts for c in p.columns))
+
+    def empty(self) -> list[Any]:
+        return [p.empty() for p in self.parts]
+
+    def update(self, acc: list[Any], batch: Batch) -> list[Any]:
+        return [
+            p.update(a, batch.complete(p.columns)) for p, a in zip(self.parts, acc, strict=True)
+        ]
+
+    def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
+        return [p.merge(a, b) for p, a, b in zip(self.parts, left, right, strict=True)]
+
+    def finish(self, acc: list[Any]) -> list[Any]:
+        return [p.finish(a) for p, a in zip(self.parts, acc, strict=True)]
+
+
+def fold(aggregate: Aggregate[P, R], acc: P, batch: Batch) -> P:
+    """Fold one marked batch: the aggregate sees the complete rows of its columns."""
+    if getattr(aggregate, "marked", False):
+        return aggregate.update(acc, batch)
+    return aggregate.update(acc, batch.complete(aggregate.columns))
 
 
 def fragment_partial(aggregate: Aggregate[P, R], scan: Scan, fragment: pads.Fragment) -> P:
     """One fragment's accumulator: its batches folded in order (the unit a worker computes)."""
     acc = aggregate.empty()
     for batch in iter_batches(scan, fragment):
-        acc = aggregate.update(acc, batch)
+        acc = fold(aggregate, acc, batch)
     return acc
 
 
@@ -100,3 +152,11 @@ class StreamingBackend:
             # Merge each fragment's partial as soon as it is done: only one partial is alive.
             acc = aggregate.merge(acc, fragment_partial(aggregate, scan, fragment))
         return aggregate.finish(acc)
+
+    def batches(
+        self, source: str | Path, schema: TableSchema, columns: Sequence[str]
+    ) -> Iterator[Batch]:
+        """Stream the marked batches of ``columns``, fragment by fragment."""
+        scan = open_scan(source, schema, columns, batch_size=self.batch_size)
+        for fragment in scan.fragments:
+            yield from iter_batches(scan, fragment)

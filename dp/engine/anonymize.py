@@ -31,7 +31,7 @@ from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame, iter_batches, open_scan
+from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame
 from dp.engine.classes import batch_leaf_codes, leaf_counts_stream
 from dp.errors import ConfigError, InputError
 from dp.io import empty_frame
@@ -68,9 +68,9 @@ def anonymize_stream(
         out: the Parquet file to write.
         include: non-QI columns released as they are.
         k, max_suppression, metric: as :func:`dp.anonymity.anonymize`.
-        batch_size: rows per batch of the writing pass (and of the counting pass when
-            ``backend`` is not given).
-        backend: where the counting pass runs; default a :class:`StreamingBackend`.
+        batch_size: rows per batch when ``backend`` is not given.
+        backend: where the counting and writing passes read from; default a
+            :class:`StreamingBackend` of ``batch_size``.
 
     Raises:
         ConfigError, InputError: as :func:`dp.anonymity.anonymize` and the engine's reads.
@@ -96,7 +96,6 @@ def anonymize_stream(
     keep = np.empty(len(order), dtype=bool)
     keep[order] = ~found.suppress
     columns = [*hier, *rest]
-    scan = open_scan(source, schema, columns, batch_size=batch_size)
     rest_specs = [schema[c] for c in rest]
     target = Path(out)
     partial = target.with_name(f".{target.name}.partial")
@@ -104,20 +103,20 @@ def anonymize_stream(
     writer: pq.ParquetWriter | None = None
     seen = np.zeros(len(leaf.counts), dtype=np.int64)  # records per counted class, recounted
     try:
-        for fragment in scan.fragments:
-            for batch in iter_batches(scan, fragment):
-                codes = np.column_stack(
-                    [batch_leaf_codes(h, batch, c) for c, h in hier.items()]
-                ).reshape(batch.num_rows, len(hier))
-                others = batch_frame(batch, rest_specs)
-                digest.update(codes, others)
-                rows = leaf.row_of(codes)
-                seen += np.bincount(rows, minlength=len(seen))
-                released = release_rows(others, columns, hier, codes, found.levels, keep[rows])
-                table = pa.Table.from_pandas(released, preserve_index=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(partial, table.schema)
-                writer.write_table(table)
+        for marked in runner.batches(source, schema, columns):
+            batch = marked.complete(columns)
+            codes = np.column_stack(
+                [batch_leaf_codes(h, batch, c) for c, h in hier.items()]
+            ).reshape(batch.num_rows, len(hier))
+            others = batch_frame(batch, rest_specs)
+            digest.update(codes, others)
+            rows = leaf.row_of(codes)
+            seen += np.bincount(rows, minlength=len(seen))
+            released = release_rows(others, columns, hier, codes, found.levels, keep[rows])
+            table = pa.Table.from_pandas(released, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(partial, table.schema)
+            writer.write_table(table)
         if not np.array_equal(seen, leaf.counts):
             # The classes the search saw are not the ones written: k could be broken.
             raise InputError(f"{source} changed while it was being anonymized; nothing released")

@@ -18,7 +18,7 @@ batches are the unit of memory inside it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +47,18 @@ DEFAULT_BATCH_SIZE = 1 << 20
 NumericArray = npt.NDArray[np.float64] | npt.NDArray[np.int64]
 
 
+Mask = npt.NDArray[np.bool_]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
-    """One validated batch. Exact data: never log or persist it (nor :attr:`clamped`)."""
+    """One validated batch. Exact data: never log or persist it (nor :attr:`clamped`).
+
+    A value the ``drop`` policy rejects is *marked*, not removed: its column's :attr:`missing`
+    mask is set there (numeric arrays hold a placeholder, text arrays a null). Each release
+    reads :meth:`complete` of its own columns -- the rows where none of them is marked -- so
+    one scan can serve releases that read different columns.
+    """
 
     num_rows: int
     """Rows in this batch (at most the scan's ``batch_size``)."""
@@ -59,6 +68,26 @@ class Batch:
     """Text columns, dictionary-encoded; every value a declared category (where declared)."""
     clamped: Mapping[str, int]
     """Per numeric column, how many values of this batch were outside the bounds (exact)."""
+    missing: Mapping[str, Mask] = field(default_factory=dict)
+    """Per column with a marked value in this batch: where (absent: none marked)."""
+
+    def complete(self, columns: Sequence[str]) -> Batch:
+        """The rows where none of ``columns`` is marked, restricted to those columns."""
+        cols = list(dict.fromkeys(columns))
+        marked = [self.missing[c] for c in cols if c in self.missing]
+        numeric = {c: self.numeric[c] for c in cols if c in self.numeric}
+        text = {c: self.text[c] for c in cols if c in self.text}
+        clamped = {c: self.clamped[c] for c in cols if c in self.clamped}
+        if not marked:
+            return Batch(num_rows=self.num_rows, numeric=numeric, text=text, clamped=clamped)
+        keep = ~np.logical_or.reduce(marked)
+        rows = pa.array(np.flatnonzero(keep))
+        return Batch(
+            num_rows=int(keep.sum()),
+            numeric={c: v[keep] for c, v in numeric.items()},
+            text={c: _dictionary(pc.take(v, rows), c) for c, v in text.items()},
+            clamped=clamped,  # counted over the rows read: exact, never published
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +104,6 @@ class Scan:
     """The dataset schema every fragment is read as (as ``read_table``'s ``to_table`` does)."""
     batch_size: int
     """Upper bound on rows per batch."""
-    drop: bool = True
-    """Leave out rows with a value the ``drop`` policy rejects (else mark the value NA)."""
 
     @property
     def columns(self) -> list[str]:
@@ -90,11 +117,8 @@ def open_scan(
     columns: Sequence[str],
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    drop: bool = True,
 ) -> Scan:
     """Check ``source`` from its metadata (as :func:`dp.io.check_source`) and list its fragments.
-
-    ``drop``: leave out rows a ``drop`` policy rejects (default), or mark the value NA.
 
     Raises:
         InputError: missing file, not Parquet, missing column, or wrong type.
@@ -122,7 +146,6 @@ def open_scan(
         fragments=fragments,
         schema=ds.schema,
         batch_size=size,
-        drop=drop,
     )
 
 
@@ -145,13 +168,17 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
 
 
 def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
-    """The columns ``specs`` of ``batch`` as the frame :func:`dp.io.read_table` gives for these
-    rows: the same values and dtypes (clamped int64 / float64, a categorical over the declared
-    categories, or text; a value a policy left out is NA). Exact data: never log or persist it."""
+    """The columns ``specs`` of ``batch`` as a frame: clamped int64 / float64, a categorical over
+    the declared categories, or text; a marked value is NA (its ``int`` column then float).
+    Exact data: never log or persist it."""
     out: dict[str, pd.Series] = {}
     for spec in specs:
+        mask = batch.missing.get(spec.name)
         if spec.is_numeric:
-            out[spec.name] = pd.Series(batch.numeric[spec.name], name=spec.name, copy=False)
+            values = batch.numeric[spec.name]
+            if mask is not None:
+                values = np.where(mask, np.nan, values.astype(np.float64))
+            out[spec.name] = pd.Series(values, name=spec.name, copy=False)
             continue
         column = batch.text[spec.name]
         if spec.categories is None:
@@ -164,49 +191,36 @@ def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
         indices = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
         codes = lookup[np.asarray(indices, dtype=np.int64)]  # -1 (NA) maps to -1 (NA)
         dtype = pd.CategoricalDtype(declared, ordered=False)
-        values = pd.Categorical.from_codes(codes, dtype=dtype)
-        out[spec.name] = pd.Series(values, name=spec.name)
+        out[spec.name] = pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), name=spec.name)
     return pd.DataFrame(out, index=pd.RangeIndex(batch.num_rows))
 
 
 def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
     """Apply the declared value policies to one record batch. Never raises on a value.
 
-    A missing or undeclared value under the ``drop`` policy drops its row (``scan.drop``: the
-    rows a release reads are the complete ones of *its* columns) or, for a frame shared by
-    several releases (``scan.drop`` False), is marked NA so each release drops its own
-    incomplete rows (:func:`dp.io.complete_rows`). Mapped values are replaced; numbers clamped.
+    Missing and undeclared values are mapped where a value is declared, else marked (see
+    :class:`Batch`); numbers are clamped to the bounds.
     """
-    keep = np.ones(record.num_rows, dtype=bool)
-    numeric: dict[str, npt.NDArray[np.float64]] = {}
+    numeric: dict[str, NumericArray] = {}
     text: dict[str, pa.DictionaryArray] = {}
+    clamped: dict[str, int] = {}
+    missing: dict[str, Mask] = {}
     for spec in scan.specs:
         column = record.column(spec.name)
         if spec.is_numeric:
-            numeric[spec.name], bad = _numeric(spec, column)
+            arr, bad = _numeric(spec, column)
+            if bad is not None:
+                arr[bad] = spec.bounds[0] if spec.bounds is not None else 0.0  # a placeholder
+            numeric[spec.name], clamped[spec.name] = clamp_numeric(spec, arr)
         else:
             text[spec.name], bad = _text(spec, column)
-        if bad is None:
-            continue
-        if scan.drop:
-            keep &= ~bad
-        elif spec.is_numeric:
-            numeric[spec.name][bad] = np.nan
-        else:
-            text[spec.name] = _without(text[spec.name], bad, spec.name)
-    if not keep.all():
-        rows = pa.array(np.flatnonzero(keep))
-        numeric = {k: v[keep] for k, v in numeric.items()}
-        text = {k: _dictionary(pc.take(v, rows), k) for k, v in text.items()}
-    clamped: dict[str, int] = {}
-    values: dict[str, NumericArray] = {}
-    for spec in scan.specs:
-        if spec.is_numeric:
-            values[spec.name], clamped[spec.name] = clamp_numeric(spec, numeric[spec.name])
-    return Batch(num_rows=int(keep.sum()), numeric=values, text=text, clamped=clamped)
-
-
-Mask = npt.NDArray[np.bool_]
+            if bad is not None and text[spec.name].null_count != int(bad.sum()):
+                text[spec.name] = _without(text[spec.name], bad, spec.name)
+        if bad is not None:
+            missing[spec.name] = bad
+    return Batch(
+        num_rows=record.num_rows, numeric=numeric, text=text, clamped=clamped, missing=missing
+    )
 
 
 def _numeric(spec: ColumnSpec, column: pa.Array) -> tuple[npt.NDArray[np.float64], Mask | None]:

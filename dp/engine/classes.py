@@ -254,11 +254,13 @@ class DistinctValuesAggregate:
     """
 
     column: str
+    also: tuple[str, ...] = ()
+    """Further columns of the release: rows a policy drops for them are left out here too."""
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The one column."""
-        return (self.column,)
+        """The column, then the others the release reads."""
+        return tuple(dict.fromkeys((self.column, *self.also)))
 
     def empty(self) -> set[str]:
         """No values."""

@@ -21,12 +21,13 @@ without it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dp.engine.aggregate import Aggregate, fragment_partial, merge_partials
-from dp.engine.batches import DEFAULT_BATCH_SIZE, open_scan
+from dp.engine.aggregate import Aggregate, StreamingBackend, fragment_partial, merge_partials
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, open_scan
 from dp.errors import ConfigError
 from dp.schema import TableSchema
 
@@ -66,6 +67,12 @@ class DaskBackend:
         ]
         partials = self._compute(dask, tasks)
         return merge_partials(aggregate, partials)
+
+    def batches(
+        self, source: str | Path, schema: TableSchema, columns: Sequence[str]
+    ) -> Iterator[Batch]:
+        """A sequential pass (writing a table) streams here, on the caller."""
+        return StreamingBackend(batch_size=self.batch_size).batches(source, schema, columns)
 
     def _compute(self, dask: Any, tasks: list[Any]) -> list[Any]:
         if self.address is None or _on_worker():

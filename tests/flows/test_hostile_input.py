@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from dp.ledger import Ledger
 from dp.ledger.summary import spending_summary
 from flows import cli
+from flows.server import prefect_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ def harness() -> Iterator[None]:
     # "Logging error" traceback that is an artefact of running the CLI in-process.
     raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
     with prefect_test_harness(server_startup_timeout=120):
-        cli._prefect_env()
+        prefect_env()
         yield
     logging.raiseExceptions = raise_exceptions
 

@@ -18,12 +18,14 @@ from dp.histogram import category_axis
 from dp.io import read_table
 from dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from dp.ledger.summary import spending_summary
+from dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
+from dp.pipeline.execute import compute_release
+from dp.pipeline.kinds import ReleasePlan
+from dp.pipeline.plan import load_config, load_plan
+from dp.pipeline.workloads import WorkloadSpec
 from dp.publication import Staging
 from dp.schema import ColumnSpec
-from flows.config import load_config, plan_releases
 from flows.publish import publish
-from flows.stages import anonymity_hierarchies
-from tasks.workload import answer_workload
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -38,7 +40,7 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     run_id = publish(str(config), str(ledger), str(out))
     run_dir = out / "census_demo" / run_id
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    _, total = plan_releases(load_config(config))
+    total = load_plan(config).total
     assert manifest["run_id"] == run_id
     assert manifest["total_epsilon"] == pytest.approx(total.epsilon)
     names = [r["name"] for r in manifest["releases"]]
@@ -98,7 +100,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
     def unreadable(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr("flows.publish.read_private_table", unreadable)
+    monkeypatch.setattr("dp.pipeline.plan.Plan.source", unreadable)
     with pytest.raises(OSError, match="Input/output error"):
         publish(str(config), str(ledger), str(out))
     assert spending_summary(Ledger(ledger))["census_demo"]["aborted_runs"] == 1
@@ -107,12 +109,14 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
     def flaky(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a flaky model fit")
 
-    monkeypatch.setattr("flows.publish.fit_model", flaky)  # after the workloads drew noise
+    # After the workloads drew noise, the first regression fails.
+    monkeypatch.setattr("dp.pipeline.regressions.RegressionKind.execute", flaky)
     with pytest.raises(RuntimeError, match="flaky"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
     spent = spending_summary(Ledger(ledger))["census_demo"]
-    drawn = sum(w.epsilon for w in load_config(config).workloads)
+    drawn = sum(r.cost.epsilon for r in load_plan(config).releases if r.kind == "workload")
+    drawn += next(r.cost.epsilon for r in load_plan(config).releases if r.kind == "regression")
     assert (spent["charged_runs"], spent["lifetime_spent_epsilon"]) == (1, pytest.approx(drawn))
 
 
@@ -127,19 +131,24 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
     )
     staging = Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()
     spec = ColumnSpec(name="sex", type="category", categories=("F", "M"))
-    frame = pd.DataFrame({"sex": ["F", "M", "M"]})
-    kwargs = dict(
+    release = ReleasePlan(
         name="q",
-        epsilon=1.0,
-        axes=[category_axis(spec)],
-        workload=matrix.identity(2),
-        strategy=None,
-        reconstruction="least-squares",
-        staging=staging,
+        kind="workload",
+        mechanism="laplace",
+        cost=PrivacyCost(epsilon=1.0),
+        is_dp=True,
+        columns=("sex",),
+        spec=WorkloadSpec(
+            axes=(category_axis(spec),),
+            workload=matrix.identity(2),
+            strategy=None,
+            reconstruction="least-squares",
+        ),
     )
-    first = answer_workload.fn(frame, **kwargs)
+    exact = [np.array([1.0, 2.0])]
+    first = compute_release(release, exact, None, staging)  # type: ignore[arg-type]
     answers = (staging.dir / "q" / "answers.parquet").read_bytes()
-    second = answer_workload.fn(frame, **kwargs)
+    second = compute_release(release, exact, None, staging)  # type: ignore[arg-type]
     assert second == first
     assert (staging.dir / "q" / "answers.parquet").read_bytes() == answers
 
@@ -188,12 +197,18 @@ def test_streaming_engines_publish_the_same_statistics(
     # The k-anonymous table, written batch by batch, is the in-memory path's (rows, order,
     # levels and metrics); no column was loaded whole for it.
     cfg = load_config(config)
-    a = cfg.anonymize
-    assert a is not None
-    frame = read_table(census_small, cfg.schema, columns=cfg.used_columns).frame
+    a = cfg.section("anonymize")[0]
+    frame = read_table(census_small, cfg.table_schema, columns=[*a.quasi_identifiers, *a.include])
+    frame = frame.frame
+    hierarchies = {
+        q: hierarchy_from_values(cfg, q, frame[q].unique().tolist())
+        if q == "zip"
+        else declared_hierarchy(cfg, q)
+        for q in a.quasi_identifiers
+    }
     want = anonymize(
         frame[[*a.quasi_identifiers, *a.include]],
-        anonymity_hierarchies(cfg, frame),
+        hierarchies,
         k=a.k,
         max_suppression=a.max_suppression,
         metric=a.metric,
@@ -247,7 +262,7 @@ def test_streaming_engines_load_no_whole_column(
     def no_frame(*args: object, **kwargs: object) -> None:
         raise AssertionError("a whole column was read")
 
-    monkeypatch.setattr("flows.publish.read_private_table", no_frame)
+    monkeypatch.setattr("dp.engine.memory.MemoryBackend.load", no_frame)
     run_id = publish(
         str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine="stream"
     )

@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from dp.errors import ConfigError
-from flows.config import load_config, plan_releases
+from dp.pipeline.plan import build_plan, load_config, load_plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
 
 
@@ -22,11 +22,14 @@ def _demo_raw() -> dict:  # type: ignore[type-arg]
 
 def test_demo_plan_is_known_before_reading_data() -> None:
     cfg = load_config(DEMO)
-    plan, total = plan_releases(cfg)
-    assert plan[0].name == "k_anonymous_table"
-    assert not plan[0].is_dp
-    assert total.epsilon == pytest.approx(sum(p.epsilon for p in plan if p.is_dp))
+    plan = build_plan(cfg)
+    assert plan.releases[0].name == "k_anonymous_table"
+    assert not plan.releases[0].is_dp
+    assert plan.total.epsilon == pytest.approx(
+        sum(p.cost.epsilon for p in plan.releases if p.is_dp)
+    )
     assert cfg.resolve(cfg.dataset.path) == (ROOT / "data" / "sample" / "census.parquet")
+    assert load_plan(DEMO) is load_plan(DEMO)  # parsed and planned once per process
 
 
 def test_yaml_error_names_the_line(tmp_path: Path) -> None:
@@ -66,15 +69,15 @@ def test_cross_checks(tmp_path: Path) -> None:
     raw = _demo_raw()
     raw["regressions"][0]["features"] = ["age", "salary"]
     with pytest.raises(ConfigError, match=r"not declared in dataset.columns: \['salary'\]"):
-        load_config(_write(tmp_path, raw))
+        load_plan(_write(tmp_path, raw))
     raw = _demo_raw()
     raw["regressions"][0]["name"] = "age_cdf"
     with pytest.raises(ConfigError, match=r"release names must be unique, got \['age_cdf'\]"):
-        load_config(_write(tmp_path, raw))
+        load_plan(_write(tmp_path, raw))
     raw = _demo_raw()
     raw["anonymize"]["quasi_identifiers"].append("race")
     with pytest.raises(ConfigError, match=r"quasi-identifiers without a hierarchy: \['race'\]"):
-        load_config(_write(tmp_path, raw))
+        load_plan(_write(tmp_path, raw))
 
 
 def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
@@ -87,9 +90,9 @@ def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
 
 
 def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None:
-    from flows.cli import _plan_payload
+    from flows.commands import plan_payload
 
-    payload = _plan_payload(DEMO, tmp_path / "no-ledger.sqlite")
+    payload = plan_payload(DEMO, tmp_path / "no-ledger.sqlite")
     assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
     workloads = [r for r in payload["releases"] if r["kind"] == "workload"]
     assert [w["name"] for w in workloads] == ["age_cdf", "income_ranges", "age_band_by_sex"]
@@ -101,18 +104,24 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
 
 def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> None:
     from dp.budget import PrivacyCost, zcdp_to_dp
-    from flows.report import budget_table
+    from dp.pipeline.kinds import ReleaseSummary
+    from dp.pipeline.report import budget_table
 
-    gauss = {
-        "name": "g",
-        "kind": "regression",
-        "mechanism": "adassp-gaussian",
-        "epsilon": 0.3,
-        "delta": 1e-7,
-        "is_dp": True,
-        "zcdp_rho": 0.002,
-    }
-    summaries = [{**gauss, "name": f"g{i}"} for i in range(10)]
+    def gauss(i: int) -> ReleaseSummary:
+        return ReleaseSummary(
+            name=f"g{i}",
+            kind="regression",
+            mechanism="adassp-gaussian",
+            cost=PrivacyCost(epsilon=0.3, delta=1e-7),
+            is_dp=True,
+            sensitivity=None,
+            parts=(),
+            files=(),
+            output_hash="",
+            details={"zcdp_rho": 0.002},
+        )
+
+    summaries = [gauss(i) for i in range(10)]
     total = PrivacyCost(epsilon=3.0, delta=1e-6)
     table = budget_table(summaries, total=total, budget=total, remaining=PrivacyCost.zero())
     assert "rho = 0.02" in table
@@ -125,24 +134,24 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
 
 
 def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask.task_runners import DaskTaskRunner
 
     from flows.runner import task_runner
 
     raw = _demo_raw()
     raw["dataset"]["path"] = str(ROOT / "data" / "sample" / "census.parquet")
     pandas = load_config(_write(tmp_path, raw))
-    assert task_runner(pandas) is None  # Prefect's default thread pool
-    local = task_runner(pandas, "dask")
+    assert task_runner(build_plan(pandas)) is None  # Prefect's default thread pool
+    local = task_runner(build_plan(pandas, "dask"))
     assert isinstance(local, DaskTaskRunner)
     assert local.cluster_kwargs["n_workers"] == 2
     assert local.cluster_kwargs["threads_per_worker"] == 1
     assert local.cluster_kwargs["security"] is True  # temporary TLS: no other local client
     raw["dataset"].update(engine="dask", scheduler="tcp://10.0.0.5:8786", workers=4)
     remote = load_config(_write(tmp_path, raw))
-    runner = task_runner(remote)
+    runner = task_runner(build_plan(remote))
     assert isinstance(runner, DaskTaskRunner)
     assert runner.address == "tcp://10.0.0.5:8786"
-    assert task_runner(remote, "stream") is None
+    assert task_runner(build_plan(remote, "stream")) is None
     # How the aggregates are computed is not part of what the config releases.
     assert remote.config_hash == pandas.config_hash

@@ -24,7 +24,7 @@ def _series(history: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     total: dict[str, float] = defaultdict(float)
     for h in history:
-        if h["event"] != "reserve" or h["state"] == "aborted":
+        if h["event"] != "reserve" or h["state"] in ("aborted", "charged"):
             continue
         total[h["dataset"]] += float(h["epsilon"])
         t = datetime.fromisoformat(str(h["ts"])).timestamp()
@@ -88,15 +88,14 @@ def render_audit_html(payload: dict[str, Any], history: list[dict[str, Any]]) ->
     spend_rows = [
         [
             name,
-            period,
-            p["budget_epsilon"],
-            f"{p['spent_epsilon']:.6g}",
-            f"{p['remaining_epsilon']:.6g}",
-            p["runs"],
-            p["pending_runs"],
+            d["budget_text"],
+            f"{d['lifetime_spent_epsilon']:.6g}",
+            f"{d['remaining_epsilon']:.6g}",
+            d["runs"],
+            d["charged_runs"],
+            d["pending_runs"],
         ]
         for name, d in payload["datasets"].items()
-        for period, p in d["periods"].items()
     ]
     releases = [h for h in history if h["event"] == "release"]
     shown = releases[-MAX_RELEASE_ROWS:]
@@ -137,7 +136,20 @@ th {{ background: #f3f3f3; }}
 ({payload["rows"]} rows, head <code>{html.escape(payload["head"])}</code>)</p>
 <ul>{problems}</ul>
 <h2>Spending per dataset and period</h2>
-{_table(["dataset", "period", "budget ε", "spent ε", "remaining ε", "runs", "pending"], spend_rows)}
+{
+        _table(
+            [
+                "dataset",
+                "budget",
+                "spent ε (lifetime)",
+                "remaining ε",
+                "runs",
+                "charged",
+                "pending",
+            ],
+            spend_rows,
+        )
+    }
 <h2>Cumulative spending</h2>
 {_chart(_series(history))}
 <h2>Releases</h2>

@@ -1,0 +1,200 @@
+"""Config -> plan, resolved once: the immutable run configuration every step reads.
+
+:func:`load_plan` reads and validates the YAML, builds every declared hierarchy and axis,
+plans each release (its cost, its columns), composes the total and resolves the engine -- all
+before the ledger is opened or any value is read, so every config error surfaces here as one
+line. Loading the same file twice in one process returns the same :class:`Plan` (``dppub run``
+and the flow it starts share it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ValidationError
+
+from dp.budget import PlannedCost, PrivacyCost, compose
+from dp.engine import (
+    DEFAULT_BATCH_SIZE,
+    DaskBackend,
+    MemoryBackend,
+    StreamingBackend,
+    TableSource,
+    estimate_bytes,
+)
+from dp.errors import ConfigError
+from dp.io import check_source
+from dp.ledger import Ledger
+from dp.pipeline.config import PipelineConfig
+from dp.pipeline.domains import checked_leaves
+from dp.pipeline.kinds import ReleaseKind, ReleasePlan
+from dp.pipeline.registry import KINDS, Config, kind_of
+from dp.runs import Run, RunPlan
+
+__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "Engine", "Plan", "build_plan", "load_config", "load_plan"]
+
+Engine = Literal["auto", "memory", "stream", "dask"]
+DEFAULT_MEMORY_BUDGET_MB = 1024.0
+"""What ``engine: auto`` may hold in memory unless the config or DPPUB_MEMORY_BUDGET_MB says."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Plan:
+    """A validated config, its planned releases and composed cost, and the engine to use."""
+
+    config: PipelineConfig
+    releases: tuple[ReleasePlan, ...]
+    total: PrivacyCost
+    """The composed cost of every DP release (what the ledger reserves)."""
+    engine: Engine
+    """As requested (``auto`` is resolved against the data's size by :meth:`source`)."""
+
+    @property
+    def columns(self) -> list[str]:
+        """Every declared column some release reads, in first-use order (the only ones read)."""
+        return list(dict.fromkeys(c for r in self.releases for c in r.columns))
+
+    @property
+    def run_plan(self) -> RunPlan:
+        """What the ledger checks before the run reads any data."""
+        cfg = self.config
+        return RunPlan(
+            data=cfg.data_identity,
+            policy=cfg.budget_policy,
+            cost=self.total,
+            config_hash=cfg.config_hash,
+        )
+
+    def kind(self, release: ReleasePlan) -> ReleaseKind:
+        return kind_of(release.kind)
+
+    def check_structure(self, period: str | None = None) -> None:
+        """The input's structure (files, columns, types in every file), from footers only."""
+        check_source(self.config.data_path(period), self.config.table_schema, columns=self.columns)
+
+    def open_run(self, ledger: Ledger, out_dir: str | Path) -> Run:
+        """Check the input's structure (no value is read), then open the run: lock, settle
+        dead runs of the same data, check the publications, reserve :attr:`total`. The one
+        way ``dppub run`` and scheduled runs start."""
+        self.check_structure()
+        return Run.open(ledger, out_dir, self.run_plan)
+
+    def resolved_engine(self, period: str | None = None) -> Literal["memory", "stream", "dask"]:
+        """``auto``: in memory when the run's columns fit the memory budget, else streamed."""
+        if self.engine != "auto":
+            return self.engine
+        ds = self.config.dataset
+        env = os.environ.get("DPPUB_MEMORY_BUDGET_MB")
+        budget = ds.memory_budget_mb or (float(env) if env else DEFAULT_MEMORY_BUDGET_MB)
+        needed = estimate_bytes(self.config.data_path(period), self.columns)
+        return "memory" if needed <= budget * 2**20 else "stream"
+
+    def source(self, period: str | None = None) -> TableSource:
+        """The data of ``period`` as the engine reads it (the in-memory engine reads it here)."""
+        cfg = self.config
+        path = cfg.data_path(period)
+        size = cfg.dataset.batch_size or DEFAULT_BATCH_SIZE
+        engine = self.resolved_engine(period)
+        backend: Any
+        if engine == "memory":
+            backend = MemoryBackend.load(path, cfg.table_schema, self.columns, batch_size=size)
+        elif engine == "dask":
+            backend = DaskBackend(batch_size=size, address=cfg.dataset.scheduler)
+        else:
+            backend = StreamingBackend(batch_size=size)
+        return TableSource(path=path, schema=cfg.table_schema, backend=backend)
+
+
+def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
+    """Plan every release of ``cfg`` (reads no data). ``engine`` overrides the config's.
+
+    Raises:
+        ConfigError: one line for the first problem (unknown column, duplicate name, a delta
+            the budget cannot hold...).
+    """
+    releases: list[ReleasePlan] = []
+    for kind in KINDS:
+        for item in cfg.section(kind.section):
+            if getattr(item, "publish", True):
+                releases.append(kind.plan(cfg, item))
+    if not releases:
+        raise ConfigError("the config declares no release")
+    names = [r.name for r in releases]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"release names must be unique, got {dupes} more than once")
+    if cfg.budget.delta == 0.0:
+        with_delta = [r.name for r in releases if r.cost.delta > 0]
+        if with_delta:
+            raise ConfigError(
+                f"release {with_delta[0]!r} declares delta > 0 but the dataset's budget has delta 0"
+            )
+    costs: list[PlannedCost] = [c for r in releases for c in r.planned_costs]
+    chosen = engine or cfg.dataset.engine
+    if chosen not in ("auto", "memory", "pandas", "stream", "dask"):
+        raise ConfigError(f"engine must be auto, memory, stream or dask, got {chosen!r}")
+    resolved: Engine = "memory" if chosen == "pandas" else chosen  # type: ignore[assignment]
+    return Plan(config=cfg, releases=tuple(releases), total=compose(costs), engine=resolved)
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{path}: {loc}: {msg}{more}"
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a pipeline config; raise :class:`ConfigError` with one clear line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+    try:
+        raw: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{p}:{where}: YAML error: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: the config must be a YAML mapping")
+    raw.pop("leaves", None)
+    try:
+        cfg = Config.model_validate({**raw, "base_dir": p.resolve().parent})
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(p, exc)) from None
+    try:
+        leaves = checked_leaves(cfg)
+        cfg = cfg.model_copy(update={"leaves": leaves}) if leaves else cfg
+        cfg.table_schema  # noqa: B018 -- the value policies are checked against the domains
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return cfg
+
+
+_PLANS: dict[tuple[str, str, str | None], Plan] = {}
+
+
+def load_plan(path: str | Path, engine: str | None = None) -> Plan:
+    """:func:`load_config` then :func:`build_plan`, once per file content and engine."""
+    p = Path(path).resolve()
+    try:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    key = (str(p), digest, engine)
+    if key not in _PLANS:
+        cfg = load_config(p)
+        try:
+            _PLANS[key] = build_plan(cfg, engine)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return _PLANS[key]

@@ -1,0 +1,219 @@
+"""Release kind ``regressions``: DP linear, logistic and multi-task trace regression.
+
+Every bound comes from the declared columns: numeric features from their bounds, category
+features one-hot from their declared categories (a reference level dropped), so sensitivities
+never depend on the data. Linear and trace models (and logistic with the functional mechanism)
+fit from exact sufficient statistics folded in the run's shared scan; objective perturbation
+evaluates its Newton iterates with one pass each through the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from dp.budget import PlannedCost
+from dp.engine import Aggregate, StatisticsAggregate, TableSource, logistic_sums_stream
+from dp.errors import ConfigError
+from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
+from dp.pipeline.domains import declared_columns
+from dp.pipeline.kinds import Executed, ReleasePlan, ReleaseSummary
+from dp.publication import Staging
+from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
+
+__all__ = ["RegressionKind", "RegressionModel"]
+
+_METHODS = {
+    "linear": ("auto", "functional", "adassp"),
+    "logistic": ("objective", "functional"),
+    "trace": ("functional",),
+}
+_DEFAULT = {"linear": "auto", "logistic": "objective", "trace": "functional"}
+_MECHANISM = {
+    "auto": "linear-auto",
+    "functional": "functional-laplace",
+    "adassp": "adassp-gaussian",
+    "objective": "objective-perturbation",
+}
+
+
+class RegressionModel(Cost):
+    """A DP regression. Numeric features and target take their bounds from the declared
+    columns; category features are one-hot encoded from their declared categories."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    target: str
+    features: list[str] = Field(min_length=1)
+    model: Literal["linear", "logistic", "trace"] = "linear"
+    method: Literal["auto", "functional", "adassp", "objective"] | None = None
+    """linear: auto (default: chosen at plan time, never worse than the noisy mean in
+    expectation), functional (pure epsilon) or adassp (Gaussian, needs delta > 0); logistic:
+    objective (default) or functional; trace: functional."""
+    fit_intercept: bool = True
+    positive: str | None = None
+    """logistic with a category target: the category that is class 1."""
+    threshold: float | None = None
+    """logistic with a numeric target: values above it are class 1."""
+    tasks: str | None = None
+    """trace: the category column naming each row's task (tasks are disjoint partitions)."""
+
+    @model_validator(mode="after")
+    def _method_fits_model(self) -> RegressionModel:
+        allowed = _METHODS[self.model]
+        if self.method is not None and self.method not in allowed:
+            raise ValueError(f"a {self.model} regression's method must be one of {list(allowed)}")
+        if self.method == "adassp" and self.delta <= 0:
+            raise ValueError("method adassp adds Gaussian noise and needs delta > 0")
+        if self.resolved_method not in ("adassp", "auto") and self.delta > 0:
+            raise ValueError(f"the {self.resolved_method} method is pure epsilon-DP; set delta 0")
+        if self.model == "logistic" and (self.positive is None) == (self.threshold is None):
+            raise ValueError("a logistic regression needs exactly one of positive, threshold")
+        if self.model == "trace" and self.tasks is None:
+            raise ValueError("a trace regression needs 'tasks', a category column")
+        return self
+
+    @property
+    def resolved_method(self) -> str:
+        return self.method or _DEFAULT[self.model]
+
+
+def _estimator(cfg: PipelineConfig, r: RegressionModel) -> Any:
+    """The configured estimator (not yet fitted); every bound comes from the declaration."""
+    declared_columns(cfg, [*r.features, r.target, r.tasks])
+    schema = cfg.table_schema
+    intercept = r.fit_intercept and r.model != "trace"
+    encoding = FeatureEncoding.from_schema(schema, r.features, fit_intercept=intercept)
+    y_bounds = schema[r.target].bounds
+    if r.model in ("linear", "trace") and y_bounds is None:
+        raise ConfigError(f"regression {r.name!r}: target {r.target!r} must be numeric")
+    if r.model == "linear":
+        return LinearRegression(
+            r.epsilon,
+            encoding=encoding,
+            bounds_y=y_bounds,
+            fit_intercept=r.fit_intercept,
+            method=r.resolved_method,
+            delta=r.delta,
+        )
+    if r.model == "logistic":
+        cats = schema[r.target].categories
+        if r.positive is not None and (not cats or r.positive not in cats):
+            raise ConfigError(
+                f"regression {r.name!r}: positive {r.positive!r} is not a category of {r.target!r}"
+            )
+        return LogisticRegression(
+            r.epsilon, encoding=encoding, fit_intercept=r.fit_intercept, method=r.resolved_method
+        )
+    labels = _task_labels(cfg, r)
+    return TraceRegression(r.epsilon, n_tasks=len(labels), encoding=encoding, bounds_y=y_bounds)
+
+
+def _task_labels(cfg: PipelineConfig, r: RegressionModel) -> tuple[str, ...]:
+    labels = cfg.table_schema[r.tasks or ""].categories
+    if not labels:
+        raise ConfigError(f"regression {r.name!r}: tasks column {r.tasks!r} needs categories")
+    return labels
+
+
+class RegressionKind:
+    """See the module docstring."""
+
+    section = "regressions"
+    label = "regression"
+    many = True
+    model = RegressionModel
+
+    def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan:
+        estimator = _estimator(cfg, item)
+        parts: tuple[PlannedCost, ...] = ()
+        if item.tasks is not None:
+            parts = tuple(
+                PlannedCost(name=f"{item.name}[{t}]", cost=item.cost, partition=(item.tasks, t))
+                for t in _task_labels(cfg, item)
+            )
+        facts = estimator.plan() if isinstance(estimator, LinearRegression) else {}
+        return ReleasePlan(
+            name=item.name,
+            kind=self.label,
+            mechanism=_MECHANISM[item.resolved_method],
+            cost=item.cost,
+            is_dp=True,
+            columns=declared_columns(cfg, [*item.features, item.target, item.tasks]),
+            parts=parts,
+            spec=(item, estimator),
+            facts=facts,
+        )
+
+    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
+        item, estimator = plan.spec
+        if item.model == "logistic" and item.resolved_method == "objective":
+            return []  # one pass per Newton iterate, in execute
+        binary = item.threshold is not None or item.positive is not None
+        labels = tuple(estimator_labels(plan)) if item.tasks is not None else ()
+        return [
+            StatisticsAggregate(
+                features=tuple(item.features),
+                target=item.target,
+                design=estimator.design(),
+                response=estimator.response if binary else None,
+                threshold=item.threshold,
+                positive=item.positive,
+                by=item.tasks,
+                labels=labels,
+            )
+        ]
+
+    def execute(
+        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+    ) -> Executed:
+        item, estimator = plan.spec
+        if exact:
+            stats = exact[0]
+            estimator.fit_statistics(stats if item.tasks is not None else stats[0])
+        else:
+            design = estimator.design()
+
+            def sums(w: np.ndarray) -> Any:
+                return logistic_sums_stream(
+                    data.path,
+                    data.schema,
+                    features=list(item.features),
+                    target=item.target,
+                    design=design,
+                    w=w,
+                    threshold=item.threshold,
+                    positive=item.positive,
+                    backend=data.backend,
+                )
+
+            estimator.fit_loss_sums(sums)
+        model = {**estimator.to_dict(), "target": item.target, "columns": list(item.features)}
+        if item.tasks is not None:
+            model["tasks"] = {"column": item.tasks, "labels": list(estimator_labels(plan))}
+        out.write_json(plan.name, "model.json", model)
+        details = {
+            "model": item.model,
+            "target": item.target,
+            "features": list(model.get("features", item.features)),
+            "tasks": len(plan.parts),
+            "zcdp_rho": getattr(estimator, "zcdp_rho", None),
+        }
+        return Executed(details=details)
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        d = summary.details
+        features = ", ".join(f"`{f}`" for f in d["features"])
+        parts = f"; {d['tasks']} disjoint tasks" if d["tasks"] else ""
+        return [
+            f"{d['model'].capitalize()} regression of `{d['target']}` on {features} "
+            f"({summary.mechanism}{parts}); bounds from the config, parameters and per-part "
+            "sensitivities in `model.json`."
+        ]
+
+
+def estimator_labels(plan: ReleasePlan) -> list[str]:
+    """A trace regression's task labels, in declared order (from its planned parts)."""
+    return [str(p.partition[1]) for p in plan.parts if p.partition is not None]

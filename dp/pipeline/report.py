@@ -1,0 +1,165 @@
+"""What a run publishes besides the releases: the manifest, ``report.md``, the budget table.
+
+Everything here is built from public values (config, costs, noisy releases, ledger head); no
+exact statistic of the private data reaches a report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
+from dp.ledger import Reservation
+from dp.pipeline.kinds import JSON, ReleaseSummary
+from dp.pipeline.plan import Plan
+from dp.pipeline.registry import kind_of
+
+__all__ = ["budget_rows", "budget_table", "guarantee_statement", "manifest", "render_report"]
+
+
+def budget_rows(summaries: Sequence[ReleaseSummary]) -> list[dict[str, JSON]]:
+    """One row per release: name, kind, mechanism, epsilon, delta, sensitivity, DP or not."""
+    return [
+        {
+            "release": s.name,
+            "kind": s.kind,
+            "mechanism": s.mechanism,
+            "epsilon": s.cost.epsilon,
+            "delta": s.cost.delta,
+            "sensitivity": s.sensitivity,
+            "guarantee": "differential privacy"
+            if s.is_dp
+            else f"{s.details.get('guarantee', 'syntactic')} (not DP)",
+        }
+        for s in summaries
+    ]
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def budget_table(
+    summaries: Sequence[ReleaseSummary],
+    *,
+    total: PrivacyCost,
+    budget: PrivacyCost,
+    remaining: PrivacyCost,
+) -> str:
+    """Markdown table of the run's releases and the dataset's budget after the run."""
+    head = "| release | kind | mechanism | epsilon | delta | sensitivity | guarantee |"
+    lines = [head, "|---|---|---|---:|---:|---:|---|"]
+    for r in budget_rows(summaries):
+        lines.append("| " + " | ".join(_fmt(v) for v in r.values()) + " |")
+    lines += [
+        "",
+        f"- run total (composed): epsilon = {total.epsilon:g}, delta = {total.delta:g}",
+        *_zcdp_line(summaries, total),
+        f"- dataset budget (lifetime): epsilon = {budget.epsilon:g}, delta = {budget.delta:g}",
+        f"- remaining after this run: epsilon = {remaining.epsilon:g}, delta = {remaining.delta:g}",
+    ]
+    return "\n".join(lines)
+
+
+def _zcdp_line(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[str]:
+    """With Gaussian releases, the tighter zCDP total beside basic composition (informative:
+    the ledger charges basic composition)."""
+    if total.delta <= 0:
+        return []
+    rho = sum(
+        s.details.get("zcdp_rho") or zcdp_of_pure(s.cost.epsilon) for s in summaries if s.is_dp
+    )
+    eps = zcdp_to_dp(rho, total.delta)
+    return [
+        f"- zCDP accounting (Bun & Steinke 2016): rho = {rho:.4g}, i.e. epsilon = {eps:.4g} at "
+        f"delta = {total.delta:g} (the ledger charges the basic composition above)"
+    ]
+
+
+def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> dict[str, JSON]:
+    """Which releases the differential-privacy guarantee covers, in words and as lists."""
+    covered = [s.name for s in summaries if s.is_dp]
+    syntactic = [s.name for s in summaries if not s.is_dp]
+    text = (
+        f"Differential privacy (epsilon = {total.epsilon:g}, delta = {total.delta:g}, "
+        f"neighbours differ by one row) covers: {', '.join(covered) or 'no release'}."
+    )
+    if syntactic:
+        text += (
+            f" Not covered: {', '.join(syntactic)} -- a k-anonymous table is a syntactic "
+            "release whose generalization was chosen from the data; its rows are not "
+            "protected by the DP guarantee."
+        )
+    return {"dp_releases": covered, "not_dp_releases": syntactic, "statement": text}
+
+
+def manifest(
+    plan: Plan,
+    summaries: Sequence[ReleaseSummary],
+    *,
+    run_id: str,
+    reservation: Reservation,
+    remaining: PrivacyCost,
+    head: tuple[int, str],
+) -> dict[str, JSON]:
+    """The run's ``manifest.json``."""
+    cfg = plan.config
+    keys = ("name", "kind", "mechanism", "epsilon", "delta", "sensitivity", "is_dp", "files")
+    releases = []
+    for s in summaries:
+        entry = {k: v for k, v in s.to_json().items() if k in keys}
+        releases.append({**entry, "output_hash": s.output_hash})
+    return {
+        "run_id": run_id,
+        "dataset": cfg.dataset.name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config_hash": cfg.config_hash,
+        "releases": releases,
+        "guarantee": guarantee_statement(summaries, plan.total),
+        "total_epsilon": plan.total.epsilon,
+        "total_delta": plan.total.delta,
+        "budget": cfg.budget_policy.to_json(),
+        "budget_epsilon": cfg.budget.epsilon,
+        "budget_delta": cfg.budget.delta,
+        "remaining_epsilon": remaining.epsilon,
+        "budget_period": reservation.period,
+        "budget_scope": reservation.scope,
+        "ledger_head": {"seq": head[0], "hash": head[1]},
+    }
+
+
+def render_report(
+    *,
+    dataset: str,
+    run_id: str,
+    summaries: Sequence[ReleaseSummary],
+    table: str,
+    ledger_head: tuple[int, str],
+    guarantee: dict[str, JSON],
+) -> str:
+    """The run's ``report.md``."""
+    lines = [
+        f"# dppub release — dataset `{dataset}`, run `{run_id}`",
+        "",
+        "## Privacy guarantee",
+        "",
+        str(guarantee["statement"]),
+        "",
+        "## Privacy budget",
+        "",
+        table,
+        "",
+        f"Ledger head after recording this run's releases: seq {ledger_head[0]}, "
+        f"`{ledger_head[1]}` (keep it: `dppub audit` checks the chain against it).",
+        "",
+        "## Releases",
+        "",
+    ]
+    for s in summaries:
+        lines += [f"### {s.name} ({s.kind})", "", *kind_of(s.kind).report(s), ""]
+        lines += ["Files: " + ", ".join(f"`{f}`" for f in s.files), ""]
+    return "\n".join(lines) + "\n"

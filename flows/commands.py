@@ -1,0 +1,256 @@
+"""What the ``dppub`` commands do, apart from parsing arguments and printing (:mod:`flows.cli`).
+
+Each function raises dppub's own errors; the CLI turns them into one line and an exit code.
+Prefect is imported only where a flow runs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from dp.errors import DPPubError
+from dp.ledger import Declaration, Ledger
+from dp.ledger.summary import spending_summary
+from dp.pipeline.kinds import JSON
+from dp.pipeline.plan import Plan, load_plan
+from dp.pipeline.workloads import WorkloadKind
+from dp.runs import Recovered, Run, recover, settle
+
+if TYPE_CHECKING:
+    from prefect.deployments.runner import RunnerDeployment
+
+__all__ = [
+    "Opened",
+    "amend",
+    "audit_lines",
+    "audit_payload",
+    "execute_opened",
+    "open_run",
+    "plan_payload",
+    "serve_schedules",
+    "settle_dead",
+    "write_audit_page",
+]
+
+
+def plan_payload(config: Path, ledger: Path) -> dict[str, JSON]:
+    """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
+    plan = load_plan(config)
+    cfg = plan.config
+    remaining = cfg.budget
+    if ledger.exists():
+        book = Ledger(ledger, create=False)
+        remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
+    releases = []
+    for r in plan.releases:
+        entry: dict[str, JSON] = {
+            "name": r.name,
+            "kind": r.kind,
+            "epsilon": r.cost.epsilon,
+            "delta": r.cost.delta,
+            **r.facts,
+        }
+        kind = plan.kind(r)
+        if isinstance(kind, WorkloadKind):
+            entry.update(kind.expected_error(r))
+        releases.append(entry)
+    return {
+        "dataset": cfg.dataset.name,
+        "releases": releases,
+        "total_epsilon": plan.total.epsilon,
+        "total_delta": plan.total.delta,
+        "budget_epsilon": cfg.budget.epsilon,
+        "budget": cfg.budget_policy.describe(),
+        "budget_period": cfg.period(),
+        "remaining_epsilon": remaining.epsilon,
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Opened:
+    """A run ``dppub run`` has opened (locked and reserved) before starting Prefect."""
+
+    plan: Plan
+    ledger: Ledger
+    run: Run
+
+
+def open_run(config: Path, ledger: Path, out: Path, engine: str | None, timeout: float) -> Opened:
+    """Load the plan, check the input's structure, open the run (no value read yet)."""
+    plan = load_plan(config, engine)
+    plan.check_structure()  # before the ledger is even opened
+    book = Ledger(ledger, timeout=timeout)
+    return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
+
+
+def execute_opened(
+    opened: Opened,
+    config: Path,
+    ledger: Path,
+    out: Path,
+    engine: str | None,
+    *,
+    interrupted: type[BaseException],
+) -> tuple[str, int] | None:
+    """Run the flow on an opened run, then settle it whatever happened; returns the failure
+    (one line and an exit code) or None.
+
+    ``interrupted`` is the exception the caller's SIGTERM/SIGINT handler raises (it carries
+    ``signum``); Prefect's own SIGTERM bridge raises ``TerminationSignal`` inside a flow.
+    """
+    from prefect.exceptions import TerminationSignal
+
+    from flows.runner import flow_for
+    from flows.server import own_temporary_server, prefect_env
+
+    failure: tuple[str, int] | None = None
+    try:
+        prefect_env()
+        with own_temporary_server():
+            flow_for(opened.plan)(
+                str(config.resolve()),
+                str(ledger.resolve()),
+                str(out.resolve()),
+                run_id=opened.run.run_id,
+                engine=engine,
+            )
+    except (interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        if isinstance(exc, TerminationSignal):
+            signum = int(signal.SIGTERM)
+        failure = (f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+    except DPPubError as exc:
+        failure = (str(exc), 2)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        failure = (f"I/O error: {exc.strerror or exc}{where}", 2)
+    except Exception as exc:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
+        if os.environ.get("DPPUB_DEBUG"):
+            raise
+        failure = (f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)", 1)
+    finally:
+        settle_held(opened)
+    if failure is None:
+        return None
+    state = opened.ledger.reservation(opened.run.run_id).state
+    return f"{failure[0]}; run {opened.run.run_id} was {state}", failure[1]
+
+
+def settle_held(opened: Opened) -> None:
+    """Settle the run with SIGTERM/SIGINT held back, so a second signal cannot cut it short."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        settle(opened.ledger, opened.run.staging)
+    finally:
+        opened.run.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def settle_dead(ledger: Path, dataset: str | None) -> list[Recovered]:
+    """Settle every pending run of a dead process (of one dataset, or all)."""
+    book = Ledger(ledger, create=False)
+    keys = [d.key for d in book.declarations() if dataset in (None, d.name)]
+    return [r for k in keys for r in recover(book, key=k)]
+
+
+def audit_payload(ledger: Path, dataset: str | None) -> dict[str, JSON]:
+    """The whole chain verified, and each dataset's spending (``audit --json``)."""
+    book = Ledger(ledger, create=False)
+    chain = book.verify()
+    return {
+        "chain_ok": chain.ok,
+        "rows": chain.rows,
+        "head": chain.head,
+        "problems": list(chain.problems),
+        "datasets": spending_summary(book, dataset),
+    }
+
+
+def audit_lines(payload: dict[str, JSON]) -> list[str]:
+    """The text form of an audit."""
+    line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7}"
+    out = [line.format("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending")]
+    for name, d in payload["datasets"].items():
+        spent, left = d["lifetime_spent_epsilon"], d["remaining_epsilon"]
+        counts = (d["runs"], d["charged_runs"], d["pending_runs"])
+        out.append(
+            line.format(name, f"{d['budget_epsilon']:g}", f"{spent:g}", f"{left:g}", *counts)
+        )
+        for a in d["amendments"]:
+            out.append(f"  amended {a['ts']} by {a['who']}: {'; '.join(a['changes'])} ({a['why']})")
+    state = "ok" if payload["chain_ok"] else "BROKEN"
+    out.append(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
+    out += [f"  {p}" for p in payload["problems"]]
+    return out
+
+
+def write_audit_page(ledger: Path, payload: dict[str, JSON], target: Path) -> None:
+    """The self-contained audit page."""
+    from dp.pipeline.audit_page import render_audit_html
+
+    history = Ledger(ledger, create=False).history()
+    target.write_text(render_audit_html(payload, history), encoding="utf-8")
+
+
+def amend(config: Path, ledger: Path, reason: str, timeout: float) -> Declaration:
+    """Record the config's budget, name and source for its data (``budget amend``)."""
+    cfg = load_plan(config).config
+    book = Ledger(ledger, timeout=timeout, create=False)
+    return book.amend(
+        data=cfg.data_identity, policy=cfg.budget_policy, who=getpass.getuser(), why=reason
+    )
+
+
+def serve_schedules(
+    configs: list[Path], ledger: Path, out: Path, say: Callable[[str], None]
+) -> None:
+    """Serve each config's schedule until interrupted (``dppub serve``)."""
+    from dp.errors import ConfigError
+    from flows.server import STATE, local_server, prefect_env
+
+    plans = [(c, load_plan(c)) for c in configs]
+    missing = [str(c) for c, p in plans if p.config.schedule is None]
+    if missing:
+        raise ConfigError(f"no schedule in {', '.join(missing)}")
+    prefect_env()
+    server = None
+    if not os.environ.get("PREFECT_API_URL"):
+        server, url = local_server(STATE)
+        os.environ["PREFECT_API_URL"] = url
+        say(f"Prefect server for the schedules: {url.removesuffix('/api')}")
+    try:
+        from prefect import serve as prefect_serve
+        from prefect.schedules import Cron, Interval
+
+        from flows.runner import flow_for
+
+        deployments = []
+        for path, plan in plans:
+            sched = plan.config.schedule
+            if sched is None:  # refused above; keeps the type checker informed
+                continue
+            params = {
+                "config_path": str(path.resolve()),
+                "ledger_path": str(ledger.resolve()),
+                "out_dir": str(out.resolve()),
+            }
+            schedule = (
+                Cron(sched.cron, timezone=sched.timezone)
+                if sched.cron is not None
+                else Interval(sched.interval_seconds or 0, timezone=sched.timezone)
+            )
+            name = plan.config.dataset.name
+            made = flow_for(plan).to_deployment(name=name, parameters=params, schedule=schedule)
+            deployments.append(cast("RunnerDeployment", made))  # sync call: not a coroutine
+        prefect_serve(*deployments)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)

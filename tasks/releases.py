@@ -1,0 +1,66 @@
+"""Tasks: read the data, the shared scan, one release, the composition check.
+
+Thin adapters around :mod:`dp.pipeline` and :mod:`dp.runs` with the settings of
+:mod:`tasks._common`: nothing they return is cached or persisted by Prefect, only reading
+retries (on I/O errors), and logs carry names and costs, never values or counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from dp.engine import TableSource
+from dp.pipeline import execute
+from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
+from dp.pipeline.plan import Plan
+from dp.publication import Staging
+from dp.runs import Run
+from tasks._common import PRIVATE, retry_on_io_error, run_logger
+
+__all__ = ["compose", "compute_release", "read_source", "shared_scan"]
+
+
+@task(
+    name="read-source",
+    **{**PRIVATE, "retries": 2},
+    retry_delay_seconds=1,
+    retry_condition_fn=retry_on_io_error,
+)
+def read_source(plan: Plan, period: str) -> TableSource:
+    """The run's data as its engine reads it (the in-memory engine reads and validates it
+    here, once, for every release)."""
+    source = plan.source(period)
+    run_logger().info(
+        "data of period %s: %d declared column(s), %s engine",
+        period,
+        len(plan.columns),
+        type(source.backend).__name__,
+    )
+    return source
+
+
+@task(name="shared-scan", **PRIVATE)
+def shared_scan(plan: Plan, source: TableSource) -> dict[str, list[Any]]:
+    """Every release's exact aggregates in one pass (exact: kept in memory only)."""
+    return execute.shared_scan(plan.releases, source)
+
+
+@task(name="release", **PRIVATE)
+def compute_release(
+    release: ReleasePlan, exact: list[Any], source: TableSource, staging: Staging
+) -> ReleaseSummary:
+    """One release into the staging folder; a completed one is reused, never redrawn."""
+    summary = execute.compute_release(release, exact, source, staging)
+    run_logger().info("%s %r computed (%s)", summary.kind, summary.name, summary.mechanism)
+    return summary
+
+
+@task(name="composition-check", **PRIVATE)
+def compose(run: Run, summaries: list[ReleaseSummary], plan: Plan) -> tuple[int, str]:
+    """Record the releases and recompute the run's cost from the ledger rows; publication is
+    blocked unless it equals the plan and the reservation. Returns the ledger head."""
+    head = run.compose([r for s in summaries for r in s.records()], plan.total)
+    run_logger().info("composition check passed: epsilon=%g", plan.total.epsilon)
+    return head
