@@ -24,6 +24,7 @@ import numpy as np
 
 from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError
+from dp.matrix.marginal_basis import marginal_spectrum
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import Workload
 from dp.validation import check_epsilon
@@ -69,5 +70,10 @@ def svd_bound_rmse(workload: Workload, epsilon: float) -> float:
     eps = check_epsilon(epsilon)
     if not isinstance(workload, Workload):
         raise ConfigError("expected a dp.matrix workload")
-    total = float(np.sum(workload.singular_values()))
+    spectrum = marginal_spectrum(workload)
+    if spectrum is None:
+        total = float(np.sum(workload.singular_values()))
+    else:  # marginals: 2^d distinct singular values, never an n-vector
+        lam, mult = spectrum
+        total = float(np.sum(mult * np.sqrt(lam)))
     return math.sqrt(2.0 / eps**2 * total * total / (workload.n * workload.m))

@@ -29,11 +29,12 @@ import scipy.sparse as sp
 from dp.errors import ConfigError
 from dp.matrix.product import Kron, Union
 from dp.matrix.strategy import Strategy
-from dp.matrix.workload import FloatArray, Workload
+from dp.matrix.workload import FloatArray, Identity, Total, Workload
 
 __all__ = [
     "MarginalsStrategy",
     "complement_sizes",
+    "marginal_spectrum",
     "marginals_strategy",
     "multiplicities",
     "pattern_weights",
@@ -146,6 +147,29 @@ def pattern_weights(workload: Workload) -> FloatArray | None:
     out = np.array(raw, dtype=np.float64)
     out[out <= _ZERO * float(np.max(out, initial=0.0))] = 0.0
     return out
+
+
+def _diagonal(workload: Workload) -> bool:
+    """Whether ``W^T W`` is diagonal in the shared basis: unions of products of I and 1^T."""
+    if isinstance(workload, Union):
+        return all(_diagonal(p) for p in workload.parts)
+    factors = workload.factors if isinstance(workload, Kron) else (workload,)
+    return all(isinstance(f, Identity | Total) for f in factors)
+
+
+def marginal_spectrum(workload: Workload) -> tuple[FloatArray, FloatArray] | None:
+    """``(lambda_P, mult_P)``: the eigenvalues of ``W^T W`` on each ``U_P`` and their
+    multiplicities, for unions of Kronecker products of ``Identity`` and ``Total`` (marginals);
+    ``None`` otherwise. The singular values of ``W`` are ``sqrt(lambda_P)``, ``mult_P`` times
+    each, so the SVD bound and the rank cost ``O(2^d)`` even for 10^8 cells.
+    """
+    c = pattern_weights(workload) if _diagonal(workload) else None
+    if c is None:
+        return None
+    mult = multiplicities(workload.domain)
+    lam = np.zeros_like(c)
+    lam[mult > 0] = c[mult > 0] / mult[mult > 0]  # c_P = tr(lambda_P Pi_P) = lambda_P mult_P
+    return lam, mult
 
 
 def _check_dims(dims: object) -> tuple[int, ...]:

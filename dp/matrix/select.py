@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from dp.errors import ConfigError
-from dp.matrix.marginal_basis import pattern_weights
+from dp.matrix.marginal_basis import marginal_spectrum, pattern_weights
 from dp.matrix.opt_blocks import block_start, opt_blocks
 from dp.matrix.opt_marginals import opt_marginals
 from dp.matrix.optimize import opt0, tuned_hierarchy
@@ -134,10 +134,14 @@ class WorkloadStrategy(Strategy):
 
     @property
     def sensitivity(self) -> float:
+        if isinstance(self.workload, Marginals):  # one cell of each marginal holds each cell
+            return math.fsum(self.workload.weights)
         return self.workload.sensitivity
 
     @property
     def l2_sensitivity(self) -> float:
+        if isinstance(self.workload, Marginals):
+            return math.sqrt(math.fsum(w * w for w in self.workload.weights))
         return math.sqrt(float(np.max(self.workload.gram_diag())))
 
     def _matmat(self, x: FloatArray) -> FloatArray:
@@ -166,6 +170,11 @@ class WorkloadStrategy(Strategy):
         )
         if not same:
             raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
+        # ||W W^+||_F^2 = rank(W); marginals count it from 2^d distinct eigenvalues.
+        spectrum = marginal_spectrum(workload)
+        if spectrum is not None:
+            lam, mult = spectrum
+            return float(np.sum(mult[lam > 1e-18 * lam.max()]))
         sv = workload.singular_values()
         return float(np.count_nonzero(sv > 1e-9 * sv.max()))
 

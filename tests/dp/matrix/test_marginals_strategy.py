@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 import dp.matrix as mx
 from dp.errors import ConfigError
-from dp.matrix.marginal_basis import complement_sizes, subset_sum, superset_mobius, superset_sum
+from dp.matrix.marginal_basis import (
+    complement_sizes,
+    marginal_spectrum,
+    subset_sum,
+    superset_mobius,
+    superset_sum,
+)
 from dp.matrix.opt_marginals import marginals_loss
 
 # The demo's 2-way marginals: age in 5-year bands over [17, 90] (15), sex, race, education,
@@ -272,3 +278,27 @@ def test_subsets_come_in_size_then_lexicographic_order() -> None:
         w[sum(1 << i for i in s)] = 1.0
     a = mx.MarginalsStrategy(dims=(2, 2, 2, 2), weights=w)
     assert a.subsets == ((3,), (0, 3), (1, 3), (0, 1, 2))
+
+
+@pytest.mark.parametrize(("dims", "k"), [((3, 4, 2), 2), ((2, 3, 1, 2), 1), ((4, 4), 0)])
+def test_marginal_spectrum_gives_the_singular_values(dims: tuple[int, ...], k: int) -> None:
+    w = mx.marginals(dims, k)
+    spectrum = marginal_spectrum(w)
+    assert spectrum is not None
+    lam, mult = spectrum
+    sv = np.repeat(np.sqrt(lam), mult.astype(int))
+    assert sv.size == w.n  # one per eigenvector of W^T W, zeros included
+    dense = np.linalg.svd(w.dense(), compute_uv=False)
+    np.testing.assert_allclose(np.sort(sv[sv > 1e-9]), np.sort(dense[dense > 1e-9]), rtol=1e-9)
+    assert marginal_spectrum(mx.kron(mx.prefix(3), mx.identity(2))) is None
+
+
+def test_plans_over_a_hundred_million_cells_stay_small() -> None:
+    # Adult's nine attributes (age in 5-year bands): 180,006,400 cells. The bound, the workload
+    # strategy's error (its rank) and the optimized weights use 2^9 numbers, never an n-vector.
+    w = mx.marginals((2, 20, 5, 7, 16, 41, 7, 14, 2), 2)
+    assert w.n == 180_006_400
+    a = mx.opt_marginals(w, restarts=1)
+    assert a is not None
+    opt = mx.expected_rmse(w, a, 1.0)
+    assert mx.svd_bound_rmse(w, 1.0) < opt < mx.expected_rmse(w, mx.workload_strategy(w), 1.0)
