@@ -80,13 +80,15 @@ def check_histogram(x: npt.ArrayLike, n: int) -> FloatArray:
     return arr
 
 
-def _checked(strategy: Strategy, x: npt.ArrayLike, sens: float) -> FloatArray:
+def _validated(strategy: Strategy, x: npt.ArrayLike, *, l2: bool) -> tuple[FloatArray, float]:
+    """The histogram and the strategy's L1 (or L2) sensitivity, checked before any noise."""
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(strategy).__name__}")
     hist = check_histogram(x, strategy.n)
+    sens = strategy.l2_sensitivity if l2 else strategy.sensitivity
     if not math.isfinite(sens) or sens <= 0:
         raise ConfigError(f"strategy sensitivity must be finite and > 0, got {sens!r}")
-    return hist
+    return hist, sens
 
 
 def measure(
@@ -108,8 +110,7 @@ def measure(
         The :class:`Measurement`.
     """
     eps = check_epsilon(epsilon)
-    sens = strategy.sensitivity if isinstance(strategy, Strategy) else math.nan
-    hist = _checked(strategy, x, sens)
+    hist, sens = _validated(strategy, x, l2=False)
     noisy = laplace(strategy @ hist, sensitivity=sens, epsilon=eps, rng=rng)
     return Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=sens / eps)
 
@@ -141,8 +142,7 @@ def measure_gaussian(
     """
     eps = check_epsilon(epsilon)
     dl = check_delta(delta)
-    sens = strategy.l2_sensitivity if isinstance(strategy, Strategy) else math.nan
-    hist = _checked(strategy, x, sens)
+    hist, sens = _validated(strategy, x, l2=True)
     sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
     noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
     return Measurement(
@@ -168,7 +168,7 @@ def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
 
 
 def zcdp_rho(epsilon: float, delta: float) -> float:
-    """The largest rho whose :func:`zcdp_cost` at ``delta`` is at most ``epsilon``.
+    """The rho whose :func:`zcdp_cost` at ``delta`` is ``epsilon`` (never more, to rounding).
 
     ``rho + 2 sqrt(rho L) = epsilon`` with ``L = ln(1/delta)`` is a quadratic in ``sqrt(rho)``:
     ``sqrt(rho) = sqrt(epsilon + L) - sqrt(L) = epsilon / (sqrt(epsilon + L) + sqrt(L))`` (the

@@ -3,7 +3,10 @@
 :func:`select_strategy` evaluates every candidate's expected error ``||A||_1^2 ||W A^+||_F^2``
 (Li et al., "The matrix mechanism", VLDB J. 2015) and returns the smallest. The choice never looks
 at the data, so it costs no privacy budget. For Kronecker workloads the error factorizes over the
-axes (HDMM, McKenna et al. VLDB 2018, Thm. 3), so each axis is selected independently.
+axes (HDMM, McKenna et al. VLDB 2018, Thm. 3), so each axis is selected independently. Workloads
+with marginal structure also compete against HDMM's optimized marginal weights
+(:mod:`dp.matrix.opt_marginals`); for Gaussian noise the sensitivity is the L2 one and the
+residual strategy (:mod:`dp.matrix.residual`) joins the candidates.
 """
 
 from __future__ import annotations
