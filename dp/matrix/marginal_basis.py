@@ -34,6 +34,7 @@ from dp.matrix.workload import FloatArray, Identity, Total, Workload
 __all__ = [
     "MarginalsStrategy",
     "complement_sizes",
+    "diagonal_error_factor",
     "marginal_spectrum",
     "marginals_strategy",
     "multiplicities",
@@ -54,35 +55,31 @@ def _cube(v: FloatArray) -> tuple[npt.NDArray[np.float64], int]:
     return np.array(v, dtype=np.float64).reshape((2,) * d), d
 
 
-def superset_sum(v: FloatArray) -> FloatArray:
-    """``out[P] = sum_{S >= P} v[S]`` in ``O(d 2^d)`` (each axis of the ``2 x ... x 2`` cube is
-    one attribute; index 0 is "absent")."""
+def _sweep(v: FloatArray, *, upward: bool, sign: float) -> FloatArray:
+    """One pass per attribute over the ``2 x ... x 2`` cube (index 0: attribute absent):
+    ``absent += sign * present`` (downward) or ``present += sign * absent`` (upward)."""
     t, d = _cube(v)
     for axis in range(d):
-        lo = (slice(None),) * axis + (0,)
-        hi = (slice(None),) * axis + (1,)
-        t[lo] += t[hi]
+        absent = (slice(None),) * axis + (0,)
+        present = (slice(None),) * axis + (1,)
+        src, dst = (absent, present) if upward else (present, absent)
+        t[dst] += sign * t[src]
     return t.ravel()
+
+
+def superset_sum(v: FloatArray) -> FloatArray:
+    """``out[P] = sum_{S >= P} v[S]`` in ``O(d 2^d)``."""
+    return _sweep(v, upward=False, sign=1.0)
 
 
 def subset_sum(v: FloatArray) -> FloatArray:
     """``out[S] = sum_{P <= S} v[P]`` (the adjoint of :func:`superset_sum`)."""
-    t, d = _cube(v)
-    for axis in range(d):
-        lo = (slice(None),) * axis + (0,)
-        hi = (slice(None),) * axis + (1,)
-        t[hi] += t[lo]
-    return t.ravel()
+    return _sweep(v, upward=True, sign=1.0)
 
 
 def superset_mobius(v: FloatArray) -> FloatArray:
     """Inverse of :func:`superset_sum`: ``out[S] = sum_{P >= S} (-1)^{|P - S|} v[P]``."""
-    t, d = _cube(v)
-    for axis in range(d):
-        lo = (slice(None),) * axis + (0,)
-        hi = (slice(None),) * axis + (1,)
-        t[lo] -= t[hi]
-    return t.ravel()
+    return _sweep(v, upward=False, sign=-1.0)
 
 
 def _bits(d: int) -> npt.NDArray[np.bool_]:
@@ -107,8 +104,7 @@ def _axis_traces(factor: Workload) -> tuple[float, float] | None:
     if len(factor.domain) != 1:
         return None
     n = factor.n
-    ones = np.ones((n, 1))
-    mean_part = float(np.sum(factor._gram_matmat(ones))) / n
+    mean_part = float(np.sum(factor.gram_matmul(np.ones(n)))) / n  # 1^T G 1 / n
     return mean_part, max(0.0, factor.frobenius_sq - mean_part)
 
 
@@ -170,6 +166,24 @@ def marginal_spectrum(workload: Workload) -> tuple[FloatArray, FloatArray] | Non
     lam = np.zeros_like(c)
     lam[mult > 0] = c[mult > 0] / mult[mult > 0]  # c_P = tr(lambda_P Pi_P) = lambda_P mult_P
     return lam, mult
+
+
+def diagonal_error_factor(strategy: Strategy, workload: Workload, eig: FloatArray) -> float:
+    """``||W A^+||_F^2 = sum_P c_P / lambda_P`` for a strategy whose ``A^T A`` is ``lambda_P`` on
+    each ``U_P``; refuses workloads that need a subspace the strategy does not measure."""
+    if workload.domain != strategy.domain:
+        raise ConfigError(
+            f"workload domain {workload.domain} does not match strategy domain {strategy.domain}"
+        )
+    c = pattern_weights(workload)
+    if c is None:
+        raise ConfigError(f"strategy {strategy.name} cannot evaluate workload {workload.name}")
+    need = c > 0
+    if np.any(need & (eig <= 0)):
+        raise ConfigError(
+            f"strategy {strategy.name} does not measure everything workload {workload.name} asks"
+        )
+    return float(np.sum(c[need] / eig[need]))
 
 
 def _check_dims(dims: object) -> tuple[int, ...]:
@@ -311,19 +325,7 @@ class MarginalsStrategy(Strategy):
         return sp.csr_matrix((vals, (np.concatenate(rows), cols)), shape=(self.m, self.n))
 
     def squared_error_factor(self, workload: Workload) -> float:
-        if workload.domain != self.dims:
-            raise ConfigError(
-                f"workload domain {workload.domain} does not match strategy domain {self.dims}"
-            )
-        c = pattern_weights(workload)
-        if c is None:
-            raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
-        need = c > 0
-        if np.any(need & (self._eig <= 0)):
-            raise ConfigError(
-                f"strategy {self.name} does not measure everything workload {workload.name} asks"
-            )
-        return float(np.sum(c[need] / self._eig[need]))
+        return diagonal_error_factor(self, workload, self._eig)
 
 
 def marginals_strategy(

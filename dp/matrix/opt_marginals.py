@@ -30,14 +30,14 @@ from dp.matrix.marginal_basis import (
 from dp.matrix.optimize import single_threaded_blas
 from dp.matrix.workload import FloatArray, Workload
 
-__all__ = ["marginals_loss", "opt_marginals"]
+__all__ = ["MAX_ATTRIBUTES", "descend", "marginals_loss", "opt_marginals"]
 
 # Fixed seed of the random starts: a plan must be reproducible and data-independent.
 _SEED = 20180601
-# Random starts by number of attributes: each run costs O(d 2^d) per iteration (0.1-0.3 s per
-# 48 starts up to d = 9, unloaded). Best of 5 seeds at epsilon 1: the demo's 2-way marginals
-# (d = 5) reach RMSE 8.90-9.08 with 48 starts, 8.90-9.08 with 128, 8.90-8.97 with 256; Adult's
-# 9 attributes gain ~1% from 48 to 256 starts.
+# Random starts by number of attributes: each run costs O(d 2^d) per iteration (0.1-0.4 s per
+# 48 starts up to d = 9, unloaded). Over seeds 0-4 the best start on the demo's 2-way marginals
+# (d = 5) reaches RMSE 8.90-9.08 at epsilon 1 with 48 or 128 starts, 8.90-8.97 with 256; on
+# Adult's 9 attributes 256 starts gain ~1% over 48.
 _RESTARTS = {2: 16, 3: 32, 4: 64, 5: 128, 6: 128, 7: 64, 8: 64, 9: 48, 10: 48, 11: 16, 12: 16}
 MAX_ATTRIBUTES = max(_RESTARTS)
 """Largest number of attributes optimized (``2^12`` weights)."""
@@ -63,6 +63,22 @@ def marginals_loss(theta: FloatArray, c: FloatArray, sizes: FloatArray) -> tuple
     ratio[need] /= lam[need]
     grad = 2.0 * total * err - 2.0 * total * total * theta * sizes * subset_sum(ratio)
     return total * total * err, grad
+
+
+def descend(
+    x0: FloatArray, c: FloatArray, sizes: FloatArray, *, ftol: float, gtol: float
+) -> FloatArray:
+    """A local minimum of :func:`marginals_loss` from ``x0`` (L-BFGS-B, ``theta >= 0``)."""
+    res = sopt.minimize(
+        marginals_loss,
+        x0,
+        args=(c, sizes),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, None)] * x0.size,
+        options={"ftol": ftol, "gtol": gtol},
+    )
+    return np.maximum(np.asarray(res.x, dtype=np.float64), 0.0)
 
 
 def _starts(c: FloatArray, d: int, restarts: int, seed: int) -> list[FloatArray]:
@@ -101,7 +117,7 @@ def opt_marginals(
     if not 2 <= d <= MAX_ATTRIBUTES:
         return None
     c = pattern_weights(workload)
-    if c is None:
+    if c is None or not np.any(c > 0):
         return None
     if restarts is None:
         restarts = _RESTARTS[d]
@@ -109,22 +125,11 @@ def opt_marginals(
         raise ConfigError(f"restarts must be >= 0, got {restarts}")
     c = c / float(np.sum(c))  # the identity's loss is 1: a well-scaled objective
     sizes = complement_sizes(dims)
-    bounds = [(0.0, None)] * (1 << d)
-    # The loss is scaled to 1 at the identity, so absolute tolerances are meaningful.
-    options = {"ftol": 1e-10, "gtol": 1e-10}
     best, best_loss = np.zeros(0), float("inf")
     with single_threaded_blas():  # tiny products: BLAS threads only spin
         for x0 in _starts(c, d, restarts, seed):
-            res = sopt.minimize(
-                marginals_loss,
-                x0,
-                args=(c, sizes),
-                jac=True,
-                method="L-BFGS-B",
-                bounds=bounds,
-                options=options,
-            )
-            theta = np.maximum(np.asarray(res.x, dtype=np.float64), 0.0)
+            # The loss is scaled to 1 at the identity, so absolute tolerances are meaningful.
+            theta = descend(x0, c, sizes, ftol=1e-10, gtol=1e-10)
             loss = marginals_loss(theta, c, sizes)[0]
             if loss < best_loss:  # ties keep the earlier (simpler) start
                 best, best_loss = theta, loss

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dp.errors import ConfigError
-from dp.matrix.marginal_basis import multiplicities, pattern_weights
+from dp.matrix.marginal_basis import diagonal_error_factor, multiplicities, pattern_weights
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import FloatArray, Workload
 
@@ -181,19 +181,7 @@ class ResidualStrategy(Strategy):
         return sp.csr_matrix(sp.vstack(blocks))
 
     def squared_error_factor(self, workload: Workload) -> float:
-        if workload.domain != self.dims:
-            raise ConfigError(
-                f"workload domain {workload.domain} does not match strategy domain {self.dims}"
-            )
-        c = pattern_weights(workload)
-        if c is None:
-            raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
-        need = c > 0
-        if np.any(need & (self.eigenvalues <= 0)):
-            raise ConfigError(
-                f"strategy {self.name} does not measure everything workload {workload.name} asks"
-            )
-        return float(np.sum(c[need] / self.eigenvalues[need]))
+        return diagonal_error_factor(self, workload, self.eigenvalues)
 
 
 def residual_planner(workload: Workload) -> ResidualStrategy:
