@@ -12,9 +12,11 @@ ICDE 2010 (Privelet); McKenna, Miklau, Hay & Machanavajjhala, HDMM, VLDB 2018; Z
 Ektelo, SIGMOD 2018.
 """
 
-from dp.matrix.error import expected_rmse, expected_tse, svd_bound_rmse
-from dp.matrix.measure import Measurement, measure
+from dp.matrix.error import expected_rmse, expected_rmse_gaussian, expected_tse, svd_bound_rmse
+from dp.matrix.marginal_basis import MarginalsStrategy, marginals_strategy, pattern_weights
+from dp.matrix.measure import Measurement, measure, measure_gaussian, zcdp_cost, zcdp_rho
 from dp.matrix.opt_blocks import opt_blocks
+from dp.matrix.opt_marginals import opt_marginals
 from dp.matrix.optimize import PIdentity, opt0, p_identity, tuned_hierarchy
 from dp.matrix.product import (
     Kron,
@@ -29,6 +31,7 @@ from dp.matrix.product import (
 from dp.matrix.project import workload_projection
 from dp.matrix.reconstruct import RECONSTRUCTIONS, l1_fit, least_squares, reconstruct
 from dp.matrix.release import WorkloadAnswer, answer
+from dp.matrix.residual import ResidualStrategy, residual_planner
 from dp.matrix.select import (
     KronStrategy,
     WorkloadStrategy,
@@ -66,10 +69,12 @@ __all__ = [
     "Kron",
     "KronStrategy",
     "Marginals",
+    "MarginalsStrategy",
     "Measurement",
     "PIdentity",
     "Prefix",
     "RangeBoxes",
+    "ResidualStrategy",
     "Strategy",
     "Total",
     "Tree",
@@ -83,6 +88,7 @@ __all__ = [
     "answer",
     "candidate_strategies",
     "expected_rmse",
+    "expected_rmse_gaussian",
     "expected_tse",
     "hierarchical",
     "identity",
@@ -92,14 +98,19 @@ __all__ = [
     "l1_fit",
     "least_squares",
     "marginals",
+    "marginals_strategy",
     "measure",
+    "measure_gaussian",
     "nested_blocks",
     "opt0",
     "opt_blocks",
+    "opt_marginals",
     "p_identity",
+    "pattern_weights",
     "prefix",
     "range_boxes",
     "reconstruct",
+    "residual_planner",
     "select_strategy",
     "svd_bound_rmse",
     "total",
@@ -109,4 +120,6 @@ __all__ = [
     "width_range",
     "workload_projection",
     "workload_strategy",
+    "zcdp_cost",
+    "zcdp_rho",
 ]

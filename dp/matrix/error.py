@@ -5,6 +5,8 @@ workload answers ``W A^+ (A x + z)`` are unbiased with total squared error
 ``TSE = 2 b^2 ||W A^+||_F^2`` (Li et al., VLDB J. 2015, Prop. 4). No strategy beats the SVD
 bound ``2 / epsilon^2 (sum_i sigma_i(W))^2 / n`` (Li & Miklau, VLDB 2012; HDMM Thm. 2 for the
 L1 form used here). Both are reported per query as RMSEs so they compare across workloads.
+Under Gaussian noise of standard deviation ``sigma`` per answer the TSE is
+``sigma^2 ||W A^+||_F^2``, with ``sigma`` proportional to the L2 sensitivity ``||A||_{1->2}``.
 
 >>> from dp.matrix.workload import identity
 >>> from dp.matrix.strategy import identity_strategy
@@ -20,12 +22,14 @@ import math
 
 import numpy as np
 
+from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError
+from dp.matrix.marginal_basis import marginal_spectrum
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import Workload
 from dp.validation import check_epsilon
 
-__all__ = ["expected_rmse", "expected_tse", "svd_bound_rmse"]
+__all__ = ["expected_rmse", "expected_rmse_gaussian", "expected_tse", "svd_bound_rmse"]
 
 
 def _check_pair(workload: Workload, strategy: Strategy) -> None:
@@ -50,10 +54,26 @@ def expected_rmse(workload: Workload, strategy: Strategy, epsilon: float) -> flo
     return math.sqrt(expected_tse(workload, strategy, epsilon) / workload.m)
 
 
+def expected_rmse_gaussian(
+    workload: Workload, strategy: Strategy, *, epsilon: float, delta: float
+) -> float:
+    """Expected per-query RMSE of least-squares answers measured by
+    :func:`dp.matrix.measure.measure_gaussian`: ``sigma sqrt(||W A^+||_F^2 / m)`` with the
+    analytic Gaussian ``sigma`` for the strategy's L2 sensitivity."""
+    _check_pair(workload, strategy)
+    sigma = gaussian_sigma(l2_sensitivity=strategy.l2_sensitivity, epsilon=epsilon, delta=delta)
+    return sigma * math.sqrt(strategy.squared_error_factor(workload) / workload.m)
+
+
 def svd_bound_rmse(workload: Workload, epsilon: float) -> float:
     """SVD lower bound on the per-query RMSE: ``sqrt(2/eps^2 (sum sigma)^2 / (n m))``."""
     eps = check_epsilon(epsilon)
     if not isinstance(workload, Workload):
         raise ConfigError("expected a dp.matrix workload")
-    total = float(np.sum(workload.singular_values()))
+    spectrum = marginal_spectrum(workload)
+    if spectrum is None:
+        total = float(np.sum(workload.singular_values()))
+    else:  # marginals: 2^d distinct singular values, never an n-vector
+        lam, mult = spectrum
+        total = float(np.sum(mult * np.sqrt(lam)))
     return math.sqrt(2.0 / eps**2 * total * total / (workload.n * workload.m))

@@ -1,9 +1,15 @@
-"""The measurement step of the matrix mechanism: ``r = A x + Lap(||A||_1 / epsilon)``.
+"""The measurement step of the matrix mechanism: ``r = A x + noise``.
 
 This is the only place where the private histogram is touched. One individual changes one cell
 by one, so ``||A (x - x')||_1 <= ||A||_1`` and adding Laplace noise of scale ``||A||_1 / epsilon``
-to every row is ``epsilon``-DP (Dwork et al. 2006; Li et al. 2015, Prop. 2). Everything computed
-from the returned :class:`Measurement` is post-processing and costs nothing more.
+to every row is ``epsilon``-DP (Dwork et al. 2006; Li et al. 2015, Prop. 2). Likewise
+``||A (x - x')||_2 <= ||A||_{1->2}`` (the largest column L2 norm), and Gaussian noise calibrated
+to that L2 sensitivity is ``(epsilon, delta)``-DP (Balle & Wang 2018). Everything computed from
+the returned :class:`Measurement` is post-processing and costs nothing more.
+
+zero-concentrated DP (Bun & Steinke, TCC 2016): the Gaussian mechanism with
+``sigma = Delta_2 / sqrt(2 rho)`` is rho-zCDP, hence ``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP
+for every ``delta > 0``; :func:`zcdp_cost` and :func:`zcdp_rho` convert between the two.
 """
 
 from __future__ import annotations
@@ -14,14 +20,22 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost
+from dp.budget import PrivacyCost, zcdp_to_dp
+from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import FloatArray
-from dp.mechanisms import laplace
-from dp.validation import check_epsilon
+from dp.mechanisms import gaussian, laplace
+from dp.validation import check_delta, check_epsilon, check_positive
 
-__all__ = ["Measurement", "check_histogram", "measure"]
+__all__ = [
+    "Measurement",
+    "check_histogram",
+    "measure",
+    "measure_gaussian",
+    "zcdp_cost",
+    "zcdp_rho",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,12 +49,16 @@ class Measurement:
     epsilon: float
     """Privacy parameter spent."""
     noise_scale: float
-    """Laplace scale ``||A||_1 / epsilon`` of every row."""
+    """Noise scale of every row: Laplace ``||A||_1 / epsilon``, or the Gaussian ``sigma``."""
+    delta: float = 0.0
+    """Approximate-DP parameter spent (``0`` for Laplace)."""
+    mechanism: str = "laplace"
+    """``"laplace"`` or ``"gaussian"``."""
 
     @property
     def cost(self) -> PrivacyCost:
-        """The release's privacy cost (pure epsilon-DP)."""
-        return PrivacyCost(epsilon=self.epsilon)
+        """The release's privacy cost ``(epsilon, delta)``."""
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
 
 
 def check_histogram(x: npt.ArrayLike, n: int) -> FloatArray:
@@ -62,6 +80,17 @@ def check_histogram(x: npt.ArrayLike, n: int) -> FloatArray:
     return arr
 
 
+def _validated(strategy: Strategy, x: npt.ArrayLike, *, l2: bool) -> tuple[FloatArray, float]:
+    """The histogram and the strategy's L1 (or L2) sensitivity, checked before any noise."""
+    if not isinstance(strategy, Strategy):
+        raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(strategy).__name__}")
+    hist = check_histogram(x, strategy.n)
+    sens = strategy.l2_sensitivity if l2 else strategy.sensitivity
+    if not math.isfinite(sens) or sens <= 0:
+        raise ConfigError(f"strategy sensitivity must be finite and > 0, got {sens!r}")
+    return hist, sens
+
+
 def measure(
     strategy: Strategy,
     x: npt.ArrayLike,
@@ -81,11 +110,80 @@ def measure(
         The :class:`Measurement`.
     """
     eps = check_epsilon(epsilon)
-    if not isinstance(strategy, Strategy):
-        raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(strategy).__name__}")
-    hist = check_histogram(x, strategy.n)
-    sens = strategy.sensitivity
-    if not math.isfinite(sens) or sens <= 0:
-        raise ConfigError(f"strategy sensitivity must be finite and > 0, got {sens!r}")
+    hist, sens = _validated(strategy, x, l2=False)
     noisy = laplace(strategy @ hist, sensitivity=sens, epsilon=eps, rng=rng)
     return Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=sens / eps)
+
+
+def measure_gaussian(
+    strategy: Strategy,
+    x: npt.ArrayLike,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None = None,
+) -> Measurement:
+    """Answer ``strategy`` on histogram ``x`` with Gaussian noise (``(epsilon, delta)``-DP).
+
+    The noise is calibrated to the strategy's L2 sensitivity ``||A||_{1->2}`` with the analytic
+    Gaussian mechanism (:func:`dp.mechanisms.gaussian`, Balle & Wang 2018), which is exact for
+    every epsilon and never noisier than the classic bound or than a rho-zCDP calibration
+    converted with :func:`zcdp_cost`.
+
+    Args:
+        strategy: measurement strategy ``A``.
+        x: histogram over the strategy's domain (finite, >= 0).
+        epsilon: privacy parameter (> 0).
+        delta: privacy parameter (in (0, 1)).
+        rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+
+    Returns:
+        The :class:`Measurement` (``mechanism="gaussian"``, ``noise_scale`` = sigma).
+    """
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta)
+    hist, sens = _validated(strategy, x, l2=True)
+    sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
+    noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
+    return Measurement(
+        strategy=strategy,
+        values=noisy,
+        epsilon=eps,
+        noise_scale=sigma,
+        delta=dl,
+        mechanism="gaussian",
+    )
+
+
+def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
+    """The ``(epsilon, delta)`` cost of a rho-zCDP release (Bun & Steinke 2016, Prop. 1.3).
+
+    >>> cost = zcdp_cost(0.5, 1e-6)
+    >>> round(cost.epsilon, 4), cost.delta
+    (5.7565, 1e-06)
+    """
+    r = check_positive(rho, name="rho")
+    dl = check_delta(delta)
+    return PrivacyCost(epsilon=zcdp_to_dp(r, dl), delta=dl)
+
+
+def zcdp_rho(epsilon: float, delta: float) -> float:
+    """The rho whose :func:`zcdp_cost` at ``delta`` is ``epsilon`` (never more, to rounding).
+
+    ``rho + 2 sqrt(rho L) = epsilon`` with ``L = ln(1/delta)`` is a quadratic in ``sqrt(rho)``:
+    ``sqrt(rho) = sqrt(epsilon + L) - sqrt(L) = epsilon / (sqrt(epsilon + L) + sqrt(L))`` (the
+    second form avoids cancellation at small epsilon). The result is rounded down until the
+    forward conversion stays within ``epsilon``.
+
+    >>> round(zcdp_rho(1.0, 1e-6), 6)
+    0.017469
+    """
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta)
+    if dl == 0.0:
+        raise ConfigError("converting zCDP to (epsilon, delta) needs delta > 0, got 0.0")
+    big_l = math.log(1.0 / dl)
+    rho = (eps / (math.sqrt(eps + big_l) + math.sqrt(big_l))) ** 2
+    while zcdp_to_dp(rho, dl) > eps:
+        rho = math.nextafter(rho, 0.0)
+    return rho

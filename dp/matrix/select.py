@@ -3,7 +3,10 @@
 :func:`select_strategy` evaluates every candidate's expected error ``||A||_1^2 ||W A^+||_F^2``
 (Li et al., "The matrix mechanism", VLDB J. 2015) and returns the smallest. The choice never looks
 at the data, so it costs no privacy budget. For Kronecker workloads the error factorizes over the
-axes (HDMM, McKenna et al. VLDB 2018, Thm. 3), so each axis is selected independently.
+axes (HDMM, McKenna et al. VLDB 2018, Thm. 3), so each axis is selected independently. Workloads
+with marginal structure also compete against HDMM's optimized marginal weights
+(:mod:`dp.matrix.opt_marginals`); for Gaussian noise the sensitivity is the L2 one and the
+residual strategy (:mod:`dp.matrix.residual`) joins the candidates.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from dp.errors import ConfigError
+from dp.matrix.marginal_basis import marginal_spectrum, pattern_weights
 from dp.matrix.opt_blocks import block_start, opt_blocks
+from dp.matrix.opt_marginals import opt_marginals
 from dp.matrix.optimize import opt0, tuned_hierarchy
 from dp.matrix.product import Kron, Marginals, Union, along_axes
+from dp.matrix.residual import residual_planner
 from dp.matrix.strategy import Strategy, hierarchical, identity_strategy
 from dp.matrix.wavelet import wavelet
 from dp.matrix.workload import FloatArray, Workload
 
 __all__ = [
+    "NOISES",
     "KronStrategy",
     "WorkloadStrategy",
     "cached_error_factor",
@@ -73,6 +80,11 @@ class KronStrategy(Strategy):
     @property
     def sensitivity(self) -> float:
         return math.prod(f.sensitivity for f in self.factors)
+
+    @property
+    def l2_sensitivity(self) -> float:
+        # Column norms of a Kronecker product are products of the factors' column norms.
+        return math.prod(f.l2_sensitivity for f in self.factors)
 
     def _matmat(self, x: FloatArray) -> FloatArray:
         return along_axes(x, [f.n for f in self.factors], self.factors, "_matmat")
@@ -125,7 +137,15 @@ class WorkloadStrategy(Strategy):
 
     @property
     def sensitivity(self) -> float:
+        if isinstance(self.workload, Marginals):  # one cell of each marginal holds each cell
+            return math.fsum(self.workload.weights)
         return self.workload.sensitivity
+
+    @property
+    def l2_sensitivity(self) -> float:
+        if isinstance(self.workload, Marginals):
+            return math.sqrt(math.fsum(w * w for w in self.workload.weights))
+        return math.sqrt(float(np.max(self.workload.gram_diag())))
 
     def _matmat(self, x: FloatArray) -> FloatArray:
         return self.workload._matmat(x)
@@ -153,6 +173,11 @@ class WorkloadStrategy(Strategy):
         )
         if not same:
             raise ConfigError(f"strategy {self.name} cannot evaluate workload {workload.name}")
+        # ||W W^+||_F^2 = rank(W); marginals count it from 2^d distinct eigenvalues.
+        spectrum = marginal_spectrum(workload)
+        if spectrum is not None:
+            lam, mult = spectrum
+            return float(np.sum(mult[lam > 1e-18 * lam.max()]))
         sv = workload.singular_values()
         return float(np.count_nonzero(sv > 1e-9 * sv.max()))
 
@@ -162,7 +187,34 @@ def workload_strategy(workload: Workload) -> WorkloadStrategy:
     return WorkloadStrategy(workload=workload)
 
 
-def candidate_strategies(workload: Workload) -> list[Strategy]:
+NOISES = ("laplace", "gaussian")
+"""Noise distributions a strategy can be selected for: the score is ``||A||_1^2 ||W A^+||_F^2``
+under Laplace noise and ``||A||_{1->2}^2 ||W A^+||_F^2`` under Gaussian noise (whose scale is
+proportional to the L2 sensitivity at any fixed (epsilon, delta) or rho)."""
+
+
+def _check_noise(noise: str) -> str:
+    if noise not in NOISES:
+        raise ConfigError(f"noise must be one of {list(NOISES)}, got {noise!r}")
+    return noise
+
+
+def _marginal_candidates(workload: Workload, noise: str) -> list[Strategy]:
+    """Strategies in the eigenbasis that marginals share (:mod:`dp.matrix.marginal_basis`).
+
+    Laplace: HDMM's optimized marginal weights. Gaussian: the residual strategy, which is
+    optimal among all strategies whose Gram matrix is diagonal in that basis (weighted marginals
+    and the identity included), and attains the SVD bound for marginal workloads.
+    """
+    if len(workload.domain) < 2 or pattern_weights(workload) is None:
+        return []
+    if noise == "gaussian":
+        return [residual_planner(workload)]
+    opt = opt_marginals(workload)
+    return [] if opt is None else [opt]
+
+
+def candidate_strategies(workload: Workload, *, noise: str = "laplace") -> list[Strategy]:
     """Data-independent candidate strategies for a workload (see :func:`select_strategy`).
 
     1-D: identity, Haar, H_b (b = 2, 4, 8, 16), the tuned nested-block hierarchy, and an
@@ -170,7 +222,11 @@ def candidate_strategies(workload: Workload) -> list[Strategy]:
     hierarchy (n <= 1024), block-sparse OPT0 up to 8192 cells. Kronecker products of 1-D
     workloads: the product of the per-axis selections (the error factorizes). Other
     multi-dimensional workloads: the identity, and for marginals the marginals themselves.
+    Multi-dimensional workloads with marginal structure (marginals, Kronecker products of 1-D
+    workloads, unions of those) also get HDMM's optimized marginal weights (Laplace) or the
+    residual strategy (Gaussian).
     """
+    _check_noise(noise)
     if len(workload.domain) == 1:
         n = workload.n
         out: list[Strategy] = [identity_strategy(n), wavelet(n)]
@@ -189,17 +245,21 @@ def candidate_strategies(workload: Workload) -> list[Strategy]:
             out.append(opt_blocks(workload, maxiter=iters, start=start))
         return out
     if isinstance(workload, Kron) and all(len(f.domain) == 1 for f in workload.factors):
-        return [kron_strategy(*(select_strategy(f) for f in workload.factors))]
+        per_axis = (select_strategy(f, noise=noise) for f in workload.factors)
+        return [kron_strategy(*per_axis), *_marginal_candidates(workload, noise)]
     out = [kron_strategy(*(identity_strategy(d) for d in workload.domain))]
     if isinstance(workload, Marginals):
         out.append(workload_strategy(workload))
-    return out
+    return out + _marginal_candidates(workload, noise)
 
 
 # Data-independent results, reused across releases of the same workload in one process.
 _CACHE_SIZE = 64
-_selected: dict[str, tuple[Strategy, float]] = {}
+_selected: dict[tuple[str, str], tuple[Strategy, float]] = {}
 _factors: dict[tuple[str, int], tuple[Strategy, float]] = {}
+# Scores within this relative margin of the best count as ties (keep the earlier, simpler
+# candidate): optimizers that converge to a simple strategy land within rounding of it.
+_TIE = 1e-9
 
 
 def _remember(
@@ -222,25 +282,37 @@ def cached_error_factor(workload: Workload, strategy: Strategy) -> float:
 
 
 def select_strategy(
-    workload: Workload, *, candidates: Callable[[Workload], list[Strategy]] | None = None
+    workload: Workload,
+    *,
+    candidates: Callable[[Workload], list[Strategy]] | None = None,
+    noise: str = "laplace",
 ) -> Strategy:
     """The candidate strategy with the lowest expected error for ``workload`` (no data used).
 
     Args:
         workload: the workload to answer.
         candidates: optional generator of candidates (default :func:`candidate_strategies`).
+        noise: ``"laplace"`` (default) or ``"gaussian"``: which sensitivity scales the noise.
 
     Returns:
-        The strategy minimizing ``||A||_1^2 ||W A^+||_F^2``; ties keep the earlier candidate.
+        The strategy minimizing ``||A||^2 ||W A^+||_F^2`` (L1 or L2 sensitivity); scores within
+        a relative ``1e-9`` of the best are ties, and ties keep the earlier candidate.
     """
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a dp.matrix workload, got {type(workload).__name__}")
-    if candidates is None and workload.key in _selected:
-        return _selected[workload.key][0]
-    pool = (candidates or candidate_strategies)(workload)
+    _check_noise(noise)
+    key = (noise, workload.key)
+    if candidates is None and key in _selected:
+        return _selected[key][0]
+    pool = (
+        candidates(workload)
+        if candidates is not None
+        else candidate_strategies(workload, noise=noise)
+    )
     factors = [cached_error_factor(workload, a) for a in pool]
-    scores = [a.sensitivity**2 * f for a, f in zip(pool, factors, strict=True)]
-    best = int(np.argmin(scores))
+    sens = [a.sensitivity if noise == "laplace" else a.l2_sensitivity for a in pool]
+    scores = np.array([s * s * f for s, f in zip(sens, factors, strict=True)])
+    best = int(np.flatnonzero(scores <= scores.min() * (1.0 + _TIE))[0])
     if candidates is None:
-        _remember(_selected, workload.key, (pool[best], factors[best]))
+        _remember(_selected, key, (pool[best], factors[best]))
     return pool[best]

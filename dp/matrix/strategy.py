@@ -14,6 +14,7 @@ large ``n`` (the error of the matrix mechanism, Li et al. VLDB J. 2015, Prop. 4)
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,21 @@ class Strategy(LinearOperator):
     def sensitivity(self) -> float:
         """Exact ``||A||_1``, the maximum column L1 norm."""
         raise NotImplementedError
+
+    @property
+    def l2_sensitivity(self) -> float:
+        """Exact ``||A||_{1->2}``, the maximum column L2 norm: one individual changes one cell by
+        one, so this bounds the L2 change of the measurement (the Gaussian mechanism's
+        sensitivity). Computed from the columns in batches; subclasses with closed forms override.
+        """
+        best = 0.0
+        for start in range(0, self.n, _BATCH):
+            stop = min(self.n, start + _BATCH)
+            block = np.zeros((self.n, stop - start))
+            block[np.arange(start, stop), np.arange(stop - start)] = 1.0
+            cols = self._matmat(block)
+            best = max(best, float(np.max(np.sum(cols * cols, axis=0))))
+        return math.sqrt(best)
 
     def _lstsq(self, r: FloatArray) -> FloatArray:
         """``A^+ r`` for an ``m x k`` block of measurements."""
@@ -158,6 +174,10 @@ class SparseStrategy(Strategy):
     @property
     def sensitivity(self) -> float:
         return float(np.max(abs(self._matrix).sum(axis=0)))
+
+    @property
+    def l2_sensitivity(self) -> float:
+        return math.sqrt(float(np.max(self._matrix.multiply(self._matrix).sum(axis=0))))
 
     def _matmat(self, x: FloatArray) -> FloatArray:
         return np.asarray(self._matrix @ x)

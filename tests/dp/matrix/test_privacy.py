@@ -54,7 +54,12 @@ def _log_ratio(
 
 
 @pytest.mark.parametrize(
-    "strategy", [mx.hierarchical(8, 2), mx.nested_blocks(8, [4, 1], [0.7, 1.0])]
+    "strategy",
+    [
+        mx.hierarchical(8, 2),
+        mx.nested_blocks(8, [4, 1], [0.7, 1.0]),
+        mx.marginals_strategy((2, 3), {(0,): 0.7, (0, 1): 0.3}),
+    ],
 )
 def test_measurement_is_epsilon_indistinguishable_and_tight(strategy: mx.Strategy) -> None:
     # k = 4 (H2 over 8 cells): P_x'(E) = 1/16 -> ~500 hits, P_x(E) = e^-1/16 -> ~184 hits, so the
