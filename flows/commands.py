@@ -19,7 +19,6 @@ from dp.ledger import Declaration, Ledger
 from dp.ledger.summary import spending_summary
 from dp.pipeline.kinds import JSON
 from dp.pipeline.plan import Plan, load_plan
-from dp.pipeline.workloads import WorkloadKind
 from dp.runs import Recovered, Run, recover, settle
 
 if TYPE_CHECKING:
@@ -55,10 +54,8 @@ def plan_payload(config: Path, ledger: Path) -> dict[str, JSON]:
             "epsilon": r.cost.epsilon,
             "delta": r.cost.delta,
             **r.facts,
+            **plan.kind(r).describe(r),
         }
-        kind = plan.kind(r)
-        if isinstance(kind, WorkloadKind):
-            entry.update(kind.expected_error(r))
         releases.append(entry)
     return {
         "dataset": cfg.dataset.name,

@@ -27,20 +27,17 @@ __all__ = ["publish"]
 def _releases(plan: Plan, run: Run, period: str) -> list[ReleaseSummary]:
     """Read the data, fold the shared scan, compute every release.
 
-    On the dask engine the releases (independent of each other) are all submitted to the task
-    runner and every one is waited for before a result or a failure is returned, so a failed
-    run never discards the staging folder under a task that is still writing to it.
-    Otherwise they run in order in the flow's thread.
+    The releases are independent of each other: all are submitted to the flow's task runner
+    (threads, or the DaskTaskRunner's workers) and every one is waited for before a result or
+    a failure is returned, so a failed run never discards the staging folder under a task
+    that is still writing to it.
     """
     source = read_source(plan, period)
     exact = shared_scan(plan, source)
-    calls = [(r, exact[r.name]) for r in plan.releases]
-    if plan.engine != "dask":
-        return [compute_release(r, e, source, run.staging) for r, e in calls]
     futures: list[PrefectFuture[ReleaseSummary]] = []
     try:
-        for r, e in calls:
-            futures.append(compute_release.submit(r, e, source, run.staging))
+        for r in plan.releases:
+            futures.append(compute_release.submit(r, exact[r.name], source, run.staging))
     finally:
         wait(futures)  # even if a later submit failed: nothing may still be writing
     return [f.result() for f in futures]

@@ -9,7 +9,7 @@ publishes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -24,7 +24,7 @@ from dp.pipeline.domains import (
     hierarchy_from_values,
     leaves_from_data,
 )
-from dp.pipeline.kinds import Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.publication import Staging
 
 __all__ = ["AnonymityKind", "AnonymizeModel"]
@@ -66,6 +66,9 @@ class AnonymityKind:
             columns=columns,
             spec=(cfg, item, declared, from_data),
         )
+
+    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
+        return plan.facts
 
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
         """The distinct codes of the QIs whose hierarchy takes its leaves from the data, over

@@ -7,7 +7,7 @@ Laplace noise to each step's aggregates (``epsilon / (2 T)`` per part and iterat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from dp.engine import Aggregate, TableSource, lloyd_statistics_stream
 from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds import Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.publication import Staging
 
 __all__ = ["ClusteringKind", "ClusteringModel"]
@@ -67,6 +67,9 @@ class ClusteringKind:
             columns=tuple(dict.fromkeys(item.features)),
             spec=(item, estimator),
         )
+
+    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
+        return plan.facts
 
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
         return []  # one pass per Lloyd iteration, in execute

@@ -171,6 +171,10 @@ class ReleaseKind(Protocol):
         """The release an item declares. Raises ConfigError for what the config gets wrong."""
         ...
 
+    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
+        """What ``dppub plan`` shows about it beyond its cost (data-independent)."""
+        ...
+
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
         """The exact aggregates it needs from the run's one shared scan (may be none)."""
         ...

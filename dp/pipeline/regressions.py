@@ -9,7 +9,7 @@ evaluates its Newton iterates with one pass each through the engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +20,7 @@ from dp.engine import Aggregate, StatisticsAggregate, TableSource, logistic_sums
 from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds import Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.publication import Staging
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
 
@@ -146,6 +146,9 @@ class RegressionKind:
             spec=(item, estimator),
             facts=facts,
         )
+
+    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
+        return plan.facts
 
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
         item, estimator = plan.spec

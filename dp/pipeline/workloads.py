@@ -114,7 +114,7 @@ class WorkloadKind:
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
         return [HistogramAggregate(tuple(plan.spec.axes))]
 
-    def expected_error(self, plan: ReleasePlan) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan) -> dict[str, JSON]:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
         spec: WorkloadSpec = plan.spec
