@@ -20,6 +20,7 @@ __all__ = [
     "FIELDS",
     "FORMAT",
     "GENESIS",
+    "REALS",
     "SCHEMA",
     "TERMINAL",
     "now",
@@ -55,6 +56,9 @@ FIELDS = (
     "note",
     "prev_hash",
 )
+REALS = ("epsilon", "delta", "sensitivity", "budget_epsilon", "budget_delta")
+"""The floating-point columns: stored as 64-bit floats, so hashed as floats (``2`` reads back
+as ``2.0``, whose canonical JSON differs)."""
 EVENTS = ("declare", "amend", "reserve", "draw", "release", "commit", "charge", "abort")
 """``declare``/``amend``: a dataset's identity and budget policy; ``reserve``: a run holds its
 planned cost; ``draw``: a release is about to draw noise on private data; ``release``: a computed

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from dp.errors import LedgerError
-from dp.ledger.chain import FIELDS, GENESIS, now, row_hash, verify_rows
+from dp.ledger.chain import FIELDS, GENESIS, REALS, now, row_hash, verify_rows
 from dp.ledger.records import ChainReport
 from dp.ledger.sqlite import SqliteStore
 
@@ -77,6 +77,9 @@ class ChainedLog:
         last = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         row: dict[str, object] = dict.fromkeys(FIELDS)
         row.update(values)
+        for field in REALS:
+            if row[field] is not None:
+                row[field] = float(row[field])  # type: ignore[arg-type]
         row["seq"] = 1 if last is None else last["seq"] + 1
         row["ts"] = now()
         row["prev_hash"] = GENESIS if last is None else last["hash"]

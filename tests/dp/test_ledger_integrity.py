@@ -9,7 +9,7 @@ import pytest
 
 from dp.budget import PrivacyCost
 from dp.errors import BudgetExceededError, ConfigError, LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
 from dp.ledger.summary import spending_summary
 
 ONE = PrivacyCost(epsilon=1.0)
@@ -230,3 +230,15 @@ def test_eight_first_runs_at_once_on_a_missing_ledger(tmp_path: Path) -> None:
     assert results == ["granted"] * 2 + ["refused"] * 6
     assert Ledger(path).verify().ok
     assert not [p for p in Path(path).parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_integer_sensitivity_keeps_the_chain_verifiable(tmp_path: Path) -> None:
+    # A REAL column reads back 2 as 2.0: the hash must be of the stored value, not the given one.
+    led = Ledger(tmp_path / "l.sqlite")
+    _reserve(led, "r1", eps=0.5)
+    release = ReleaseRecord(
+        name="q", kind="workload", mechanism="laplace", cost=PrivacyCost(epsilon=0.5), sensitivity=2
+    )
+    led.record_releases(run_id="r1", releases=[release])
+    assert led.verify().ok
+    led.commit(run_id="r1", output_hash="h")  # a write re-verifies the rows since the checkpoint
