@@ -6,6 +6,11 @@ it: no TCP port (a Unix socket in that folder only), trust authentication, and d
 it installs Debian's ``postgresql`` once (``apt-get``, idempotent and serialized between test
 processes by a file lock); as root, the server runs as the ``postgres`` user, because PostgreSQL
 refuses to run as root. Use it from a conftest with ``from tests.pg import postgres``.
+
+Not the ``pgserver`` wheel, which does run as root here: to do so it adds a system user and
+opens every parent folder of its data and of the virtualenv up to ``/`` to other users, its
+server start has a fixed 10 s limit (tight on two loaded cores), and it bundles its own server
+build; Debian's server is part of the machine image and takes ~1 s to start.
 """
 
 from __future__ import annotations

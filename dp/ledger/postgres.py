@@ -28,7 +28,7 @@ from psycopg.rows import dict_row, tuple_row
 
 from dp.errors import LedgerError
 from dp.ledger.chain import schema
-from dp.ledger.store import Connection, check_format
+from dp.ledger.store import Connection, NoLedgerError, check_format
 
 __all__ = ["PostgresStore", "display_url"]
 
@@ -111,7 +111,7 @@ class PostgresStore:
             relations = [r["name"] for r in con.execute(_RELATIONS)]
             if not relations:
                 if not create:
-                    raise LedgerError(f"no ledger at {self.name} (schema {row['name']} is empty)")
+                    raise NoLedgerError(f"no ledger at {self.name} (schema {row['name']} is empty)")
                 for statement in SCHEMA:
                     con.execute(statement)
             elif not {"entries", "meta"} <= set(relations):

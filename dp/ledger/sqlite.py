@@ -20,7 +20,7 @@ from typing import Any
 
 from dp.errors import LedgerError
 from dp.ledger.chain import schema
-from dp.ledger.store import Connection, check_format
+from dp.ledger.store import Connection, NoLedgerError, check_format
 
 __all__ = ["SqliteStore"]
 
@@ -66,7 +66,7 @@ class SqliteStore:
         self.timeout = timeout
         if not self.path.exists():
             if not create:
-                raise LedgerError(f"no ledger at {self.path}")
+                raise NoLedgerError(f"no ledger at {self.path}")
             self._create()
         self._check_format()
 

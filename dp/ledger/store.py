@@ -20,10 +20,24 @@ from typing import Any, Protocol
 from dp.errors import LedgerError
 from dp.ledger.chain import FORMAT
 
-__all__ = ["URL_SCHEMES", "Connection", "Cursor", "Row", "Store", "check_format", "open_store"]
+__all__ = [
+    "URL_SCHEMES",
+    "Connection",
+    "Cursor",
+    "NoLedgerError",
+    "Row",
+    "Store",
+    "check_format",
+    "ledger_location",
+    "open_store",
+]
 
 Row = dict[str, Any]
 URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+class NoLedgerError(LedgerError):
+    """There is no ledger yet (a missing file, an empty schema) and it was not to be created."""
 
 
 class Cursor(Protocol):
@@ -86,6 +100,32 @@ def check_format(name: str, found: object) -> None:
     raise LedgerError(f"{name} is not a dppub ledger (format {found!r})")
 
 
+def _is_url(location: str | Path) -> bool:
+    text = str(location)
+    if isinstance(location, str) and text.startswith(URL_SCHEMES):
+        return True
+    if text.startswith(("postgresql:", "postgres:")):
+        raise LedgerError(
+            f"{text} looks like a PostgreSQL URL that lost its '//' (passed as a path?): "
+            "give it as text, e.g. postgresql://user@host/db"
+        )
+    return False
+
+
+def ledger_location(location: str | Path) -> str:
+    """Where any process opens the ledger ``location`` names: a URL as given, a path absolute.
+
+    What ``dppub`` hands to its flows and scheduled runs, which may run in another folder.
+
+    >>> ledger_location("postgresql://ana@db/ledger")
+    'postgresql://ana@db/ledger'
+
+    Raises:
+        LedgerError: a PostgreSQL URL that lost its ``//`` (it went through ``Path``).
+    """
+    return str(location) if _is_url(location) else str(Path(location).resolve())
+
+
 def open_store(location: str | Path, *, timeout: float = 30.0, create: bool = True) -> Store:
     """The store at ``location``: a ``postgresql://`` URL, else a SQLite file path.
 
@@ -95,18 +135,13 @@ def open_store(location: str | Path, *, timeout: float = 30.0, create: bool = Tr
         create: create a missing ledger (False: a missing one is an error, e.g. for audits).
 
     Raises:
+        NoLedgerError: ``create`` is False and there is no ledger yet.
         LedgerError: the ledger cannot be opened or created, or is not a dppub ledger.
     """
-    text = str(location)
-    if isinstance(location, str) and text.startswith(URL_SCHEMES):
+    if _is_url(location):
         from dp.ledger.postgres import PostgresStore  # psycopg is imported only when used
 
-        return PostgresStore(text, timeout=timeout, create=create)
-    if text.startswith(("postgresql:", "postgres:")):
-        raise LedgerError(
-            f"{text} looks like a PostgreSQL URL that lost its '//' (passed as a path?): "
-            "give it as text, e.g. postgresql://user@host/db"
-        )
+        return PostgresStore(str(location), timeout=timeout, create=create)
     from dp.ledger.sqlite import SqliteStore
 
     return SqliteStore(location, timeout=timeout, create=create)

@@ -11,7 +11,15 @@ import pytest
 import dp.ledger.log
 from dp.budget import PrivacyCost
 from dp.errors import BudgetExceededError, LedgerError
-from dp.ledger import GENESIS, BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
+from dp.ledger import (
+    GENESIS,
+    BudgetPolicy,
+    DataIdentity,
+    Ledger,
+    NoLedgerError,
+    ReleaseRecord,
+    ledger_location,
+)
 from dp.ledger.postgres import display_url
 from dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
@@ -260,14 +268,30 @@ def test_an_empty_database_is_created_only_when_asked(postgres: PostgresServer) 
         assert con.execute("SELECT COUNT(*) FROM public.entries").fetchone() == (2,)
 
 
-def test_an_unreachable_server_and_a_url_given_as_a_path_are_one_line_errors(
-    tmp_path: Path,
+def test_a_missing_ledger_is_not_created_when_not_asked(ledger_factory: LedgerFactory) -> None:
+    with pytest.raises(NoLedgerError, match="no ledger at"):
+        ledger_factory(create=False)
+    with pytest.raises(NoLedgerError):  # still nothing there
+        ledger_factory(create=False)
+    assert ledger_factory().head() == (0, GENESIS)
+    assert ledger_factory(create=False).location == ledger_location(ledger_factory.location)
+
+
+def test_a_location_is_what_another_process_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert ledger_location("state/l.sqlite") == str(tmp_path / "state" / "l.sqlite")
+    url = "postgres://ana@db:5432/ledger?sslmode=require"
+    assert ledger_location(url) == url
+    with pytest.raises(LedgerError, match="lost its '//'"):
+        ledger_location(Path("postgresql://ana@db/ledger"))
+
+
+def test_an_unreachable_server_is_a_one_line_error_without_the_password(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match=r"cannot open ledger postgresql://u@/db\?host=") as err:
         Ledger(f"postgresql://u:secret@/db?host={tmp_path}", timeout=2)
     assert "secret" not in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(LedgerError, match="lost its '//'"):
-        Ledger(Path("postgresql://u@host/db"))
 
 
 def test_messages_never_show_a_password() -> None:
