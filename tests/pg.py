@@ -66,9 +66,13 @@ def _install() -> Path:
 
 
 class PostgresServer:
-    """A running server; :meth:`schema_url` and :meth:`database_url` give fresh ledgers."""
+    """A running server; :meth:`schema_url` and :meth:`database_url` give fresh ledgers.
 
-    def __init__(self) -> None:
+    Args:
+        durable: keep PostgreSQL's default ``fsync``/``synchronous_commit`` (for benchmarks).
+    """
+
+    def __init__(self, *, durable: bool = False) -> None:
         bindir = _bindir() or _install()
         # Under /tmp: the postgres user must reach it, and a socket path has ~100 characters.
         self.base = Path(tempfile.mkdtemp(prefix="dppub-pg-", dir="/tmp"))
@@ -83,10 +87,9 @@ class PostgresServer:
             *("-D", str(self.base / "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8"),
             "--no-sync",
         )
-        options = (
-            f"-c listen_addresses='' -c unix_socket_directories={self.base} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
+        options = f"-c listen_addresses='' -c unix_socket_directories={self.base}"
+        if not durable:  # the tests kill clients, never the server: durability costs only time
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             *self._pg_ctl, "-l", str(self.base / "log"), "-w", "-t", "120", "-o", options, "start"
         )

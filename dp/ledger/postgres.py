@@ -21,16 +21,15 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from dp.errors import LedgerError
 from dp.ledger.chain import schema
-from dp.ledger.store import Connection, NoLedgerError, check_format
+from dp.ledger.store import Connection, NoLedgerError, check_format, display_url
 
-__all__ = ["PostgresStore", "display_url"]
+__all__ = ["PostgresStore"]
 
 SCHEMA = schema(key="BIGINT", real="DOUBLE PRECISION")
 _CREATION_LOCK = int.from_bytes(b"dppubldg", "big")
@@ -51,18 +50,6 @@ def _reason(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def display_url(url: str) -> str:
-    """``url`` without its password (in the user part or a ``password=`` parameter)."""
-    parts = urlsplit(url)
-    netloc, query = parts.netloc, parts.query
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}@{netloc.rpartition('@')[2]}"
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(k == "password" for k, _ in pairs):
-        query = urlencode([(k, v) for k, v in pairs if k != "password"], safe="/")
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-
-
 class _Connection:
     """A :class:`dp.ledger.store.Connection` over one psycopg connection."""
 
@@ -80,8 +67,8 @@ class PostgresStore:
     """Connections to one PostgreSQL ledger.
 
     Args:
-        url: a ``postgresql://`` URL (libpq's syntax; a password is better kept in
-            ``PGPASSWORD`` or ``~/.pgpass`` than in the URL, which is passed to Prefect flows).
+        url: a ``postgresql://`` URL (libpq's syntax; see :func:`dp.ledger.store.ledger_location`
+            for why a password belongs in ``PGPASSWORD`` or ``~/.pgpass``, not in the URL).
         timeout: seconds to wait for the server, and for another process holding the write lock.
         create: create the ledger in an empty schema (False: a missing ledger is an error).
     """

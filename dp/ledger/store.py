@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from dp.errors import LedgerError
 from dp.ledger.chain import FORMAT
@@ -28,6 +29,7 @@ __all__ = [
     "Row",
     "Store",
     "check_format",
+    "display_url",
     "ledger_location",
     "open_store",
 ]
@@ -100,6 +102,18 @@ def check_format(name: str, found: object) -> None:
     raise LedgerError(f"{name} is not a dppub ledger (format {found!r})")
 
 
+def display_url(url: str) -> str:
+    """``url`` without its password (in the user part or a ``password=`` parameter)."""
+    parts = urlsplit(url)
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}@{netloc.rpartition('@')[2]}"
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(k == "password" for k, _ in pairs):
+        query = urlencode([(k, v) for k, v in pairs if k != "password"], safe="/")
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
 def _is_url(location: str | Path) -> bool:
     text = str(location)
     if isinstance(location, str) and text.startswith(URL_SCHEMES):
@@ -115,15 +129,26 @@ def _is_url(location: str | Path) -> bool:
 def ledger_location(location: str | Path) -> str:
     """Where any process opens the ledger ``location`` names: a URL as given, a path absolute.
 
-    What ``dppub`` hands to its flows and scheduled runs, which may run in another folder.
+    What ``dppub`` hands to its flows and scheduled runs, which may run in another folder. Those
+    are Prefect parameters, stored with every flow run and deployment, so a URL that holds a
+    password is refused: libpq reads it from ``PGPASSWORD``, ``~/.pgpass`` or ``PGPASSFILE``.
 
     >>> ledger_location("postgresql://ana@db/ledger")
     'postgresql://ana@db/ledger'
 
     Raises:
-        LedgerError: a PostgreSQL URL that lost its ``//`` (it went through ``Path``).
+        LedgerError: a URL with a password, or one that lost its ``//`` (it went through
+            ``Path``).
     """
-    return str(location) if _is_url(location) else str(Path(location).resolve())
+    if not _is_url(location):
+        return str(Path(location).resolve())
+    url = str(location)
+    if display_url(url) != url:
+        raise LedgerError(
+            f"{display_url(url)}: keep the password out of the ledger URL (runs record it); "
+            "give it in PGPASSWORD or ~/.pgpass"
+        )
+    return url
 
 
 def open_store(location: str | Path, *, timeout: float = 30.0, create: bool = True) -> Store:

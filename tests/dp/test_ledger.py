@@ -20,7 +20,7 @@ from dp.ledger import (
     ReleaseRecord,
     ledger_location,
 )
-from dp.ledger.postgres import display_url
+from dp.ledger.store import display_url
 from dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
 from tests.pg import PostgresServer
@@ -286,6 +286,9 @@ def test_a_location_is_what_another_process_opens(
     assert ledger_location(url) == url
     with pytest.raises(LedgerError, match="lost its '//'"):
         ledger_location(Path("postgresql://ana@db/ledger"))
+    with pytest.raises(LedgerError, match=r"^postgres://ana@db/l: keep the password out") as err:
+        ledger_location("postgres://ana:pw@db/l")
+    assert "pw" not in str(err.value)
 
 
 def test_an_unreachable_server_is_a_one_line_error_without_the_password(tmp_path: Path) -> None:
