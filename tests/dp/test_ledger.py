@@ -268,6 +268,22 @@ def test_an_empty_database_is_created_only_when_asked(postgres: PostgresServer) 
         assert con.execute("SELECT COUNT(*) FROM public.entries").fetchone() == (2,)
 
 
+def test_a_select_only_role_audits_and_cannot_write(postgres: PostgresServer) -> None:
+    url = postgres.schema_url()
+    _reserve(Ledger(url), "r1", 0.5)
+    role = f"auditor_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(
+            f"CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {url.rpartition('%3D')[2]} TO "
+            f"{role}; GRANT SELECT ON ALL TABLES IN SCHEMA {url.rpartition('%3D')[2]} TO {role}"
+        )
+    auditor = Ledger(url.replace("postgres@", f"{role}@"), create=False)
+    assert auditor.verify().ok
+    assert _spending(auditor)["spent_epsilon"] == pytest.approx(0.5)
+    with pytest.raises(LedgerError, match="permission denied for table entries"):
+        _reserve(auditor, "r2", 0.1)
+
+
 def test_a_missing_ledger_is_not_created_when_not_asked(ledger_factory: LedgerFactory) -> None:
     with pytest.raises(NoLedgerError, match="no ledger at"):
         ledger_factory(create=False)
