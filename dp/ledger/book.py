@@ -30,13 +30,8 @@ class Ledger:
     """A budget ledger: an embedded SQLite file, or a PostgreSQL database shared by hosts.
 
     Every write goes through :class:`dp.ledger.log.ChainedLog`, which refuses to write to a
-    damaged ledger; :meth:`verify` re-checks the whole chain.
-
-    Args:
-        location: a SQLite file path, or a ``postgresql://`` URL (given as text); see
-            :func:`dp.ledger.store.open_store`.
-        timeout: seconds to wait for the server, or for another process holding the write lock.
-        create: create a missing ledger (False: a missing one is an error, e.g. for audits).
+    damaged ledger; :meth:`verify` re-checks the whole chain. ``location`` (a path, or a
+    ``postgresql://`` URL as text), ``timeout`` and ``create``: see :func:`open_store`.
     """
 
     def __init__(self, location: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
@@ -47,11 +42,6 @@ class Ledger:
     def name(self) -> str:
         """The ledger's name in messages (a URL without its password)."""
         return self.store.name
-
-    @property
-    def location(self) -> str:
-        """What another process (a Prefect flow, a worker) passes to open this ledger."""
-        return self.store.location
 
     # -- datasets ------------------------------------------------------------------------------
 

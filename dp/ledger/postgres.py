@@ -83,10 +83,6 @@ class PostgresStore:
     def name(self) -> str:
         return self._name
 
-    @property
-    def location(self) -> str:
-        return self.url
-
     def _open(self, create: bool) -> None:
         with self.connect() as con, con.raw.transaction():
             con.execute("SELECT pg_advisory_xact_lock(?)", (_CREATION_LOCK,))

@@ -74,10 +74,6 @@ class SqliteStore:
     def name(self) -> str:
         return str(self.path)
 
-    @property
-    def location(self) -> str:
-        return str(self.path.resolve())
-
     def _create(self) -> None:
         parent = self.path.parent
         if parent.exists() and not parent.is_dir():

@@ -72,11 +72,6 @@ class Store(Protocol):
         """The ledger's name in messages (a URL never shows its password)."""
         ...
 
-    @property
-    def location(self) -> str:
-        """What another process passes to open the same ledger (an absolute path or the URL)."""
-        ...
-
     def connect(self) -> AbstractContextManager[Connection]:
         """A connection in autocommit mode; storage errors become one-line LedgerErrors."""
         ...
