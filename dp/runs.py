@@ -266,7 +266,7 @@ def check_publications(ledger: Ledger, dataset_dir: Path) -> None:
     if missing:
         seq, _ = missing[0]
         raise LedgerError(
-            f"ledger {ledger.path} lacks entry {seq} that the publication "
+            f"ledger {ledger.name} lacks entry {seq} that the publication "
             f"{seen[missing[0]]} recorded: the ledger was cut short, replaced or recreated; "
             "restore it from a copy (nothing was reserved)"
         )

@@ -24,6 +24,10 @@ chain from the last verified checkpoint and refuses to write to a damaged ledger
 :meth:`Ledger.verify` re-checks every row. Deleting rows at the *end* is only detectable against
 a head kept elsewhere, so every run's manifest records the head it saw, and a new run refuses
 while a published manifest references entries the ledger lacks.
+
+The ledger lives in an embedded SQLite file (the default: one host) or in a PostgreSQL database
+that runs on several hosts share (a ``postgresql://`` URL); both keep the same rows and hashes
+behind one store interface (:mod:`dp.ledger.store`).
 """
 
 from dp.ledger.book import Ledger
@@ -36,6 +40,7 @@ from dp.ledger.records import (
     Reservation,
     check_run_id,
 )
+from dp.ledger.store import NoLedgerError, ledger_location
 
 __all__ = [
     "GENESIS",
@@ -45,7 +50,9 @@ __all__ = [
     "DataIdentity",
     "Declaration",
     "Ledger",
+    "NoLedgerError",
     "ReleaseRecord",
     "Reservation",
     "check_run_id",
+    "ledger_location",
 ]

@@ -6,7 +6,6 @@ See :mod:`dp.ledger` for the event model and its guarantees.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -19,29 +18,30 @@ from dp.ledger.datasets import amendment_row, check_declared, current_declaratio
 from dp.ledger.log import ChainedLog
 from dp.ledger.policy import BudgetPolicy, DataIdentity
 from dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
-from dp.ledger.sqlite import SqliteStore
+from dp.ledger.store import Connection, Row, Store, open_store
 from dp.periods import next_period_start, period_label
 
 __all__ = ["Ledger"]
 
-Row = sqlite3.Row
 _STATE = {"commit": "committed", "charge": "charged", "abort": "aborted"}
 
 
 class Ledger:
-    """A budget ledger (an embedded SQLite file; see :class:`dp.ledger.sqlite.SqliteStore`).
+    """A budget ledger: an embedded SQLite file, or a PostgreSQL database shared by hosts.
 
     Every write goes through :class:`dp.ledger.log.ChainedLog`, which refuses to write to a
-    damaged ledger; :meth:`verify` re-checks the whole chain.
+    damaged ledger; :meth:`verify` re-checks the whole chain. ``location`` (a path, or a
+    ``postgresql://`` URL as text), ``timeout`` and ``create``: see :func:`open_store`.
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
-        self.store = SqliteStore(path, timeout=timeout, create=create)
+    def __init__(self, location: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
+        self.store: Store = open_store(location, timeout=timeout, create=create)
         self.log = ChainedLog(self.store)
 
     @property
-    def path(self) -> Path:
-        return self.store.path
+    def name(self) -> str:
+        """The ledger's name in messages (a URL without its password)."""
+        return self.store.name
 
     # -- datasets ------------------------------------------------------------------------------
 
@@ -86,19 +86,20 @@ class Ledger:
 
     @staticmethod
     def _spent(
-        con: sqlite3.Connection, key: str, *, scope: str | None = None, period: str | None = None
+        con: Connection, key: str, *, scope: str | None = None, period: str | None = None
     ) -> PrivacyCost:
         """What runs of identity ``key`` cost: a run's terminal row if it ended, else its hold."""
-        eps, delta = con.execute(
-            f"""SELECT COALESCE(SUM(COALESCE(t.epsilon, r.epsilon)), 0),
-                       COALESCE(SUM(COALESCE(t.delta, r.delta)), 0)
+        (row,) = con.execute(
+            f"""SELECT COALESCE(SUM(COALESCE(t.epsilon, r.epsilon)), 0) AS epsilon,
+                       COALESCE(SUM(COALESCE(t.delta, r.delta)), 0) AS delta
                 FROM entries r LEFT JOIN entries t
                   ON t.run_id = r.run_id AND t.event IN {TERMINAL}
                 WHERE r.event = 'reserve' AND r.source = ?
-                  AND (? IS NULL OR r.scope = ?) AND (? IS NULL OR r.period = ?)""",
+                  AND (CAST(? AS TEXT) IS NULL OR r.scope = ?)
+                  AND (CAST(? AS TEXT) IS NULL OR r.period = ?)""",
             (key, scope, scope, period, period),
-        ).fetchone()
-        return PrivacyCost(epsilon=float(eps), delta=float(delta))
+        ).fetchall()
+        return PrivacyCost(epsilon=float(row["epsilon"]), delta=float(row["delta"]))
 
     def remaining(
         self, *, data: DataIdentity, policy: BudgetPolicy, when: datetime | None = None
@@ -128,7 +129,7 @@ class Ledger:
     # -- runs ----------------------------------------------------------------------------------
 
     @staticmethod
-    def _run_events(con: sqlite3.Connection, run_id: str) -> set[str]:
+    def _run_events(con: Connection, run_id: str) -> set[str]:
         rows = con.execute("SELECT DISTINCT event FROM entries WHERE run_id = ?", (run_id,))
         return {r["event"] for r in rows}
 
@@ -180,7 +181,7 @@ class Ledger:
             )
             return policy.total - (spent + cost)
 
-    def _reservation_row(self, con: sqlite3.Connection, run_id: str) -> Row:
+    def _reservation_row(self, con: Connection, run_id: str) -> Row:
         row: Row | None = con.execute(
             "SELECT * FROM entries WHERE run_id = ? AND event = 'reserve'", (run_id,)
         ).fetchone()
@@ -188,7 +189,7 @@ class Ledger:
             raise LedgerError(f"run {run_id!r} has no reservation")
         return row
 
-    def _pending(self, con: sqlite3.Connection, run_id: str, action: str) -> tuple[Row, set[str]]:
+    def _pending(self, con: Connection, run_id: str, action: str) -> tuple[Row, set[str]]:
         res = self._reservation_row(con, run_id)
         events = self._run_events(con, run_id)
         ended = events.intersection(TERMINAL)
@@ -289,7 +290,7 @@ class Ledger:
         return held, compose(planned)
 
     @staticmethod
-    def _drawn(con: sqlite3.Connection, run_id: str) -> list[PlannedCost]:
+    def _drawn(con: Connection, run_id: str) -> list[PlannedCost]:
         rows = con.execute(
             "SELECT * FROM entries WHERE run_id = ? AND event = 'draw' AND is_dp = 1 ORDER BY seq",
             (run_id,),
@@ -398,11 +399,11 @@ class Ledger:
                            COALESCE(t.event, 'pending') AS state
                     FROM entries r LEFT JOIN entries t
                       ON t.run_id = r.run_id AND t.event IN {TERMINAL}
-                    WHERE r.event = 'reserve' AND (? IS NULL OR r.source = ?)
+                    WHERE r.event = 'reserve' AND (CAST(? AS TEXT) IS NULL OR r.source = ?)
                     ORDER BY r.seq""",
                 (key, key),
             ).fetchall()
-        return [{**dict(r), "state": _STATE.get(r["state"], "pending")} for r in rows]
+        return [{**r, "state": _STATE.get(r["state"], "pending")} for r in rows]
 
     def history(self, key: str | None = None) -> list[dict[str, object]]:
         """Every reservation, draw and release row, oldest first, with its run's state."""
@@ -415,11 +416,11 @@ class Ledger:
                     JOIN entries r ON r.run_id = e.run_id AND r.event = 'reserve'
                     LEFT JOIN entries t ON t.run_id = e.run_id AND t.event IN {TERMINAL}
                     WHERE e.event IN ('reserve', 'draw', 'release')
-                      AND (? IS NULL OR e.source = ?)
+                      AND (CAST(? AS TEXT) IS NULL OR e.source = ?)
                     ORDER BY e.seq""",
                 (key, key),
             ).fetchall()
-        return [{**dict(r), "state": _STATE.get(r["state"], "pending")} for r in rows]
+        return [{**r, "state": _STATE.get(r["state"], "pending")} for r in rows]
 
 
 def _check_fits(

@@ -20,11 +20,12 @@ __all__ = [
     "FIELDS",
     "FORMAT",
     "GENESIS",
-    "SCHEMA",
+    "REALS",
     "TERMINAL",
     "now",
     "partition_text",
     "row_hash",
+    "schema",
     "verify_rows",
 ]
 
@@ -55,6 +56,9 @@ FIELDS = (
     "note",
     "prev_hash",
 )
+REALS = ("epsilon", "delta", "sensitivity", "budget_epsilon", "budget_delta")
+"""The floating-point columns: stored as 64-bit floats, so hashed as floats (``2`` reads back
+as ``2.0``, whose canonical JSON differs)."""
 EVENTS = ("declare", "amend", "reserve", "draw", "release", "commit", "charge", "abort")
 """``declare``/``amend``: a dataset's identity and budget policy; ``reserve``: a run holds its
 planned cost; ``draw``: a release is about to draw noise on private data; ``release``: a computed
@@ -62,22 +66,34 @@ release at composition; ``commit``/``charge``/``abort``: how a run ended (publis
 but published nothing; drew nothing). A run's terminal row carries what it finally costs."""
 TERMINAL = ("commit", "charge", "abort")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (
-    seq INTEGER PRIMARY KEY, ts TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ({", ".join(f"'{e}'" for e in EVENTS)})),
+
+
+def schema(*, key: str, real: str) -> list[str]:
+    """The ledger's tables, as SQL statements that create what is missing.
+
+    Args:
+        key: the sequence number's type (SQLite: ``INTEGER``, the row id; PostgreSQL:
+            ``BIGINT``).
+        real: the 64-bit float type (SQLite: ``REAL``; PostgreSQL: ``DOUBLE PRECISION``, as its
+            ``REAL`` has 32 bits and would change the values, and so the hashes).
+    """
+    events = ", ".join(f"'{e}'" for e in EVENTS)
+    return [
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS entries (
+    seq {key} PRIMARY KEY, ts TEXT NOT NULL, event TEXT NOT NULL CHECK (event IN ({events})),
     dataset TEXT NOT NULL, source TEXT NOT NULL, scope TEXT, run_id TEXT,
     release TEXT, kind TEXT, mechanism TEXT,
-    epsilon REAL NOT NULL, delta REAL NOT NULL, sensitivity REAL, partition TEXT,
-    is_dp INTEGER NOT NULL, budget_epsilon REAL, budget_delta REAL, period TEXT, location TEXT,
-    config_hash TEXT, output_hash TEXT, note TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event);
-CREATE INDEX IF NOT EXISTS entries_source ON entries (source, event);
-CREATE INDEX IF NOT EXISTS entries_name ON entries (dataset, event);
-INSERT OR IGNORE INTO meta VALUES ('format', '{FORMAT}');
-"""
+    epsilon {real} NOT NULL, delta {real} NOT NULL, sensitivity {real}, partition TEXT,
+    is_dp INTEGER NOT NULL, budget_epsilon {real}, budget_delta {real}, period TEXT,
+    location TEXT, config_hash TEXT, output_hash TEXT, note TEXT, prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS entries_run ON entries (run_id, event)",
+        "CREATE INDEX IF NOT EXISTS entries_source ON entries (source, event)",
+        "CREATE INDEX IF NOT EXISTS entries_name ON entries (dataset, event)",
+        f"INSERT INTO meta VALUES ('format', '{FORMAT}') ON CONFLICT (key) DO NOTHING",
+    ]
 
 
 def now() -> str:

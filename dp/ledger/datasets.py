@@ -9,12 +9,12 @@ the data, points a known name at other data, or edits the budget is refused.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 
 from dp.errors import ConfigError, LedgerError
 from dp.ledger.policy import BudgetPolicy, DataIdentity
 from dp.ledger.records import Declaration
+from dp.ledger.store import Connection
 
 __all__ = ["amendment_row", "check_declared", "current_declarations", "identity_key", "note"]
 
@@ -26,7 +26,7 @@ def note(**values: object) -> str:
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
-def current_declarations(con: sqlite3.Connection) -> dict[str, Declaration]:
+def current_declarations(con: Connection) -> dict[str, Declaration]:
     """The current declaration of every data identity, by identity key, oldest first."""
     rows = con.execute(
         """SELECT * FROM entries WHERE seq IN (SELECT MAX(seq) FROM entries
@@ -35,7 +35,7 @@ def current_declarations(con: sqlite3.Connection) -> dict[str, Declaration]:
     return {r["source"]: Declaration.from_row(r) for r in rows}
 
 
-def identity_key(con: sqlite3.Connection, data: DataIdentity) -> str | None:
+def identity_key(con: Connection, data: DataIdentity) -> str | None:
     """The key of the identity whose current path is ``data.source`` (None: not declared)."""
     return next((k for k, d in current_declarations(con).items() if d.path == data.source), None)
 
@@ -57,7 +57,7 @@ def _row(
 
 
 def check_declared(
-    con: sqlite3.Connection, append: Append, data: DataIdentity, policy: BudgetPolicy
+    con: Connection, append: Append, data: DataIdentity, policy: BudgetPolicy
 ) -> str:
     """The identity key of ``data``: declared now if new, refused if the config disagrees.
 
@@ -89,7 +89,7 @@ def check_declared(
 
 
 def amendment_row(
-    con: sqlite3.Connection, data: DataIdentity, policy: BudgetPolicy, *, who: str, why: str
+    con: Connection, data: DataIdentity, policy: BudgetPolicy, *, who: str, why: str
 ) -> tuple[str, dict[str, object]]:
     """The identity key and the ``amend`` row recording a change to ``data``'s declaration.
 

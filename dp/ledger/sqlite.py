@@ -13,20 +13,43 @@ import contextlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from dp.errors import LedgerError
-from dp.ledger.chain import FORMAT, SCHEMA
+from dp.ledger.chain import schema
+from dp.ledger.store import Connection, NoLedgerError, check_format
 
 __all__ = ["SqliteStore"]
+
+SCHEMA = schema(key="INTEGER", real="REAL")
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
+
+
+class _Connection:
+    """A :class:`dp.ledger.store.Connection` over one ``sqlite3`` connection."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self._con = con
+
+    def execute(self, sql: str, params: Sequence[object] = (), /) -> sqlite3.Cursor:
+        return self._con.execute(sql, params)
+
+    def tuples(self, sql: str, params: Sequence[object] = (), /) -> sqlite3.Cursor:
+        cursor = self._con.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params)
 
 
 class SqliteStore:
@@ -43,7 +66,7 @@ class SqliteStore:
         self.timeout = timeout
         if not self.path.exists():
             if not create:
-                raise LedgerError(f"no ledger at {self.path}")
+                raise NoLedgerError(f"no ledger at {self.path}")
             self._create()
         self._check_format()
 
@@ -61,7 +84,8 @@ class SqliteStore:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
                 con.execute("PRAGMA journal_mode=WAL")  # persistent: stored in the file
-                con.executescript(SCHEMA)
+                for statement in SCHEMA:
+                    con.execute(statement)
             finally:
                 con.close()
             with tmp.open("rb") as fh:
@@ -89,27 +113,20 @@ class SqliteStore:
                 row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
-        found = None if row is None else row[0]
-        if found != FORMAT:
-            if isinstance(found, str) and found.startswith("dppub-ledger/"):
-                raise LedgerError(
-                    f"{self.path} is a ledger of another dppub version (format {found}); "
-                    f"this version reads {FORMAT}"
-                )
-            raise LedgerError(f"{self.path} is not a dppub ledger (format {found!r})")
+        check_format(str(self.path), None if row is None else row["value"])
 
     @contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection in autocommit mode with rows addressable by column name."""
+    def connect(self) -> Iterator[Connection]:
+        """A connection in autocommit mode with rows as dicts."""
         try:
             con = sqlite3.connect(
                 f"file:{self.path}?mode=rw", uri=True, timeout=self.timeout, isolation_level=None
             )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
-        con.row_factory = sqlite3.Row
+        con.row_factory = _dict_row
         try:
-            yield con
+            yield _Connection(con)
         except sqlite3.OperationalError as exc:
             raise LedgerError(f"ledger {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
@@ -118,8 +135,9 @@ class SqliteStore:
             con.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An exclusive write transaction: other writers wait, readers see the old state."""
+    def transaction(self) -> Iterator[Connection]:
+        """An exclusive write transaction (``BEGIN IMMEDIATE``): other writers wait, readers
+        (WAL) see the last committed state."""
         with self.connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:

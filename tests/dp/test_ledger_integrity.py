@@ -1,7 +1,6 @@
 """The budget is a lifetime total on the data, and a damaged ledger is never trusted."""
 
 import multiprocessing as mp
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,8 +8,9 @@ import pytest
 
 from dp.budget import PrivacyCost
 from dp.errors import BudgetExceededError, ConfigError, LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
 from dp.ledger.summary import spending_summary
+from tests.dp.conftest import LedgerFactory
 
 ONE = PrivacyCost(epsilon=1.0)
 DATA = DataIdentity(name="d", source="/data/d.parquet")
@@ -46,16 +46,18 @@ EDITS = {
 
 
 @pytest.mark.parametrize("edit", list(EDITS))
-def test_a_config_edit_is_refused_with_one_line_naming_it(tmp_path: Path, edit: str) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_config_edit_is_refused_with_one_line_naming_it(
+    ledger_factory: LedgerFactory, edit: str
+) -> None:
+    led = ledger_factory()
     _reserve(led, "r1")
     with pytest.raises(ConfigError, match="differs from what the ledger recorded: ") as err:
         _reserve(led, "r2", policy=EDITS[edit])
     assert "\n" not in str(err.value) and "dppub budget amend" in str(err.value)
 
 
-def test_renaming_or_repointing_the_data_is_refused(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_renaming_or_repointing_the_data_is_refused(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     _reserve(led, "r1")
     with pytest.raises(ConfigError, match=r"name 'd' -> 'renamed'"):
         _reserve(led, "r2", data=DataIdentity(name="renamed", source=DATA.source))
@@ -63,9 +65,11 @@ def test_renaming_or_repointing_the_data_is_refused(tmp_path: Path) -> None:
         _reserve(led, "r3", data=DataIdentity(name="d", source="/data/other.parquet"))
 
 
-def test_eight_runs_of_epsilon_one_under_every_edit_spend_one(tmp_path: Path) -> None:
+def test_eight_runs_of_epsilon_one_under_every_edit_spend_one(
+    ledger_factory: LedgerFactory,
+) -> None:
     # The attack of the report: budget 1, eight runs of epsilon 1 under edited configs.
-    led = Ledger(tmp_path / "l.sqlite")
+    led = ledger_factory()
     attempts = [
         (DATA, BudgetPolicy(total=ONE)),
         (DATA, BudgetPolicy(total=ONE, per="minute", renew=True)),
@@ -87,8 +91,8 @@ def test_eight_runs_of_epsilon_one_under_every_edit_spend_one(tmp_path: Path) ->
     assert spending_summary(led)["d"]["lifetime_spent_epsilon"] == pytest.approx(1.0)
 
 
-def test_an_amendment_is_recorded_and_keeps_the_spending(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_an_amendment_is_recorded_and_keeps_the_spending(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     _reserve(led, "r1", eps=0.75)
     bigger = BudgetPolicy(total=PrivacyCost(epsilon=2.0))
     renamed = DataIdentity(name="census", source=DATA.source)
@@ -110,8 +114,10 @@ def test_an_amendment_is_recorded_and_keeps_the_spending(tmp_path: Path) -> None
         led.amend(data=DataIdentity(name="x", source="/y"), policy=bigger, who="a", why="b")
 
 
-def test_a_cap_limits_a_period_and_the_lifetime_total_still_binds(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_cap_limits_a_period_and_the_lifetime_total_still_binds(
+    ledger_factory: LedgerFactory,
+) -> None:
+    led = ledger_factory()
     policy = BudgetPolicy(total=PrivacyCost(epsilon=1.5), per="month", cap=PrivacyCost(epsilon=1.0))
     nov, dec, jan = (datetime(y, m, 3, tzinfo=UTC) for y, m in ((2026, 11), (2026, 12), (2027, 1)))
     _reserve(led, "a", policy=policy, eps=0.75, when=nov)
@@ -122,8 +128,8 @@ def test_a_cap_limits_a_period_and_the_lifetime_total_still_binds(tmp_path: Path
         _reserve(led, "d", policy=policy, eps=0.5, when=jan)  # a new month, the lifetime is spent
 
 
-def test_a_renewing_budget_is_per_period_of_disjoint_data(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_renewing_budget_is_per_period_of_disjoint_data(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     data = DataIdentity(name="d", source="/data/{period}/d.parquet")
     policy = BudgetPolicy(total=ONE, per="month", renew=True)
     nov, dec = datetime(2026, 11, 3, tzinfo=UTC), datetime(2026, 12, 3, tzinfo=UTC)
@@ -145,8 +151,8 @@ def test_policies_that_do_not_say_what_a_period_does_are_refused() -> None:
         BudgetPolicy(total=ONE, per="day", cap=PrivacyCost(epsilon=2.0))
 
 
-def test_a_delta_zero_budget_refuses_any_delta(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_delta_zero_budget_refuses_any_delta(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     with pytest.raises(BudgetExceededError, match="requested epsilon=0.1 delta=1e-12"):
         led.reserve(
             run_id="r",
@@ -160,33 +166,26 @@ def test_a_delta_zero_budget_refuses_any_delta(tmp_path: Path) -> None:
 # -- a damaged ledger is never trusted ------------------------------------------------------------
 
 
-def _sql(path: Path, statement: str) -> None:
-    with sqlite3.connect(path) as con:
-        con.execute(statement)
-
-
-def test_a_sign_flipped_cost_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    led = Ledger(path)
+def test_a_sign_flipped_cost_is_refused(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     _reserve(led, "r1", eps=0.5)
     _reserve(led, "r2", eps=0.25)
     # Flip the first reservation to -0.5: without the checks it would free a whole epsilon.
-    _sql(path, "UPDATE entries SET epsilon = -epsilon WHERE run_id = 'r1'")
+    ledger_factory.sql("UPDATE entries SET epsilon = -epsilon WHERE run_id = 'r1'")
     with pytest.raises(LedgerError, match="is damaged .*negative or non-finite cost"):
         _reserve(led, "r3", eps=0.25)
     # Repaired, then the last (checkpoint) row edited to a small positive cost: its hash.
-    _sql(path, "UPDATE entries SET epsilon = 0.5 WHERE run_id = 'r1'")
-    _sql(path, "UPDATE entries SET epsilon = 0.01 WHERE run_id = 'r2'")
+    ledger_factory.sql("UPDATE entries SET epsilon = 0.5 WHERE run_id = 'r1'")
+    ledger_factory.sql("UPDATE entries SET epsilon = 0.01 WHERE run_id = 'r2'")
     with pytest.raises(LedgerError, match="contents do not match its hash|missing or altered"):
         _reserve(led, "r3", eps=0.25)
 
 
-def test_a_cut_off_tail_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    led = Ledger(path)
+def test_a_cut_off_tail_is_refused(ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     _reserve(led, "r1", eps=0.5)
     _reserve(led, "r2", eps=0.5)
-    _sql(path, "DELETE FROM entries WHERE run_id = 'r2'")  # the chain alone still verifies
+    ledger_factory.sql("DELETE FROM entries WHERE run_id = 'r2'")  # the chain alone still verifies
     assert led.verify().ok
     with pytest.raises(LedgerError, match="verified row .* is missing or altered"):
         _reserve(led, "r3", eps=0.5)
@@ -216,8 +215,8 @@ def _first_run(
         out.put(f"error: {exc}")
 
 
-def test_eight_first_runs_at_once_on_a_missing_ledger(tmp_path: Path) -> None:
-    path = str(tmp_path / "new" / "l.sqlite")
+def test_eight_first_runs_at_once_on_a_missing_ledger(ledger_factory: LedgerFactory) -> None:
+    path = ledger_factory.location
     ctx = mp.get_context("fork")
     n = 8
     barrier, out = ctx.Barrier(n), ctx.Queue()
@@ -229,4 +228,19 @@ def test_eight_first_runs_at_once_on_a_missing_ledger(tmp_path: Path) -> None:
     results = sorted(out.get(timeout=5) for _ in range(n))
     assert results == ["granted"] * 2 + ["refused"] * 6
     assert Ledger(path).verify().ok
-    assert not [p for p in Path(path).parent.iterdir() if p.name.endswith(".tmp")]
+    if ledger_factory.backend == "sqlite":
+        assert not [p for p in Path(path).parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_integer_sensitivity_keeps_the_chain_verifiable(
+    ledger_factory: LedgerFactory,
+) -> None:
+    # A REAL column reads back 2 as 2.0: the hash must be of the stored value, not the given one.
+    led = ledger_factory()
+    _reserve(led, "r1", eps=0.5)
+    release = ReleaseRecord(
+        name="q", kind="workload", mechanism="laplace", cost=PrivacyCost(epsilon=0.5), sensitivity=2
+    )
+    led.record_releases(run_id="r1", releases=[release])
+    assert led.verify().ok
+    led.commit(run_id="r1", output_hash="h")  # a write re-verifies the rows since the checkpoint

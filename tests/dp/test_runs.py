@@ -2,7 +2,6 @@
 
 import errno
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
 from dp.ledger.summary import spending_summary
 from dp.periods import next_period_start
 from dp.runs import Run, RunPlan, recover
+from tests.dp.conftest import LedgerFactory
 
 BUDGET = PrivacyCost(epsilon=1.0)
 COST = PrivacyCost(epsilon=0.6)
@@ -52,8 +52,8 @@ def _spent(led: Ledger) -> float:
     return float(spending_summary(led)["d"]["lifetime_spent_epsilon"])
 
 
-def test_a_run_publishes_and_commits(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_run_publishes_and_commits(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     with Run.open(led, tmp_path / "out", _plan()) as run:
         _publish(run, [_record(run, "a", 0.4), _record(run, "b", 0.2)])
     assert led.reservation(run.run_id).state == "committed"
@@ -63,7 +63,7 @@ def test_a_run_publishes_and_commits(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fault", ["eio", "interrupt"])
 def test_a_fault_after_the_rename_commits_never_refunds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+    tmp_path: Path, ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     # The rename happened: the run is public. An I/O error from the folder's fsync or a
     # Ctrl-C right after it must leave the ledger counting the run.
@@ -74,7 +74,7 @@ def test_a_fault_after_the_rename_commits_never_refunds(
             raise KeyboardInterrupt
 
     monkeypatch.setattr(dp.publication, "fault_point", fail_after_rename)
-    led = Ledger(tmp_path / "l.sqlite")
+    led = ledger_factory()
     with (
         pytest.raises(OSError if fault == "eio" else KeyboardInterrupt),
         Run.open(led, tmp_path / "out", _plan()) as run,
@@ -100,8 +100,10 @@ def _flaky(led: Ledger, out: Path, draws: dict[str, float]) -> Run:
     return run
 
 
-def test_a_run_that_drew_noise_and_failed_is_charged_for_its_draws(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_run_that_drew_noise_and_failed_is_charged_for_its_draws(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    led = ledger_factory()
     run = _flaky(led, tmp_path / "out", {"a": 0.4})
     assert led.reservation(run.run_id).state == "charged"
     assert _spent(led) == pytest.approx(0.4)  # what it drew, not the 0.6 it planned
@@ -115,15 +117,17 @@ def test_a_run_that_drew_noise_and_failed_is_charged_for_its_draws(tmp_path: Pat
         pass
 
 
-def test_a_run_that_drew_nothing_is_aborted_at_no_cost(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_run_that_drew_nothing_is_aborted_at_no_cost(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    led = ledger_factory()
     run = _flaky(led, tmp_path / "out", {})
     assert led.reservation(run.run_id).state == "aborted"
     assert _spent(led) == 0.0
 
 
-def test_a_release_is_drawn_once(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_release_is_drawn_once(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
     with run:
         assert run.staging.attempt("a", PrivacyCost(epsilon=0.3)) is None
@@ -136,8 +140,10 @@ def test_a_release_is_drawn_once(tmp_path: Path) -> None:
         led.draw(run_id=run.run_id, release="b", cost=PrivacyCost(epsilon=0.1))
 
 
-def test_recover_settles_dead_runs_by_what_is_on_disk(tmp_path: Path) -> None:
-    led, out = Ledger(tmp_path / "l.sqlite"), tmp_path / "out"
+def test_recover_settles_dead_runs_by_what_is_on_disk(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    led, out = ledger_factory(), tmp_path / "out"
     plan = _plan(policy=BudgetPolicy(total=PrivacyCost(epsilon=10.0)))
     published, drew, idle, alive = runs = [Run.open(led, out, plan) for _ in range(4)]
     for r in runs:
@@ -160,8 +166,8 @@ def test_recover_settles_dead_runs_by_what_is_on_disk(tmp_path: Path) -> None:
     alive.close()
 
 
-def test_attach_checks_state_and_plan(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_attach_checks_state_and_plan(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
     attached = Run.attach(led, tmp_path / "out", _plan(), run.run_id)
     assert attached.remaining.epsilon == pytest.approx(0.4)
@@ -173,8 +179,10 @@ def test_attach_checks_state_and_plan(tmp_path: Path) -> None:
     run.close()
 
 
-def test_a_capped_period_names_when_the_next_opens(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_a_capped_period_names_when_the_next_opens(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    led = ledger_factory()
     policy = BudgetPolicy(total=PrivacyCost(epsilon=4.0), per="year", cap=PrivacyCost(epsilon=0.7))
     first = Run.open(led, tmp_path / "out", _plan(policy=policy))
     opens = next_period_start("year")
@@ -194,36 +202,37 @@ def _published_run(led: Ledger, out: Path, plan: RunPlan | None = None) -> Run:
 
 
 def test_a_truncated_replaced_or_deleted_ledger_refuses_while_publications_reference_it(
-    tmp_path: Path,
+    tmp_path: Path, ledger_factory: LedgerFactory
 ) -> None:
-    path, out = tmp_path / "l.sqlite", tmp_path / "out"
+    out = tmp_path / "out"
     plan = _plan(PrivacyCost(epsilon=0.3))
-    led = Ledger(path)
+    led = ledger_factory()
     _published_run(led, out, plan)
     _published_run(led, out, plan)
-    backup = path.read_bytes()
+    backup = ledger_factory.snapshot()
     # Cut the last run's rows off and reset the checkpoint too: the chain verifies...
-    with sqlite3.connect(path) as con:
-        first_of_last = con.execute(
-            "SELECT MIN(seq) FROM entries WHERE run_id = (SELECT run_id FROM entries "
-            "ORDER BY seq DESC LIMIT 1)"
-        ).fetchone()[0]
-        con.execute("DELETE FROM entries WHERE seq >= ?", (first_of_last,))
-        con.execute("DELETE FROM meta WHERE key = 'checkpoint'")
-    assert Ledger(path).verify().ok
+    (first_of_last,) = ledger_factory.sql(
+        "SELECT MIN(seq) AS seq FROM entries WHERE run_id = (SELECT run_id FROM entries "
+        "ORDER BY seq DESC LIMIT 1)"
+    )
+    ledger_factory.sql("DELETE FROM entries WHERE seq >= ?", (first_of_last["seq"],))
+    ledger_factory.sql("DELETE FROM meta WHERE key = 'checkpoint'")
+    assert ledger_factory().verify().ok
     # ...but the last publication's manifest references rows it lacks.
     with pytest.raises(LedgerError, match="lacks entry .* the ledger was cut short"):
-        Run.open(Ledger(path), out, plan)
+        Run.open(ledger_factory(), out, plan)
     # Deleted and recreated: the same.
-    path.unlink()
+    ledger_factory.erase()
     with pytest.raises(LedgerError, match="lacks entry"):
-        Run.open(Ledger(path), out, plan)
-    path.write_bytes(backup)
-    assert Run.open(Ledger(path), out, plan).reservation.state == "pending"
+        Run.open(ledger_factory(), out, plan)
+    ledger_factory.restore(backup)
+    assert Run.open(ledger_factory(), out, plan).reservation.state == "pending"
 
 
-def test_manifest_heads_point_at_the_composition_rows(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_manifest_heads_point_at_the_composition_rows(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    led = ledger_factory()
     run = _published_run(led, tmp_path / "out")
     manifest = json.loads((run.staging.final / "manifest.json").read_text())
     head = (manifest["ledger_head"]["seq"], manifest["ledger_head"]["hash"])
@@ -231,8 +240,8 @@ def test_manifest_heads_point_at_the_composition_rows(tmp_path: Path) -> None:
     assert led.verify(expected_head=head).ok
 
 
-def test_settle_is_idempotent(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
+def test_settle_is_idempotent(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
+    led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
     run.staging.create()
     assert dp.runs.settle(led, run.staging) == "aborted"
