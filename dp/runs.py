@@ -17,7 +17,9 @@ and -- whatever happens -- settle.
   exit path -- an exception, Ctrl-C, SIGTERM, a later :func:`recover` after SIGKILL -- goes
   through it, so the ledger never counts less than what was published or drawn.
 
-A pending run whose lock is free belongs to a dead process; :func:`recover` settles those.
+A pending run whose lock is free belongs to a dead process; :func:`recover` settles those. The
+lock is a session lock held by the ledger's server when it has one (PostgreSQL: runs on
+several hosts see each other's liveness), else a file lock beside the staging folder.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dp.budget import PrivacyCost
 from dp.errors import InvariantError, LedgerError
 from dp.faults import fault_point
 from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, Reservation
+from dp.ledger.store import Liveness
 from dp.publication import MANIFEST, Staging, sha256_files
 
 __all__ = ["Recovered", "Run", "RunPlan", "check_publications", "new_run_id", "recover", "settle"]
@@ -69,8 +72,9 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
 
 
-class _Lock:
-    """A run's liveness lock: an ``flock`` the kernel drops when the process dies."""
+class _FileLock:
+    """A run's liveness lock on one machine: an ``flock`` the kernel drops when the process
+    dies."""
 
     def __init__(self, staging: Staging) -> None:
         self.path = staging.dataset_dir / ".staging" / f"{staging.run_id}.lock"
@@ -98,6 +102,13 @@ class _Lock:
             self._fd = None
 
 
+def _lock(ledger: Ledger, staging: Staging) -> Liveness:
+    """The run's liveness lock: held by the ledger's server where it has one (runs on several
+    hosts then see each other), else a file lock beside the staging folder."""
+    held = ledger.store.liveness(staging.run_id)
+    return held if held is not None else _FileLock(staging)
+
+
 class Run:
     """One publication run. Use :meth:`open` or :meth:`attach`, then ``with run: ...``: leaving
     the block settles the run (see the module docstring) and drops its lock."""
@@ -107,7 +118,7 @@ class Run:
         self.staging = staging
         self.remaining = remaining
         """What the budget leaves after this run's reservation."""
-        self._lock: _Lock | None = None
+        self._lock: Liveness | None = None
 
     @property
     def run_id(self) -> str:
@@ -128,7 +139,7 @@ class Run:
             LedgerError: the ledger is damaged or lacks entries a publication recorded.
         """
         staging = Staging(out_dir, dataset=plan.data.name, run_id=new_run_id(), ledger=ledger)
-        lock = _Lock(staging)
+        lock = _lock(ledger, staging)
         if not lock.acquire():
             raise InvariantError(f"a fresh run id {staging.run_id!r} is already locked")
         try:
@@ -288,7 +299,7 @@ def recover(ledger: Ledger, *, key: str | None = None) -> list[Recovered]:
         if staging is None:
             action = "unknown"
         else:
-            lock = _Lock(staging)
+            lock = _lock(ledger, staging)
             if not lock.acquire():
                 action = "running"
             else:

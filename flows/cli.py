@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 # Seconds to wait for another process holding the ledger's write lock.
 LEDGER_TIMEOUT = float(os.environ.get("DPPUB_LEDGER_TIMEOUT", "30"))
-DEFAULT_LEDGER = STATE / "ledger.sqlite"
+DEFAULT_LEDGER = str(STATE / "ledger.sqlite")
 DEFAULT_OUT = STATE / "published"
 
 app = typer.Typer(
@@ -36,7 +36,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-LedgerOpt = Annotated[Path, typer.Option("--ledger", help="Budget ledger (SQLite file).")]
+LedgerOpt = Annotated[
+    str, typer.Option("--ledger", help="Budget ledger: a SQLite file, or a postgresql:// URL.")
+]
 OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from dp.errors import DPPubError
-from dp.ledger import Declaration, Ledger
+from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dp.ledger.summary import spending_summary
 from dp.pipeline.kinds import JSON
 from dp.pipeline.plan import Plan, load_plan
@@ -38,14 +38,16 @@ __all__ = [
 ]
 
 
-def plan_payload(config: Path, ledger: Path) -> dict[str, JSON]:
+def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
     plan = load_plan(config)
     cfg = plan.config
     remaining = cfg.budget
-    if ledger.exists():
+    try:
         book = Ledger(ledger, create=False)
         remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
+    except NoLedgerError:
+        pass  # no ledger yet: the whole budget is left (plan never creates one)
     releases = []
     for r in plan.releases:
         entry: dict[str, JSON] = {
@@ -78,7 +80,7 @@ class Opened:
     run: Run
 
 
-def open_run(config: Path, ledger: Path, out: Path, engine: str | None, timeout: float) -> Opened:
+def open_run(config: Path, ledger: str, out: Path, engine: str | None, timeout: float) -> Opened:
     """Load the plan, check the input's structure, open the run (no value read yet)."""
     plan = load_plan(config, engine)
     plan.check_structure()  # before the ledger is even opened
@@ -89,7 +91,7 @@ def open_run(config: Path, ledger: Path, out: Path, engine: str | None, timeout:
 def execute_opened(
     opened: Opened,
     config: Path,
-    ledger: Path,
+    ledger: str,
     out: Path,
     engine: str | None,
     *,
@@ -112,7 +114,7 @@ def execute_opened(
         with own_temporary_server():
             flow_for(opened.plan)(
                 str(config.resolve()),
-                str(ledger.resolve()),
+                ledger_location(ledger),
                 str(out.resolve()),
                 run_id=opened.run.run_id,
                 engine=engine,
@@ -150,14 +152,14 @@ def settle_held(opened: Opened) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
-def settle_dead(ledger: Path, dataset: str | None) -> list[Recovered]:
+def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
     """Settle every pending run of a dead process (of one dataset, or all)."""
     book = Ledger(ledger, create=False)
     keys = [d.key for d in book.declarations() if dataset in (None, d.name)]
     return [r for k in keys for r in recover(book, key=k)]
 
 
-def audit_payload(ledger: Path, dataset: str | None) -> dict[str, JSON]:
+def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
     """The whole chain verified, and each dataset's spending (``audit --json``)."""
     book = Ledger(ledger, create=False)
     chain = book.verify()
@@ -188,7 +190,7 @@ def audit_lines(payload: dict[str, JSON]) -> list[str]:
     return out
 
 
-def write_audit_page(ledger: Path, payload: dict[str, JSON], target: Path) -> None:
+def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> None:
     """The self-contained audit page."""
     from dp.pipeline.audit_page import render_audit_html
 
@@ -196,7 +198,7 @@ def write_audit_page(ledger: Path, payload: dict[str, JSON], target: Path) -> No
     target.write_text(render_audit_html(payload, history), encoding="utf-8")
 
 
-def amend(config: Path, ledger: Path, reason: str, timeout: float) -> Declaration:
+def amend(config: Path, ledger: str, reason: str, timeout: float) -> Declaration:
     """Record the config's budget, name and source for its data (``budget amend``)."""
     cfg = load_plan(config).config
     book = Ledger(ledger, timeout=timeout, create=False)
@@ -206,7 +208,7 @@ def amend(config: Path, ledger: Path, reason: str, timeout: float) -> Declaratio
 
 
 def serve_schedules(
-    configs: list[Path], ledger: Path, out: Path, say: Callable[[str], None]
+    configs: list[Path], ledger: str, out: Path, say: Callable[[str], None]
 ) -> None:
     """Serve each config's schedule until interrupted (``dppub serve``)."""
     from dp.errors import ConfigError
@@ -235,7 +237,7 @@ def serve_schedules(
                 continue
             params = {
                 "config_path": str(path.resolve()),
-                "ledger_path": str(ledger.resolve()),
+                "ledger_path": ledger_location(ledger),
                 "out_dir": str(out.resolve()),
             }
             schedule = (

@@ -17,6 +17,7 @@ when it holds no table at all; one that holds other tables, or tables named ``en
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -61,6 +62,42 @@ class _Connection:
 
     def tuples(self, sql: str, params: Sequence[object] = (), /) -> psycopg.Cursor[Any]:
         return self.raw.cursor(row_factory=tuple_row).execute(_pg(sql), params)
+
+
+class _AdvisoryLock:
+    """A session-level ``pg_try_advisory_lock`` keyed by a run id (see ``liveness``)."""
+
+    def __init__(self, store: PostgresStore, key: str) -> None:
+        self._store = store
+        self._key = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+        self._con: psycopg.Connection[Any] | None = None
+
+    def acquire(self) -> bool:
+        if self._con is not None:
+            return True
+        try:
+            con = psycopg.connect(
+                self._store.url,
+                autocommit=True,
+                connect_timeout=max(2, math.ceil(self._store.timeout)),
+                keepalives=1,
+                keepalives_idle=30,
+                keepalives_interval=10,
+                keepalives_count=3,
+            )
+            row = con.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger {self._store.name}: {_reason(exc)}") from None
+        if row is None or not row[0]:
+            con.close()
+            return False
+        self._con = con
+        return True
+
+    def release(self) -> None:
+        if self._con is not None:
+            self._con.close()  # ends the session: the server drops its advisory locks
+            self._con = None
 
 
 class PostgresStore:
@@ -132,6 +169,12 @@ class PostgresStore:
             raise LedgerError(f"ledger {self.name}: {_reason(exc)}") from None
         finally:
             con.close()
+
+    def liveness(self, key: str) -> _AdvisoryLock:
+        """A session advisory lock on a connection of its own: the server drops it when the
+        holder's connection ends -- the process died, or its host (TCP keepalives) -- so runs
+        on several hosts see each other's liveness through the ledger."""
+        return _AdvisoryLock(self, key)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -134,6 +134,10 @@ class SqliteStore:
         finally:
             con.close()
 
+    def liveness(self, key: str) -> None:
+        """None: a run's liveness is a file lock beside its staging folder (one machine)."""
+        return None
+
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """An exclusive write transaction (``BEGIN IMMEDIATE``): other writers wait, readers

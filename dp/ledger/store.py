@@ -80,6 +80,23 @@ class Store(Protocol):
         """An exclusive write transaction: other writers wait, readers see the old state."""
         ...
 
+    def liveness(self, key: str) -> Liveness | None:
+        """A lock the store holds for a live run (None: the store has none; runs then use a
+        file lock beside their staging folder, which one machine's kernel manages)."""
+        ...
+
+
+class Liveness(Protocol):
+    """A run's liveness lock held by the store's server, dropped when its holder dies."""
+
+    def acquire(self) -> bool:
+        """Take it without waiting; False if a live process holds it."""
+        ...
+
+    def release(self) -> None:
+        """Let it go."""
+        ...
+
 
 def check_format(name: str, found: object) -> None:
     """Refuse a ledger whose recorded format (``meta``'s ``format`` row) is not this version's.

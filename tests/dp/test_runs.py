@@ -15,6 +15,7 @@ from dp.ledger.summary import spending_summary
 from dp.periods import next_period_start
 from dp.runs import Run, RunPlan, recover
 from tests.dp.conftest import LedgerFactory
+from tests.pg import PostgresServer
 
 BUDGET = PrivacyCost(epsilon=1.0)
 COST = PrivacyCost(epsilon=0.6)
@@ -247,3 +248,19 @@ def test_settle_is_idempotent(tmp_path: Path, ledger_factory: LedgerFactory) -> 
     assert dp.runs.settle(led, run.staging) == "aborted"
     assert dp.runs.settle(led, run.staging) == "none"
     run.close()
+
+
+def test_a_live_run_on_another_host_is_seen_through_the_postgres_ledger(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    # Host A publishes to a folder host B cannot see: only the ledger's server can tell B
+    # that A's run is alive (a session advisory lock), so B must not settle it.
+    url = postgres.schema_url()
+    alive = Run.open(Ledger(url), tmp_path / "host-a", _plan())
+    alive.staging.create()
+    (tmp_path / "host-a").rename(tmp_path / "elsewhere")  # B does not see A's files
+    other = Ledger(url)
+    assert [r.action for r in recover(other, key=DATA.source)] == ["running"]
+    assert other.reservation(alive.run_id).state == "pending"
+    alive.close()  # A's process ends: its session, and the lock, with it
+    assert [r.action for r in recover(other, key=DATA.source)] == ["aborted"]

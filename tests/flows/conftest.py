@@ -26,3 +26,14 @@ def config_factory(tmp_path: Path, census_small: Path):  # type: ignore[no-untyp
         return small_config(tmp_path, census_small, **kwargs)
 
     return make
+
+
+from tests.pg import postgres  # noqa: E402, F401 (the fixture)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh ledger location on each back end: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    return str(request.getfixturevalue("postgres").schema_url())
