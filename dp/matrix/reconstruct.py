@@ -24,10 +24,11 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from typing import Any
 
-import cvxpy
 import numpy as np
 import scipy.sparse as sp
 
@@ -45,8 +46,13 @@ from dp.matrix.strategy import Strategy, Tree
 from dp.matrix.tiebreak import generic_cost, lexicographic_l1
 from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
 
-# cvxpy ships incomplete type information (atoms are re-exported dynamically): treat it as Any.
-cp: Any = cvxpy
+
+@functools.cache
+def _cvxpy() -> Any:
+    """cvxpy, imported on first use: only ``"l1"`` needs it, and it takes ~0.5 s to import.
+    (It ships incomplete type information, atoms are re-exported dynamically: hence ``Any``.)"""
+    return importlib.import_module("cvxpy")
+
 
 __all__ = [
     "MAX_TIE_BREAK_CELLS",
@@ -102,6 +108,7 @@ def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
 
 
 def _solve(problem: Any, what: str) -> None:
+    cp = _cvxpy()
     try:
         # cvxpy's bound propagation multiplies 0 * inf for unbounded variables (harmless NaN).
         with np.errstate(invalid="ignore"):
@@ -140,6 +147,7 @@ def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[
     strategies use a node formulation: one variable per node, ``y_parent = sum y_children`` and
     ``y_leaf >= 0``, which has ``O(#nodes)`` non-zeros instead of ``O(n depth)``.
     """
+    cp = _cvxpy()
     a = measurement.strategy
     c = least_squares(measurement) if centre is None else np.asarray(centre, dtype=np.float64)
     r, unit = _centred(measurement, c)
@@ -174,9 +182,7 @@ def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[
     return np.maximum(c + unit * dev, 0.0), float(prob.value) * unit
 
 
-def _closest(
-    mat: sp.csr_matrix, r: FloatArray, low: FloatArray, cap: float, extra: list[Any], dev: Any
-) -> FloatArray:
+def _closest(mat: sp.csr_matrix, r: FloatArray, low: FloatArray, cap: float) -> FloatArray:
     """Deterministic tie-break among L1-optimal points (``||r - A d||_1 <= cap``, ``d >= low``).
 
     In the centred units of :func:`_centred` (``d = (x - x_hat) / u``), minimizes ``||d||_1``
@@ -185,8 +191,10 @@ def _closest(
     on which optimal vertex the first stage returned. (A strictly convex QP would do the same,
     but HiGHS's QP solver reports spurious infeasibility on these.)
     """
+    cp = _cvxpy()
+    dev = cp.Variable(mat.shape[1])
     generic = generic_cost(mat.shape[1])
-    cons = [dev >= low, cp.norm1(r - mat @ dev) <= cap, *extra]
+    cons = [dev >= low, cp.norm1(r - mat @ dev) <= cap]
     prob = cp.Problem(cp.Minimize(cp.norm1(dev) + generic @ dev), cons)
     _solve(prob, "L1 tie-break")
     return np.asarray(dev.value, dtype=np.float64)
@@ -202,8 +210,7 @@ def l1_mle(measurement: Measurement, x_hat: FloatArray) -> FloatArray:
     _, value = l1_fit(measurement, x_hat)
     r, unit = _centred(measurement, x_hat)
     mat = sparse_matrix(measurement.strategy)
-    dev = cp.Variable(measurement.strategy.n)
-    d = _closest(mat, r, -x_hat / unit, _slack(value / unit, r), [], dev)
+    d = _closest(mat, r, -x_hat / unit, _slack(value / unit, r))
     return np.maximum(x_hat + unit * d, 0.0)
 
 

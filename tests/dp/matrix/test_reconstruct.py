@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import dp.matrix as mx
 from dp.errors import ConfigError, SolverError
+from dp.matrix.tiebreak import lexicographic_l1
 
 # The package re-exports the function ``reconstruct``, which shadows the module attribute.
 rec = importlib.import_module("dp.matrix.reconstruct")
@@ -132,8 +133,8 @@ def test_solver_failure_raises_one_line_solver_error(monkeypatch: pytest.MonkeyP
     def fake_solve(self: Any, *args: Any, **kwargs: Any) -> None:
         self._status = "infeasible"
 
-    monkeypatch.setattr(rec.cp.Problem, "solve", fake_solve)
-    monkeypatch.setattr(rec.cp.Problem, "status", property(lambda self: self._status))
+    monkeypatch.setattr(rec._cvxpy().Problem, "solve", fake_solve)
+    monkeypatch.setattr(rec._cvxpy().Problem, "status", property(lambda self: self._status))
     meas = _exact(mx.hierarchical(4, 2), np.ones(4))
     with pytest.raises(
         SolverError, match=r"HiGHS returned status 'infeasible', expected 'optimal'"
@@ -260,3 +261,16 @@ def test_linear_programs_solve_at_ten_million_records(
     fit, value = rec.l1_fit(meas)
     assert value <= np.sum(np.abs(meas.values - strategy @ np.maximum(x_ls, 0))) + 1e-6
     assert np.sum(np.abs(meas.values - strategy @ fit)) == pytest.approx(value, rel=1e-6)
+
+
+def test_tie_break_reports_a_failed_program_in_one_line() -> None:
+    # F x = -1 has no non-negative solution (F >= 0): HiGHS reports infeasibility.
+    with pytest.raises(SolverError, match=r"^L1 tie-break: HiGHS returned status 'Infeasible'"):
+        lexicographic_l1(
+            fixed=np.ones((1, 4)),
+            target=np.array([-1.0]),
+            strategy=None,
+            measured=np.zeros(1),
+            x_hat=np.ones(4),
+            unit=1.0,
+        )
