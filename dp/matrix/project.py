@@ -240,8 +240,8 @@ def certify(
     evaluated in floating point, which is exactly the condition for
     ``||W (p - x)|| <= ||W (x_ls - x)||`` at every true histogram ``x >= 0`` (module
     docstring), up to the rounding of the sums involved (relative ``1e-12``). Cells with
-    ``h_i < 0`` are raised by ``-h_i / G_ii`` (plus that rounding); for a near-optimal ``x``
-    these raises are at the solver's tolerance.
+    ``h_i`` below that rounding are raised by ``-h_i / G_ii``; for a near-optimal ``x`` these
+    raises are at the solver's tolerance.
 
     Args:
         workload: the workload ``W`` (non-negative entries).

@@ -15,7 +15,7 @@ Both are linear programs over ``x = c + p - q`` with ``c = max(x_hat, 0)``, ``p 
 ``0 <= q <= c``, so ``|x - x_hat| = p + q`` (plus a constant) needs no extra rows. They are
 passed to HiGHS directly (its interior-point method with crossover, pinned, which returns a
 vertex): through cvxpy the same programs took minutes to compile at 72,000 cells. Stage 2
-reuses stage 1's solver with one more row (warm start).
+reuses stage 1's model restricted to its optimal face (:func:`_restrict_to_optimal_face`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dp.matrix.workload import FloatArray
 __all__ = ["generic_cost", "lexicographic_l1"]
 
 _TIE_SEED = 20100607
-# Relative slack on the optimal L1 value when stage 2 keeps it (HiGHS's feasibility tolerance).
+# Reduced costs above this are non-zero (HiGHS's default dual feasibility tolerance).
 _SLACK = 1e-7
 
 
@@ -48,6 +48,22 @@ def _run(highs: Any, what: str) -> FloatArray:
         name = highs.modelStatusToString(status)
         raise SolverError(f"{what}: HiGHS returned status {name!r}, expected 'Optimal'")
     return np.asarray(highs.getSolution().col_value, dtype=np.float64)
+
+
+def _restrict_to_optimal_face(highs: Any, upper: FloatArray) -> None:
+    """Fix every variable whose reduced cost is non-zero at the bound it sits on.
+
+    For any optimal dual solution, a feasible point is optimal exactly when it is complementary
+    to it (Schrijver, Theory of Linear and Integer Programming, 1986, Sec. 7.9): every variable
+    with a non-zero reduced cost stays at its bound. Fixing those variables turns the set of
+    stage-1 optima into the feasible set of stage 2, without a dense "objective <= optimum" row;
+    that row made HiGHS's interior-point method take ~4x as many iterations.
+    """
+    sol = highs.getSolution()
+    reduced = np.asarray(sol.col_dual, dtype=np.float64)
+    fixed = np.flatnonzero((reduced > _SLACK) | ((reduced < -_SLACK) & np.isfinite(upper)))
+    at = np.where(reduced[fixed] > 0, 0.0, upper[fixed])
+    highs.changeColsBounds(fixed.size, fixed.astype(np.int32), at, at)
 
 
 def _highs(cost: FloatArray, upper: FloatArray, rows: sp.csc_matrix, rhs: FloatArray) -> Any:
@@ -118,10 +134,10 @@ def lexicographic_l1(
         highs = _highs(nearest, np.concatenate(upper), rows, np.concatenate(rhs))
     else:
         likelihood = np.concatenate([np.zeros(2 * n), np.ones(2 * m_a)])
-        highs = _highs(likelihood, np.concatenate(upper), rows, np.concatenate(rhs))
-        best = float(likelihood @ _run(highs, "non-negative L1 reconstruction"))
-        cols = np.arange(2 * n, 2 * n + 2 * m_a, dtype=np.int32)
-        highs.addRow(-inf, best * (1 + _SLACK) + _SLACK, cols.size, cols, np.ones(cols.size))
+        bounds = np.concatenate(upper)
+        highs = _highs(likelihood, bounds, rows, np.concatenate(rhs))
+        _run(highs, "non-negative L1 reconstruction")
+        _restrict_to_optimal_face(highs, bounds)
         everything = np.arange(nearest.size, dtype=np.int32)
         highs.changeColsCost(everything.size, everything, nearest)
     sol = _run(highs, "L1 tie-break")
