@@ -70,8 +70,8 @@ MAX_TIE_BREAK_CELLS = 1 << 15
 """``"nonneg-l1"`` picks the histogram among those with the projected answers by linear
 programs up to this many cells (72,000 cells took 16 s more in HiGHS); beyond, the histogram
 is the projection itself, whose answers are the same."""
-# Strategies without a structured sparse form are probed this many columns at a time.
-_PROBE = 256
+# Strategies without a structured sparse form are probed in blocks of this many entries.
+_PROBE_ENTRIES = 1 << 22
 
 # The solver is pinned: LP vertices differ between solvers, and results must be reproducible.
 _SOLVER = "HIGHS"
@@ -99,9 +99,9 @@ def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
         as_workload = sparse_workload(measured)
         if as_workload is not None:
             return as_workload
-    blocks = []
-    for start in range(0, strategy.n, _PROBE):
-        eye = np.zeros((strategy.n, min(_PROBE, strategy.n - start)))
+    blocks, width = [], max(1, _PROBE_ENTRIES // strategy.n)
+    for start in range(0, strategy.n, width):
+        eye = np.zeros((strategy.n, min(width, strategy.n - start)))
         eye[np.arange(start, start + eye.shape[1]), np.arange(eye.shape[1])] = 1.0
         blocks.append(sp.csc_matrix(strategy @ eye))
     return sp.csr_matrix(sp.hstack(blocks))
@@ -131,10 +131,15 @@ def _centred(measurement: Measurement, centre: FloatArray) -> tuple[FloatArray, 
     10^7 records has residuals ~10^-6 of the data, at HiGHS's feasibility tolerance, and the
     solver reported infeasible or unknown status there.
     """
+    unit = _unit(measurement)
+    return (measurement.values - measurement.strategy @ centre) / unit, unit
+
+
+def _unit(measurement: Measurement) -> float:
     unit = float(measurement.noise_scale)
     if not math.isfinite(unit) or unit <= 0:
         raise ConfigError(f"noise_scale must be finite and > 0, got {unit!r}")
-    return (measurement.values - measurement.strategy @ centre) / unit, unit
+    return unit
 
 
 def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[FloatArray, float]:
@@ -250,10 +255,10 @@ def workload_l1(measurement: Measurement, workload: Workload, x_hat: FloatArray)
         strategy=None if same else sparse_matrix(a),
         measured=measurement.values,
         x_hat=x_hat,
-        unit=_centred(measurement, x_hat)[1],
+        unit=_unit(measurement),
     )
     # The programs keep the answers up to HiGHS's tolerance: certify the result itself.
-    return certify(workload, x_hat, x_bar, mat=sparse_workload(workload))
+    return certify(workload, x_hat, x_bar, mat=factor if sp.issparse(factor) else None)
 
 
 def check_reconstruction(workload: Workload, method: str) -> str:
