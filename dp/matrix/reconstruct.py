@@ -17,8 +17,9 @@
      Laplace-likelihood (L1) optimum, then the same unique tie-break as ``"l1"``, so the result
      never depends on which optimal LP vertex the solver returns (:mod:`dp.matrix.tiebreak`).
   When ``W^T W`` is non-singular (prefix, ranges, identity and their products) step 2 is a
-  single point and no LP is needed; above :data:`MAX_TIE_BREAK_CELLS` cells it is skipped and
-  the histogram is the projection's own (same answers). Workloads too large to project are
+  single point and no LP is needed; when the programs would exceed
+  :data:`MAX_TIE_BREAK_VARIABLES` it is skipped and the histogram is the projection's own (same
+  answers). Workloads too large to project are
   refused by :func:`check_reconstruction` before anything is measured.
 """
 
@@ -55,7 +56,7 @@ def _cvxpy() -> Any:
 
 
 __all__ = [
-    "MAX_TIE_BREAK_CELLS",
+    "MAX_TIE_BREAK_VARIABLES",
     "RECONSTRUCTIONS",
     "check_reconstruction",
     "l1_fit",
@@ -66,10 +67,11 @@ __all__ = [
 
 RECONSTRUCTIONS = ("least-squares", "nonneg-l1", "l1")
 """Accepted values of ``reconstruction``."""
-MAX_TIE_BREAK_CELLS = 1 << 15
+MAX_TIE_BREAK_VARIABLES = 1 << 17
 """``"nonneg-l1"`` picks the histogram among those with the projected answers by linear
-programs up to this many cells (72,000 cells took 16 s more in HiGHS); beyond, the histogram
-is the projection itself, whose answers are the same."""
+programs of two variables per cell, plus two per strategy row unless the strategy is the
+workload, up to this many variables (72,000 cells, 144,000 variables, took 16 s in HiGHS);
+beyond, the histogram is the projection itself, whose answers are the same."""
 # Strategies without a structured sparse form are probed in blocks of this many entries.
 _PROBE_ENTRIES = 1 << 22
 
@@ -241,14 +243,15 @@ def _measures_workload(strategy: Strategy, workload: Workload) -> bool:
 def workload_l1(measurement: Measurement, workload: Workload, x_hat: FloatArray) -> FloatArray:
     """The default ``"nonneg-l1"`` reconstruction (see the module docstring)."""
     x_w = workload_projection(workload, x_hat)
-    if _full_rank(workload) or workload.n > MAX_TIE_BREAK_CELLS:
+    a = measurement.strategy
+    same = _measures_workload(a, workload)
+    size = 2 * workload.n + (0 if same else 2 * a.m)
+    if _full_rank(workload) or size > MAX_TIE_BREAK_VARIABLES:
         return x_w
     # Rank-deficient W: keep F x = F x_W (same answers), then L1 likelihood, then nearest x_hat.
     factor = workload_factor(workload)
     if factor is None:
         return x_w
-    a = measurement.strategy
-    same = _measures_workload(a, workload)
     x_bar = lexicographic_l1(
         fixed=factor,
         target=factor @ x_w,

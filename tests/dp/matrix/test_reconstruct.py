@@ -296,3 +296,17 @@ def test_tie_break_keeps_the_likelihood_optimum() -> None:
     fit = float(np.sum(np.abs(meas.values - a @ est)))
     assert fit <= best.value + 1e-5 * meas.noise_scale
     assert fit < float(np.sum(np.abs(meas.values - a @ x_w)))  # stage 1 did change something
+
+
+def test_beyond_the_program_limit_the_histogram_is_the_projection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = mx.marginals((4, 5, 3), 2)
+    a = mx.kron_strategy(*(mx.identity_strategy(d) for d in w.domain))
+    rng = np.random.default_rng(10)
+    meas = mx.measure(a, rng.poisson(3, w.n) * (rng.random(w.n) < 0.4), epsilon=0.3, rng=rng)
+    x_w = mx.workload_projection(w, mx.reconstruct(meas, w, method="least-squares"))
+    assert not np.array_equal(mx.reconstruct(meas, w), x_w)  # the programs pick another one
+    # 2 n + 2 m_A = 240 variables: one fewer allowed skips them.
+    monkeypatch.setattr(rec, "MAX_TIE_BREAK_VARIABLES", 4 * w.n - 1)
+    np.testing.assert_array_equal(mx.reconstruct(meas, w), x_w)
