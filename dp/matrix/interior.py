@@ -73,12 +73,12 @@ def interior_nnls(mat: sp.csr_matrix, x_ls: FloatArray) -> FloatArray:
     def gram(v: FloatArray) -> FloatArray:
         return np.asarray(s_t @ (s_mat @ v), dtype=np.float64)
 
+    scale = max(1.0, float(np.max(np.abs(b))))
     x, z = np.ones(n), np.ones(n)
     with single_threaded_blas():  # m x m factorizations: threads only add contention
         for _ in range(_MAX_STEPS):
             r_dual = gram(x) - b - z
             gap = float(x @ z)
-            scale = max(1.0, float(np.max(np.abs(b))))
             if gap <= _TOL * n and float(np.max(np.abs(r_dual))) <= _TOL * scale:
                 break
             d_inv = x / z
@@ -88,20 +88,23 @@ def interior_nnls(mat: sp.csr_matrix, x_ls: FloatArray) -> FloatArray:
                 factor = sla.cho_factor(normal, check_finite=False)
             except np.linalg.LinAlgError:
                 break  # the barrier is as sharp as doubles allow: the iterate is final
-
-            def solve(rhs: FloatArray, d_inv: FloatArray = d_inv, cf: Any = factor) -> FloatArray:
-                t = d_inv * rhs
-                back = s_t @ sla.cho_solve(cf, s_mat @ t, check_finite=False)
-                return np.asarray(t - d_inv * back, dtype=np.float64)
-
             mu = gap / n
-            dx = solve(-z - r_dual)  # affine (predictor) direction
+            dx = _woodbury(s_mat, s_t, d_inv, factor, -z - r_dual)  # affine (predictor) step
             dz = gram(dx) + r_dual
             a_p, a_d = _max_step(x, dx), _max_step(z, dz)
-            mu_aff = float((x + a_p * dx) @ (z + a_d * dz)) / n
-            sigma = (mu_aff / mu) ** 3
-            dx = solve(-z + (sigma * mu - dx * dz) / x - r_dual)  # corrector
+            sigma = (float((x + a_p * dx) @ (z + a_d * dz)) / n / mu) ** 3
+            rhs = -z + (sigma * mu - dx * dz) / x - r_dual
+            dx = _woodbury(s_mat, s_t, d_inv, factor, rhs)  # corrector
             dz = gram(dx) + r_dual
             x = x + _STEP_BACK * _max_step(x, dx) * dx
             z = z + _STEP_BACK * _max_step(z, dz) * dz
     return np.asarray(np.where(x > z, x, 0.0) * unit, dtype=np.float64)
+
+
+def _woodbury(
+    s_mat: sp.csr_matrix, s_t: sp.csr_matrix, d_inv: FloatArray, factor: Any, rhs: FloatArray
+) -> FloatArray:
+    """``(S^T S + D)^-1 rhs`` from the Cholesky factor of ``I + S D^-1 S^T``."""
+    t = d_inv * rhs
+    back = s_t @ sla.cho_solve(factor, s_mat @ t, check_finite=False)
+    return np.asarray(t - d_inv * back, dtype=np.float64)
