@@ -128,14 +128,12 @@ def lexicographic_l1(
         rhs.append(measured / unit - strategy @ c)
         upper += [np.full(2 * m_a, inf)]
     rows = sp.csc_matrix(sp.bmat(blocks))
+    bounds = np.concatenate(upper)
     generic = generic_cost(n)
     nearest = np.concatenate([1.0 + generic, 1.0 - generic, np.zeros(2 * m_a)])
-    if strategy is None:
-        highs = _highs(nearest, np.concatenate(upper), rows, np.concatenate(rhs))
-    else:
-        likelihood = np.concatenate([np.zeros(2 * n), np.ones(2 * m_a)])
-        bounds = np.concatenate(upper)
-        highs = _highs(likelihood, bounds, rows, np.concatenate(rhs))
+    likelihood = np.concatenate([np.zeros(2 * n), np.ones(2 * m_a)])
+    highs = _highs(nearest if strategy is None else likelihood, bounds, rows, np.concatenate(rhs))
+    if strategy is not None:
         _run(highs, "non-negative L1 reconstruction")
         _restrict_to_optimal_face(highs, bounds)
         everything = np.arange(nearest.size, dtype=np.int32)
