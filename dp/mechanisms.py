@@ -2,8 +2,10 @@
 
 Release-grade noise (``rng=None``, what every flow uses) comes from OpenDP's samplers: discrete
 constructions driven by the operating system's CSPRNG, so that the floating-point output does not
-leak the input through its low-order bits (Mironov 2012). The Laplace scale is re-checked through
-OpenDP's own privacy map before sampling.
+leak the input through its low-order bits (Mironov 2012). A whole vector is noised by one call
+of an OpenDP vector measurement, built once per (sensitivity, epsilon, length) and cached; the
+Laplace scale is re-checked through OpenDP's own privacy map, which also charges the rounding
+of the input to the sampler's grid.
 
 Passing a seeded ``numpy.random.Generator`` as ``rng`` selects a *reproducible* sampler with the
 same discrete construction (a two-sided geometric on a power-of-two grid) but a non-cryptographic
@@ -39,6 +41,9 @@ FloatArray = npt.NDArray[np.float64]
 # Grid of the reproducible sampler: 2^-30 of the noise scale. Rounding the input to it adds at
 # most one grid step per coordinate to the sensitivity, i.e. about 1e-9 of the scale.
 _GRID_BITS = 30
+# Grid of the release sampler (OpenDP's ``k``): 2^-50 of the noise scale; OpenDP's privacy map
+# charges the rounding, n 2^-50 of the scale for n coordinates (see _calibrated_laplace).
+_RELEASE_GRID_BITS = 50
 
 
 def _finite_array(value: npt.ArrayLike, *, name: str) -> FloatArray:
@@ -48,25 +53,36 @@ def _finite_array(value: npt.ArrayLike, *, name: str) -> FloatArray:
     return arr
 
 
-@lru_cache(maxsize=64)
-def _opendp_laplace(scale: float) -> Any:
+def _opendp_laplace(scale: float, size: int, k: int) -> Any:
     return odp.m.make_laplace(
-        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+        odp.vector_domain(odp.atom_domain(T=float, nan=False), size=size),
         odp.l1_distance(T=float),
         scale=scale,
+        k=k,
     )
 
 
-def _calibrated_laplace(sensitivity: float, epsilon: float) -> Any:
-    """OpenDP Laplace measurement whose privacy map certifies ``epsilon`` at ``sensitivity``."""
-    meas = _opendp_laplace(laplace_scale(sensitivity=sensitivity, epsilon=epsilon))
+@lru_cache(maxsize=64)
+def _calibrated_laplace(sensitivity: float, epsilon: float, size: int) -> Any:
+    """OpenDP Laplace measurement on vectors of ``size`` whose privacy map certifies ``epsilon``.
+
+    OpenDP rounds the input to the grid ``2^k`` and adds discrete Laplace noise on it; its map
+    charges the rounding (up to ``2^k`` per coordinate) on top of ``sensitivity``, which needs
+    the vector's size. With ``2^k`` about ``2^-50`` of the scale that costs ``size * 2^-50`` of
+    the scale, while sampling is ~3x faster than on OpenDP's default grid of ``2^-1074`` (whose
+    integers have ~1,000 bits). The measurement is cached: calibrating may need a binary search
+    over the scale, which cost more than the sampling itself.
+    """
+    nominal = laplace_scale(sensitivity=sensitivity, epsilon=epsilon)
+    k = math.floor(math.log2(nominal)) - _RELEASE_GRID_BITS
+    meas = _opendp_laplace(nominal, size, k)
     if meas.map(sensitivity) <= epsilon:
         return meas
-    # OpenDP accounts for its rounding to a grid; if that pushes epsilon over, widen the scale.
+    # OpenDP accounts for its rounding to the grid; if that pushes epsilon over, widen the scale.
     scale = odp.binary_search_param(
-        lambda s: _opendp_laplace(float(s)), d_in=sensitivity, d_out=epsilon, T=float
+        lambda s: _opendp_laplace(float(s), size, k), d_in=sensitivity, d_out=epsilon, T=float
     )
-    meas = _opendp_laplace(float(scale))
+    meas = _opendp_laplace(float(scale), size, k)
     if meas.map(sensitivity) > epsilon:
         raise InvariantError("OpenDP Laplace calibration failed its own privacy map")
     return meas
@@ -105,8 +121,9 @@ def laplace(
     eps = check_epsilon(epsilon)
     x = _finite_array(value, name="value")
     if rng is None:
-        meas = _calibrated_laplace(float(sensitivity), eps)
-        noisy = meas([float(v) for v in x.ravel()])
+        # One vector measurement: OpenDP samples every coordinate in one call, no Python loop.
+        meas = _calibrated_laplace(float(sensitivity), eps, max(1, x.size))
+        noisy = meas(x.ravel().tolist()) if x.size else []
         return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
     scale = laplace_scale(sensitivity=sensitivity, epsilon=eps)
     g = _grid(scale)
@@ -139,7 +156,7 @@ def gaussian(
     sigma = gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta)
     x = _finite_array(value, name="value")
     if rng is None:
-        noisy = _opendp_gaussian(sigma)([float(v) for v in x.ravel()])
+        noisy = _opendp_gaussian(sigma)(x.ravel().tolist())
         return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
     g = _grid(sigma)
     steps = np.rint(x / g) + np.rint(rng.normal(0.0, sigma / g, size=x.shape))

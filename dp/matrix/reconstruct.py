@@ -15,33 +15,50 @@
      empty regions (per-cell RMSE 0.05-0.8x least squares on sparse DPBench sets);
   2. when ``W`` is rank-deficient, several histograms give those answers: among them take the
      Laplace-likelihood (L1) optimum, then the same unique tie-break as ``"l1"``, so the result
-     never depends on which optimal LP vertex the solver returns.
+     never depends on which optimal LP vertex the solver returns (:mod:`dp.matrix.tiebreak`).
   When ``W^T W`` is non-singular (prefix, ranges, identity and their products) step 2 is a
-  single point and no LP is needed.
+  single point and no LP is needed; when the programs would exceed
+  :data:`MAX_TIE_BREAK_VARIABLES` it is skipped and the histogram is the projection's own (same
+  answers). Workloads too large to project are
+  refused by :func:`check_reconstruction` before anything is measured.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from typing import Any
 
-import cvxpy
 import numpy as np
 import scipy.sparse as sp
 
 from dp.errors import ConfigError, SolverError
 from dp.matrix.measure import Measurement
 from dp.matrix.product import Kron, Union
-from dp.matrix.project import projection_supported, workload_factor, workload_projection
+from dp.matrix.project import (
+    certify,
+    check_projection,
+    sparse_workload,
+    workload_factor,
+    workload_projection,
+)
 from dp.matrix.strategy import Strategy, Tree
+from dp.matrix.tiebreak import generic_cost, lexicographic_l1
 from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
 
-# cvxpy ships incomplete type information (atoms are re-exported dynamically): treat it as Any.
-cp: Any = cvxpy
+
+@functools.cache
+def _cvxpy() -> Any:
+    """cvxpy, imported on first use: only ``"l1"`` needs it, and it takes ~0.5 s to import.
+    (It ships incomplete type information, atoms are re-exported dynamically: hence ``Any``.)"""
+    return importlib.import_module("cvxpy")
+
 
 __all__ = [
+    "MAX_TIE_BREAK_VARIABLES",
     "RECONSTRUCTIONS",
-    "effective_method",
+    "check_reconstruction",
     "l1_fit",
     "least_squares",
     "reconstruct",
@@ -50,10 +67,16 @@ __all__ = [
 
 RECONSTRUCTIONS = ("least-squares", "nonneg-l1", "l1")
 """Accepted values of ``reconstruction``."""
+MAX_TIE_BREAK_VARIABLES = 1 << 17
+"""``"nonneg-l1"`` picks the histogram among those with the projected answers by linear
+programs of two variables per cell, plus two per strategy row unless the strategy is the
+workload, up to this many variables (72,000 cells, 144,000 variables, took 16 s in HiGHS);
+beyond, the histogram is the projection itself, whose answers are the same."""
+# Strategies without a structured sparse form are probed in blocks of this many entries.
+_PROBE_ENTRIES = 1 << 22
 
 # The solver is pinned: LP vertices differ between solvers, and results must be reproducible.
 _SOLVER = "HIGHS"
-_TIE_SEED = 20100607
 
 
 def least_squares(measurement: Measurement) -> FloatArray:
@@ -62,7 +85,8 @@ def least_squares(measurement: Measurement) -> FloatArray:
 
 
 def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
-    """``A`` as a sparse matrix, for the linear program."""
+    """``A`` as a sparse matrix, for the linear programs (structured where known, else probed
+    a block of columns at a time, so a large implicit strategy is never dense as a whole)."""
     mat = getattr(strategy, "matrix", None)
     if isinstance(mat, sp.spmatrix | sp.sparray):
         return sp.csr_matrix(mat)
@@ -72,10 +96,21 @@ def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
         for f in factors:
             out = sp.csr_matrix(sp.kron(out, sparse_matrix(f)))
         return out
-    return sp.csr_matrix(strategy.dense())
+    measured = getattr(strategy, "workload", None)
+    if isinstance(measured, Workload):
+        as_workload = sparse_workload(measured)
+        if as_workload is not None:
+            return as_workload
+    blocks, width = [], max(1, _PROBE_ENTRIES // strategy.n)
+    for start in range(0, strategy.n, width):
+        eye = np.zeros((strategy.n, min(width, strategy.n - start)))
+        eye[np.arange(start, start + eye.shape[1]), np.arange(eye.shape[1])] = 1.0
+        blocks.append(sp.csc_matrix(strategy @ eye))
+    return sp.csr_matrix(sp.hstack(blocks))
 
 
 def _solve(problem: Any, what: str) -> None:
+    cp = _cvxpy()
     try:
         # cvxpy's bound propagation multiplies 0 * inf for unbounded variables (harmless NaN).
         with np.errstate(invalid="ignore"):
@@ -98,10 +133,15 @@ def _centred(measurement: Measurement, centre: FloatArray) -> tuple[FloatArray, 
     10^7 records has residuals ~10^-6 of the data, at HiGHS's feasibility tolerance, and the
     solver reported infeasible or unknown status there.
     """
+    unit = _unit(measurement)
+    return (measurement.values - measurement.strategy @ centre) / unit, unit
+
+
+def _unit(measurement: Measurement) -> float:
     unit = float(measurement.noise_scale)
     if not math.isfinite(unit) or unit <= 0:
         raise ConfigError(f"noise_scale must be finite and > 0, got {unit!r}")
-    return (measurement.values - measurement.strategy @ centre) / unit, unit
+    return unit
 
 
 def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[FloatArray, float]:
@@ -114,6 +154,7 @@ def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[
     strategies use a node formulation: one variable per node, ``y_parent = sum y_children`` and
     ``y_leaf >= 0``, which has ``O(#nodes)`` non-zeros instead of ``O(n depth)``.
     """
+    cp = _cvxpy()
     a = measurement.strategy
     c = least_squares(measurement) if centre is None else np.asarray(centre, dtype=np.float64)
     r, unit = _centred(measurement, c)
@@ -148,9 +189,7 @@ def l1_fit(measurement: Measurement, centre: FloatArray | None = None) -> tuple[
     return np.maximum(c + unit * dev, 0.0), float(prob.value) * unit
 
 
-def _closest(
-    mat: sp.csr_matrix, r: FloatArray, low: FloatArray, cap: float, extra: list[Any], dev: Any
-) -> FloatArray:
+def _closest(mat: sp.csr_matrix, r: FloatArray, low: FloatArray, cap: float) -> FloatArray:
     """Deterministic tie-break among L1-optimal points (``||r - A d||_1 <= cap``, ``d >= low``).
 
     In the centred units of :func:`_centred` (``d = (x - x_hat) / u``), minimizes ``||d||_1``
@@ -159,8 +198,10 @@ def _closest(
     on which optimal vertex the first stage returned. (A strictly convex QP would do the same,
     but HiGHS's QP solver reports spurious infeasibility on these.)
     """
-    generic = np.random.default_rng(_TIE_SEED).uniform(1.0, 2.0, mat.shape[1]) * 1e-6
-    cons = [dev >= low, cp.norm1(r - mat @ dev) <= cap, *extra]
+    cp = _cvxpy()
+    dev = cp.Variable(mat.shape[1])
+    generic = generic_cost(mat.shape[1])
+    cons = [dev >= low, cp.norm1(r - mat @ dev) <= cap]
     prob = cp.Problem(cp.Minimize(cp.norm1(dev) + generic @ dev), cons)
     _solve(prob, "L1 tie-break")
     return np.asarray(dev.value, dtype=np.float64)
@@ -176,12 +217,13 @@ def l1_mle(measurement: Measurement, x_hat: FloatArray) -> FloatArray:
     _, value = l1_fit(measurement, x_hat)
     r, unit = _centred(measurement, x_hat)
     mat = sparse_matrix(measurement.strategy)
-    dev = cp.Variable(measurement.strategy.n)
-    d = _closest(mat, r, -x_hat / unit, _slack(value / unit, r), [], dev)
+    d = _closest(mat, r, -x_hat / unit, _slack(value / unit, r))
     return np.maximum(x_hat + unit * d, 0.0)
 
 
 def _full_rank(workload: Workload) -> bool:
+    if workload.m < workload.n:
+        return False
     if isinstance(workload, Identity | Prefix | AllRange):
         return True
     if isinstance(workload, Kron):
@@ -192,34 +234,43 @@ def _full_rank(workload: Workload) -> bool:
     return sv.size >= workload.n and float(sv.min()) > 1e-9 * float(sv.max())
 
 
+def _measures_workload(strategy: Strategy, workload: Workload) -> bool:
+    """Whether ``A = W``: the L1 likelihood is then fixed by the answers (stage 1 is moot)."""
+    measured = getattr(strategy, "workload", None)
+    return isinstance(measured, Workload) and measured.key == workload.key
+
+
 def workload_l1(measurement: Measurement, workload: Workload, x_hat: FloatArray) -> FloatArray:
     """The default ``"nonneg-l1"`` reconstruction (see the module docstring)."""
     x_w = workload_projection(workload, x_hat)
-    if _full_rank(workload):
+    a = measurement.strategy
+    same = _measures_workload(a, workload)
+    size = 2 * workload.n + (0 if same else 2 * a.m)
+    if _full_rank(workload) or size > MAX_TIE_BREAK_VARIABLES:
         return x_w
-    # Rank-deficient W: fix the answers F x = F x_W (F^T F = W^T W), then L1, then nearest x_hat.
+    # Rank-deficient W: keep F x = F x_W (same answers), then L1 likelihood, then nearest x_hat.
     factor = workload_factor(workload)
     if factor is None:
         return x_w
-    mat = sparse_matrix(measurement.strategy)
-    r, unit = _centred(measurement, x_hat)
-    low, target = -x_hat / unit, factor @ ((x_w - x_hat) / unit)
-    dev = cp.Variable(workload.n)
-    tol = 1e-7 * (1.0 + float(np.max(np.abs(target))))
-    same = [cp.abs(factor @ dev - target) <= tol]
-    prob = cp.Problem(cp.Minimize(cp.norm1(r - mat @ dev)), [dev >= low, *same])
-    _solve(prob, "non-negative L1 reconstruction")
-    d = _closest(mat, r, low, _slack(float(prob.value), r), same, dev)
-    return np.maximum(x_hat + unit * d, 0.0)
+    x_bar = lexicographic_l1(
+        fixed=factor,
+        target=factor @ x_w,
+        strategy=None if same else sparse_matrix(a),
+        measured=measurement.values,
+        x_hat=x_hat,
+        unit=_unit(measurement),
+    )
+    # The programs keep the answers up to HiGHS's tolerance: certify the result itself.
+    return certify(workload, x_hat, x_bar, mat=factor if sp.issparse(factor) else None)
 
 
-def effective_method(workload: Workload, method: str) -> str:
-    """The method :func:`reconstruct` will use: ``"nonneg-l1"`` falls back to least squares
-    (which it can never lose to) when the workload is too large to project onto ``x >= 0``."""
+def check_reconstruction(workload: Workload, method: str) -> str:
+    """``method`` if :func:`reconstruct` can run it on ``workload``, else a one-line
+    :class:`ConfigError` naming the limit; call it when planning, before any budget is spent."""
     if method not in RECONSTRUCTIONS:
         raise ConfigError(f"reconstruction must be one of {list(RECONSTRUCTIONS)}, got {method!r}")
-    if method == "nonneg-l1" and not projection_supported(workload):
-        return "least-squares"
+    if method == "nonneg-l1":
+        check_projection(workload)
     return method
 
 
@@ -236,7 +287,7 @@ def reconstruct(
     Returns:
         The estimate, length ``n`` (non-negative unless ``method == "least-squares"``).
     """
-    method = effective_method(workload, method)
+    method = check_reconstruction(workload, method)
     x_hat = least_squares(measurement)
     if method == "least-squares":
         return x_hat

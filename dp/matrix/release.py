@@ -25,7 +25,7 @@ from dp.budget import PrivacyCost
 from dp.errors import ConfigError
 from dp.matrix.error import svd_bound_rmse
 from dp.matrix.measure import check_histogram, measure
-from dp.matrix.reconstruct import effective_method, reconstruct
+from dp.matrix.reconstruct import check_reconstruction, reconstruct
 from dp.matrix.select import cached_error_factor, select_strategy
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import FloatArray, Workload
@@ -56,8 +56,7 @@ class WorkloadAnswer:
     epsilon: float
     """Privacy parameter spent."""
     reconstruction: str
-    """Reconstruction method used (``"nonneg-l1"`` falls back to ``"least-squares"`` for
-    workloads too large to project, see :func:`dp.matrix.reconstruct.effective_method`)."""
+    """Reconstruction method used."""
 
     @property
     def cost(self) -> PrivacyCost:
@@ -91,7 +90,7 @@ def answer(
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a dp.matrix workload, got {type(workload).__name__}")
     eps = check_epsilon(epsilon)
-    method = effective_method(workload, reconstruction)
+    method = check_reconstruction(workload, reconstruction)
     hist = check_histogram(x, workload.n)
     chosen = select_strategy(workload) if strategy is None else strategy
     if not isinstance(chosen, Strategy):

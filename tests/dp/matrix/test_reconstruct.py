@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import dp.matrix as mx
 from dp.errors import ConfigError, SolverError
+from dp.matrix.tiebreak import lexicographic_l1
 
 # The package re-exports the function ``reconstruct``, which shadows the module attribute.
 rec = importlib.import_module("dp.matrix.reconstruct")
@@ -131,8 +133,8 @@ def test_solver_failure_raises_one_line_solver_error(monkeypatch: pytest.MonkeyP
     def fake_solve(self: Any, *args: Any, **kwargs: Any) -> None:
         self._status = "infeasible"
 
-    monkeypatch.setattr(rec.cp.Problem, "solve", fake_solve)
-    monkeypatch.setattr(rec.cp.Problem, "status", property(lambda self: self._status))
+    monkeypatch.setattr(rec._cvxpy().Problem, "solve", fake_solve)
+    monkeypatch.setattr(rec._cvxpy().Problem, "status", property(lambda self: self._status))
     meas = _exact(mx.hierarchical(4, 2), np.ones(4))
     with pytest.raises(
         SolverError, match=r"HiGHS returned status 'infeasible', expected 'optimal'"
@@ -160,11 +162,75 @@ def test_measure_validates_the_histogram(x: np.ndarray, message: str) -> None:
         mx.measure(mx.identity_strategy(4), x, epsilon=1.0, rng=np.random.default_rng(0))
 
 
-def test_too_large_projection_falls_back_to_least_squares() -> None:
-    big = mx.kron(mx.all_range(256), mx.all_range(256))
-    assert rec.effective_method(big, "nonneg-l1") == "least-squares"
-    assert rec.effective_method(mx.marginals((64, 64, 8), 2), "nonneg-l1") == "nonneg-l1"
-    assert rec.effective_method(big, "l1") == "l1"
+WIDE = mx.marginals((8, 6, 5, 3, 4), 2)  # 2,880 cells: the interior-point path
+
+
+@pytest.mark.parametrize("strategy", [mx.workload_strategy(WIDE), None], ids=["A=W", "A=I"])
+def test_wide_marginals_keep_the_projected_answers_and_are_deterministic(
+    strategy: mx.Strategy | None,
+) -> None:
+    a = strategy or mx.kron_strategy(*(mx.identity_strategy(d) for d in WIDE.domain))
+    rng = np.random.default_rng(4)
+    x = rng.poisson(4, WIDE.n) * (rng.random(WIDE.n) < 0.3)
+    meas = mx.measure(a, x, epsilon=0.5, rng=rng)
+    x_hat = mx.reconstruct(meas, WIDE, method="least-squares")
+    x_w = mx.workload_projection(WIDE, x_hat)
+    runs = [mx.reconstruct(meas, WIDE) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    est = runs[0]
+    assert est.min() >= 0
+    # The linear programs pick a histogram but keep the answers (to HiGHS's 1e-7 noise units).
+    np.testing.assert_allclose(WIDE @ est, WIDE @ x_w, atol=1e-5 * meas.noise_scale)
+    # Stage 1 (A != W): the L1 likelihood is at least as good as the projection's own.
+    fit = np.sum(np.abs(meas.values - a @ est))
+    assert fit <= np.sum(np.abs(meas.values - a @ x_w)) + 1e-6 * meas.noise_scale
+    # Stage 2: nearer the least-squares estimate in L1 than the projection's own histogram.
+    if strategy is not None:
+        assert np.sum(np.abs(est - x_hat)) <= np.sum(np.abs(x_w - x_hat)) + 1e-6
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Opaque(mx.Strategy):
+    """A strategy that exposes no structure (only products), like a new strategy class."""
+
+    mat: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return "Opaque"
+
+    @property
+    def domain(self) -> tuple[int, ...]:
+        return (self.mat.shape[1],)
+
+    @property
+    def m(self) -> int:
+        return int(self.mat.shape[0])
+
+    @property
+    def sensitivity(self) -> float:
+        return float(np.abs(self.mat).sum(axis=0).max())
+
+    def _matmat(self, x: np.ndarray) -> np.ndarray:
+        return self.mat @ x
+
+    def _rmatmat(self, y: np.ndarray) -> np.ndarray:
+        return self.mat.T @ y
+
+    def _lstsq(self, r: np.ndarray) -> np.ndarray:
+        return np.linalg.lstsq(self.mat, r, rcond=None)[0]
+
+
+def test_a_strategy_without_structure_is_probed_column_blocks_at_a_time() -> None:
+    rng = np.random.default_rng(2)
+    dense = (rng.random((700, 600)) < 0.01) * rng.integers(1, 4, (700, 600))
+    dense[np.arange(600), np.arange(600)] = 1.0
+    a = _Opaque(mat=dense.astype(float))
+    np.testing.assert_array_equal(rec.sparse_matrix(a).toarray(), a.mat)
+    w = mx.marginals((20, 30), 1)
+    x = rng.poisson(2, 600).astype(float)
+    est = mx.reconstruct(mx.measure(a, x, epsilon=1.0, rng=rng), w)
+    assert est.min() >= 0
 
 
 @pytest.mark.parametrize(
@@ -195,3 +261,52 @@ def test_linear_programs_solve_at_ten_million_records(
     fit, value = rec.l1_fit(meas)
     assert value <= np.sum(np.abs(meas.values - strategy @ np.maximum(x_ls, 0))) + 1e-6
     assert np.sum(np.abs(meas.values - strategy @ fit)) == pytest.approx(value, rel=1e-6)
+
+
+def test_tie_break_reports_a_failed_program_in_one_line() -> None:
+    # F x = -1 has no non-negative solution (F >= 0): HiGHS reports infeasibility.
+    with pytest.raises(SolverError, match=r"^L1 tie-break: HiGHS returned status 'Infeasible'"):
+        lexicographic_l1(
+            fixed=np.ones((1, 4)),
+            target=np.array([-1.0]),
+            strategy=None,
+            measured=np.zeros(1),
+            x_hat=np.ones(4),
+            unit=1.0,
+        )
+
+
+def test_tie_break_keeps_the_likelihood_optimum() -> None:
+    # Stage 2 runs on stage 1's optimal face (variables with non-zero reduced cost fixed): its
+    # result must reach the optimal L1 fit among histograms with the projected answers, which
+    # an independent solve (cvxpy) computes here.
+    w = mx.marginals((4, 5, 3), 2)
+    a = mx.kron_strategy(*(mx.identity_strategy(d) for d in w.domain))
+    rng = np.random.default_rng(10)  # a draw where the projection is not L1-optimal itself
+    x = rng.poisson(3, w.n) * (rng.random(w.n) < 0.4)
+    meas = mx.measure(a, x, epsilon=0.3, rng=rng)
+    x_hat = mx.reconstruct(meas, w, method="least-squares")
+    x_w = mx.workload_projection(w, x_hat)
+    f = w.dense()
+    cp = rec._cvxpy()
+    v = cp.Variable(w.n, nonneg=True)
+    best = cp.Problem(cp.Minimize(cp.norm1(meas.values - a.dense() @ v)), [f @ v == f @ x_w])
+    best.solve(solver="HIGHS")
+    est = mx.reconstruct(meas, w)
+    fit = float(np.sum(np.abs(meas.values - a @ est)))
+    assert fit <= best.value + 1e-5 * meas.noise_scale
+    assert fit < float(np.sum(np.abs(meas.values - a @ x_w)))  # stage 1 did change something
+
+
+def test_beyond_the_program_limit_the_histogram_is_the_projection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = mx.marginals((4, 5, 3), 2)
+    a = mx.kron_strategy(*(mx.identity_strategy(d) for d in w.domain))
+    rng = np.random.default_rng(10)
+    meas = mx.measure(a, rng.poisson(3, w.n) * (rng.random(w.n) < 0.4), epsilon=0.3, rng=rng)
+    x_w = mx.workload_projection(w, mx.reconstruct(meas, w, method="least-squares"))
+    assert not np.array_equal(mx.reconstruct(meas, w), x_w)  # the programs pick another one
+    # 2 n + 2 m_A = 240 variables: one fewer allowed skips them.
+    monkeypatch.setattr(rec, "MAX_TIE_BREAK_VARIABLES", 4 * w.n - 1)
+    np.testing.assert_array_equal(mx.reconstruct(meas, w), x_w)

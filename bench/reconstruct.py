@@ -1,0 +1,297 @@
+"""Benchmark: non-negative reconstruction at marginal scale, warm starts, release noise speed.
+
+Prints one table and writes ``bench/results/reconstruct.json``. Not run by the test suite.
+
+1. ``nonneg-l1`` on all 2-way marginals of the demo's age (5-year bands) x sex x race x
+   education x marital (3,600 cells, 359 queries) and the same plus hours in 20 bins (72,000
+   cells, 999 queries), built as ``flows/stages.py`` builds them from ``configs/demo.yaml``
+   over the demo data (``make run`` generates ``data/sample/census.parquet``), measured through
+   the strategy ``select_strategy`` picks: wall time of least squares, the projection and the
+   whole reconstruction over seeded noise draws, and the guarantee
+   ``||W (x_bar - x)|| <= ||W (x_ls - x)||`` on every draw (largest ratio reported).
+2. ``dppub run`` end to end on a config holding just that workload (Prefect start-up
+   included): wall time and the peak resident memory of the process.
+3. Plan: ``dppub plan configs/demo.yaml`` in a new process, as is (cold), and with the flows'
+   ``select_strategy`` replaced by :func:`dp.matrix.cache.cached_select_strategy` on an empty
+   and then a filled cache folder; the strategy choice for all-range(1024) in a new process,
+   cold and warm.
+4. Release Laplace noise for 1,024 and 72,000 cells: ``dp.mechanisms.laplace`` (rng=None)
+   against OpenDP's own call of the same measurement, and OpenDP's default float Laplace (CPU
+   time per call, the fastest of five rounds).
+
+    .venv/bin/python bench/reconstruct.py            # ~2-3 min
+    .venv/bin/python bench/reconstruct.py --quick    # fewer draws, no dppub run (~40 s)
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import importlib
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dp.matrix as mx  # noqa: E402
+from dp.histogram import histogram  # noqa: E402
+from flows.config import WorkloadModel, load_config  # noqa: E402
+from flows.stages import workload_axes, workload_operator  # noqa: E402
+
+project = importlib.import_module("dp.matrix.project")
+DEMO = ROOT / "configs" / "demo.yaml"
+DATA = ROOT / "data" / "sample" / "census.parquet"
+OUT = ROOT / "bench" / "results" / "reconstruct.json"
+DPPUB = ROOT / ".venv" / "bin" / "dppub"
+PYTHON = ROOT / ".venv" / "bin" / "python"
+BASE = [{"column": "age", "level": 1}] + [
+    {"column": c} for c in ("sex", "race", "education", "marital")
+]
+HOURS = {"column": "hours", "bins": 20}
+EPSILON = 0.2
+
+
+def marginal_workload(with_hours: bool) -> tuple[mx.Workload, np.ndarray]:
+    cfg = load_config(DEMO)
+    attrs = BASE + ([HOURS] if with_hours else [])
+    model = WorkloadModel(
+        name="m", epsilon=EPSILON, attributes=attrs, workload="marginals", marginal_k=2
+    )
+    axes = workload_axes(cfg, model)
+    w, _ = workload_operator(model, axes)
+    frame = pd.read_parquet(DATA, columns=[a["column"] for a in attrs])
+    return w, histogram(frame, axes)
+
+
+def reconstruction(with_hours: bool, draws: int) -> dict[str, Any]:
+    w, x = marginal_workload(with_hours)
+    a = mx.select_strategy(w)
+    mat = project.sparse_workload(w)
+    times: dict[str, list[float]] = {"least_squares": [], "projection": [], "nonneg_l1": []}
+    worst = 0.0
+    for seed in range(draws):
+        meas = mx.measure(a, x, epsilon=EPSILON, rng=np.random.default_rng(seed))
+        t = time.perf_counter()
+        x_ls = mx.least_squares(meas)
+        times["least_squares"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        project.workload_projection(w, x_ls)
+        times["projection"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        est = mx.reconstruct(meas, w)
+        times["nonneg_l1"].append(time.perf_counter() - t)
+        ratio = np.linalg.norm(mat @ (est - x)) / np.linalg.norm(mat @ (x_ls - x))
+        worst = max(worst, float(ratio))
+    return {
+        "cells": w.n,
+        "queries": w.m,
+        "strategy": a.name,
+        "draws": draws,
+        "seconds": {k: [min(v), max(v)] for k, v in times.items()},
+        "worst_error_ratio": worst,
+        "guarantee_held": bool(worst <= 1.0 + 1e-9),
+    }
+
+
+def _config(tmp: Path, with_hours: bool) -> Path:
+    cfg = yaml.safe_load(DEMO.read_text())
+    attrs = BASE + ([HOURS] if with_hours else [])
+    out = {
+        "dataset": {**cfg["dataset"], "path": str(DATA), "budget": {"epsilon": 1000.0}},
+        "hierarchies": {"age": cfg["hierarchies"]["age"]},
+        "workloads": [
+            {
+                "name": "marginals",
+                "epsilon": EPSILON,
+                "attributes": attrs,
+                "workload": "marginals",
+                "marginal_k": 2,
+            }
+        ],
+    }
+    path = tmp / f"marginals_{'72000' if with_hours else '3600'}.yaml"
+    path.write_text(yaml.safe_dump(out))
+    return path
+
+
+def end_to_end(tmp: Path, with_hours: bool) -> dict[str, Any]:
+    """``dppub run`` in a child process: wall time and its peak RSS (getrusage of children)."""
+    cfg = _config(tmp, with_hours)
+    env = {
+        **os.environ,
+        "PREFECT_HOME": os.environ.get("PREFECT_HOME", str(ROOT / ".state/prefect")),
+    }
+    cmd = [str(DPPUB), "run", str(cfg), "--ledger", str(tmp / "l.sqlite"), "--out", str(tmp / "o")]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {
+        "ok": done.returncode == 0,
+        "seconds": wall,
+        "peak_rss_mib": max(peak, before) / 1024.0,
+        "error": done.stderr.strip().splitlines()[-1:] if done.returncode else [],
+    }
+
+
+_PLAN_CACHED = """
+import sys
+import dp.matrix
+from dp.matrix.cache import cached_select_strategy
+dp.matrix.select_strategy = cached_select_strategy  # what the flows will call
+sys.argv = ["dppub", "plan", {config!r}, "--ledger", {ledger!r}]
+from flows.cli import main
+main()
+"""
+
+_SELECT = """
+import time
+t = time.perf_counter()
+import dp.matrix as mx
+from dp.matrix.cache import cached_select_strategy
+cached_select_strategy(mx.all_range(1024))
+print(time.perf_counter() - t)
+"""
+
+
+def _timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(args, env=env, capture_output=True, check=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def plans(tmp: Path) -> dict[str, list[float]]:
+    """``[wall, cpu]`` seconds of each plan variant (warm: the fastest of three)."""
+    env = {**os.environ, "DPPUB_CACHE_DIR": str(tmp / "cache")}
+    ledger = str(tmp / "plan.sqlite")
+    cached = [str(PYTHON), "-c", _PLAN_CACHED.format(config=str(DEMO), ledger=ledger)]
+    plain = [str(DPPUB), "plan", str(DEMO), "--ledger", ledger]
+    out = {"plan_uncached": list(_timed(plain, env))}
+    out["plan_cache_cold"] = list(_timed(cached, env))
+    out["plan_cache_warm"] = list(min(_timed(cached, env) for _ in range(3)))
+    select = [str(PYTHON), "-c", _SELECT]
+    for label in ("cold", "warm"):
+        done = subprocess.run(select, env=env, capture_output=True, text=True, check=True)
+        out[f"all_range_1024_{label}"] = [float(done.stdout.strip())]
+    return out
+
+
+def _per_call(f: Any, reps: int) -> float:
+    """CPU seconds per call, the fastest of five rounds (robust to other jobs on the cores)."""
+    f()
+    best = float("inf")
+    for _ in range(5):
+        t = time.process_time()
+        for _ in range(reps):
+            f()
+        best = min(best, (time.process_time() - t) / reps)
+    return best
+
+
+def noise_at(n: int) -> dict[str, float]:
+    """Release Laplace noise on ``n`` cells: ours, OpenDP's same measurement, OpenDP default."""
+    import opendp.prelude as odp
+
+    from dp import mechanisms
+    from dp.calibration import laplace_scale
+
+    x = np.random.default_rng(0).random(n) * 100
+    sens, reps = 10.0, max(3, 40_000 // n)
+    meas = mechanisms._calibrated_laplace(sens, EPSILON, n)
+    values = x.tolist()
+    default = odp.m.make_laplace(
+        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+        odp.l1_distance(T=float),
+        scale=laplace_scale(sensitivity=sens, epsilon=EPSILON),
+    )
+    ours = _per_call(lambda: mechanisms.laplace(x, sensitivity=sens, epsilon=EPSILON), reps)
+    own = _per_call(lambda: meas(values), reps)
+    return {
+        "dppub_ms": 1e3 * ours,
+        "opendp_same_measurement_ms": 1e3 * own,
+        "ratio": ours / own,
+        "opendp_default_ms": 1e3 * _per_call(lambda: default(values), reps),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 draws, no dppub run")
+    args = parser.parse_args()
+    if not DATA.exists():
+        sys.exit(f"missing {DATA.relative_to(ROOT)}: run `make run` (or its sample rule) first")
+    t_all = time.perf_counter()
+    result: dict[str, Any] = {"reconstruction": {}, "run": {}}
+    for hours in (False, True):
+        rec = reconstruction(hours, 2 if args.quick else 5)
+        result["reconstruction"][str(rec["cells"])] = rec
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.quick:
+            for hours in (False, True):
+                result["run"]["72000" if hours else "3600"] = end_to_end(Path(tmp), hours)
+        result["plan"] = plans(Path(tmp))
+    result["noise"] = {str(n): noise_at(n) for n in (1024, 72_000)}
+
+    print("== nonneg-l1 reconstruction, 2-way marginals (seconds, min-max over draws) ==")
+    for cells, r in result["reconstruction"].items():
+        s = r["seconds"]
+        print(
+            f"{cells:>6} cells {r['queries']:>4} queries  least squares "
+            f"{s['least_squares'][0]:.2f}-{s['least_squares'][1]:.2f}  projection "
+            f"{s['projection'][0]:.2f}-{s['projection'][1]:.2f}  nonneg-l1 "
+            f"{s['nonneg_l1'][0]:.2f}-{s['nonneg_l1'][1]:.2f}  worst error / least squares "
+            f"{r['worst_error_ratio']:.4f} ({'held' if r['guarantee_held'] else 'VIOLATED'}"
+            f" on {r['draws']} draws)"
+        )
+    for cells, r in result["run"].items():
+        limit = "<= 30 s" if cells == "3600" else "<= 60 s, <= 2048 MiB"
+        failed = "" if r["ok"] else f" FAILED {r['error']}"
+        print(
+            f"dppub run {cells:>6} cells: {r['seconds']:.1f} s, peak RSS "
+            f"{r['peak_rss_mib']:.0f} MiB ({limit}){failed}"
+        )
+    p = {k: v[0] for k, v in result["plan"].items()}
+    cpu = {k: v[1] for k, v in result["plan"].items() if len(v) > 1}
+    print(
+        f"dppub plan demo (wall / CPU s): uncached {p['plan_uncached']:.2f} / "
+        f"{cpu['plan_uncached']:.2f}, cache cold {p['plan_cache_cold']:.2f} / "
+        f"{cpu['plan_cache_cold']:.2f}, warm {p['plan_cache_warm']:.2f} / "
+        f"{cpu['plan_cache_warm']:.2f} (<= 1.5 s)"
+    )
+    print(
+        f"strategy for all-range(1024) in a new process: cold {p['all_range_1024_cold']:.2f} s, "
+        f"warm {p['all_range_1024_warm']:.2f} s"
+    )
+    for n, r in result["noise"].items():
+        print(
+            f"Laplace release noise, {n:>6} cells: dppub {r['dppub_ms']:.1f} ms, OpenDP same "
+            f"measurement {r['opendp_same_measurement_ms']:.1f} ms (ratio {r['ratio']:.2f}, "
+            f"<= 1.2), OpenDP default grid {r['opendp_default_ms']:.1f} ms"
+        )
+    print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2))
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
