@@ -47,10 +47,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp.matrix as mx  # noqa: E402
-from dp.histogram import histogram  # noqa: E402
 from flows.config import WorkloadModel, load_config  # noqa: E402
 from flows.stages import workload_axes, workload_operator  # noqa: E402
+
+import dp.matrix as mx  # noqa: E402
+from dp.histogram import histogram  # noqa: E402
 
 project = importlib.import_module("dp.matrix.project")
 DEMO = ROOT / "configs" / "demo.yaml"

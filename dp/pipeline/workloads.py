@@ -20,6 +20,8 @@ from dp import matrix
 from dp.engine import Aggregate, HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.histogram import Axis
+from dp.matrix.cache import cached_select_strategy
+from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
 from dp.pipeline.domains import histogram_axis
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
@@ -54,6 +56,11 @@ class WorkloadSpec:
     strategy: matrix.Strategy | None
     """None: chosen by expected error (data-independent) when answering."""
     reconstruction: str
+
+    def chosen(self) -> matrix.Strategy:
+        """The strategy to measure: the fixed one, or the best by expected error (remembered
+        on disk across processes: it depends on the workload only)."""
+        return self.strategy or cached_select_strategy(self.workload)
 
 
 def workload_operator(w: WorkloadModel, axes: Sequence[Axis]) -> tuple[Any, Any | None]:
@@ -99,6 +106,7 @@ class WorkloadKind:
             for a in item.attributes
         )
         W, A = workload_operator(item, axes)
+        check_reconstruction(W, item.reconstruction)  # a size it cannot do: refused now
         spec = WorkloadSpec(axes=axes, workload=W, strategy=A, reconstruction=item.reconstruction)
         return ReleasePlan(
             name=item.name,
@@ -119,7 +127,7 @@ class WorkloadKind:
         least-squares answers, and the SVD lower bound for any strategy."""
         spec: WorkloadSpec = plan.spec
         W = spec.workload
-        strategy = matrix.select_strategy(W) if spec.strategy is None else spec.strategy
+        strategy = spec.chosen()
         return {
             "strategy": strategy.name,
             "expected_rmse": matrix.expected_rmse(W, strategy, plan.cost.epsilon),
@@ -134,7 +142,7 @@ class WorkloadKind:
             spec.workload,
             exact[0],
             epsilon=plan.cost.epsilon,
-            strategy=spec.strategy,
+            strategy=spec.chosen(),
             reconstruction=spec.reconstruction,
         )
         answers = pd.DataFrame({"query": np.arange(len(result.answers)), "answer": result.answers})
