@@ -18,9 +18,11 @@ import errno
 import os
 import signal
 
-__all__ = ["ACTIONS", "STEPS", "fault_point"]
+__all__ = ["ACTIONS", "POINTS", "STEPS", "fault_point"]
 
 STEPS = ("reserved", "drawn", "staged", "composed", "renamed", "published", "committed")
+POINTS = (*STEPS, "writing")
+"""``writing``: before each released file is written (e.g. ``DPPUB_FAULT=enospc``: a full disk)."""
 ACTIONS = ("kill", "term", "int", "eio", "enospc")
 _SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
 _ERRORS = {"eio": errno.EIO, "enospc": errno.ENOSPC}

@@ -118,9 +118,11 @@ class Staging:
         return data
 
     def write_frame(self, name: str, filename: str, frame: pd.DataFrame) -> None:
+        fault_point("writing")
         frame.to_parquet(self.release_dir(name) / filename, index=False)
 
     def write_json(self, name: str, filename: str, payload: Mapping[str, Any]) -> None:
+        fault_point("writing")
         text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
         (self.release_dir(name) / filename).write_text(text + "\n")
 

@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 from dp.errors import ConfigError
 
-__all__ = ["check_bounds", "check_delta", "check_epsilon", "check_positive", "check_probability"]
+__all__ = [
+    "MIN_EPSILON",
+    "check_bounds",
+    "check_delta",
+    "check_epsilon",
+    "check_positive",
+    "check_probability",
+]
+
+MIN_EPSILON = 1e-6
+"""The smallest epsilon accepted: below it the noise scale outgrows what samplers can draw."""
 
 
 def _as_float(name: str, value: object) -> float:
@@ -28,6 +38,11 @@ def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
     eps = _as_float(name, epsilon)
     if not math.isfinite(eps) or eps <= 0.0:
         raise ConfigError(f"{name} must be finite and > 0, got {eps!r}")
+    if eps < MIN_EPSILON:
+        raise ConfigError(
+            f"{name} must be at least {MIN_EPSILON:g} (smaller needs noise floating point cannot "
+            f"draw), got {eps!r}"
+        )
     return eps
 
 

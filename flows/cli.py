@@ -44,7 +44,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"dppub: error: {message}", err=True)
+    """One line on stderr (whatever a message quotes) and the exit code."""
+    line = " ".join(message.split())  # a value quoted in a message never breaks the line
+    typer.echo(f"dppub: error: {line}", err=True)
     raise typer.Exit(code)
 
 
@@ -112,6 +114,23 @@ def _signals_raise() -> Iterator[None]:
             signal.signal(s, h)
 
 
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout -- by Prefect, a solver's native banner, any library --
+    to stderr, so that stdout carries only what the README says (the run id)."""
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @app.command()
 def run(
     config: Path,
@@ -130,7 +149,7 @@ def run(
     """
     from flows.commands import execute_opened, open_run
 
-    with _signals_raise():
+    with _signals_raise(), _stdout_to_stderr():
         try:
             opened = _guard(open_run, config, ledger, out, engine, LEDGER_TIMEOUT)
         except _Interrupted as exc:

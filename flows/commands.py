@@ -83,7 +83,7 @@ class Opened:
 def open_run(config: Path, ledger: str, out: Path, engine: str | None, timeout: float) -> Opened:
     """Load the plan, check the input's structure, open the run (no value read yet)."""
     plan = load_plan(config, engine)
-    plan.check_structure()  # before the ledger is even opened
+    plan.check_structure(out)  # before the ledger is even opened
     book = Ledger(ledger, timeout=timeout)
     return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
 

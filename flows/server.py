@@ -1,12 +1,14 @@
 """The Prefect API a dppub process talks to: a temporary one it owns, or a server for ``serve``.
 
-Prefect runs in its local mode (no network). Unless ``PREFECT_HOME`` is set, its state lives
-in ``./.state/prefect``. Nothing here touches private data.
+Prefect runs in its local mode (no network). Unless ``PREFECT_HOME`` is set, its state lives in
+the per-user dppub state folder (:data:`STATE`), so ``dppub`` works from any directory. Nothing
+here touches private data.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,18 +20,39 @@ from pathlib import Path
 
 from dp.errors import ConfigError
 
-__all__ = ["STATE", "local_server", "own_temporary_server", "prefect_env"]
+__all__ = ["STATE", "die_with_parent", "local_server", "own_temporary_server", "prefect_env"]
 
-STATE = Path(".state")
+
+def _state() -> Path:
+    if os.environ.get("DPPUB_HOME"):
+        return Path(os.environ["DPPUB_HOME"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dppub"
+
+
+STATE = _state()
+"""The default folder of the ledger, the publications and Prefect's home: ``$DPPUB_HOME``, else
+``$XDG_STATE_HOME/dppub``, else ``~/.local/state/dppub`` -- the same from any directory."""
 
 
 def prefect_env() -> None:
-    """Local-mode Prefect settings; must run before prefect is imported."""
-    os.environ.setdefault("PREFECT_HOME", str((STATE / "prefect").resolve()))
+    """Local-mode Prefect settings; must run before prefect is imported. Creates Prefect's
+    home with its parents (Prefect would not)."""
+    home = Path(os.environ.setdefault("PREFECT_HOME", str((STATE / "prefect").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
     # The temporary server's first start with a fresh home takes ~20 s here (default limit: 20 s).
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def die_with_parent() -> None:
+    """In a child process before ``exec``: let the kernel SIGKILL it when its parent dies
+    (``PR_SET_PDEATHSIG``), so a killed ``dppub`` never leaves a server behind."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _free_port() -> int:
@@ -55,10 +78,35 @@ def own_temporary_server() -> Iterator[None]:
         yield
         return
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    class OwnedServer(SubprocessASGIServer):
+        """Prefect's temporary server in a session of its own (Ctrl-C to dppub's process
+        group does not reach it: dppub settles its run, then stops it) that dies with dppub
+        (SIGTERM or SIGKILL of dppub leaves no server behind)."""
+
+        def _run_uvicorn_command(self) -> subprocess.Popen[bytes]:
+            import prefect
+
+            args = ["--app-dir", str(prefect.__module_path__.parent), "--factory"]
+            args += ["prefect.server.api.server:create_app", "--host", "127.0.0.1"]
+            args += ["--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+            env = {
+                **os.environ,
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+                **get_current_settings().to_environment_variables(exclude_unset=True),
+            }
+            return subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", *args],
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
 
     for _ in range(5):
-        server = SubprocessASGIServer(port=_free_port())
+        server = OwnedServer(port=_free_port())
         server.start()
         if server.server_process is not None and server.server_process.poll() is None:
             break

@@ -19,6 +19,7 @@ from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
 from dp.publication import Staging
 
 __all__ = ["ClusteringKind", "ClusteringModel"]
@@ -29,8 +30,8 @@ class ClusteringModel(Cost):
 
     name: str = Field(pattern=NAME_PATTERN)
     features: list[str] = Field(min_length=1)
-    k: int = Field(ge=1)
-    iterations: int = Field(default=5, ge=1)
+    k: int = Field(ge=1, le=MAX_CLUSTERS)
+    iterations: int = Field(default=5, ge=1, le=MAX_ITERATIONS)
 
 
 def feature_box(

@@ -13,6 +13,13 @@ from dp.anonymity import Hierarchy
 from dp.errors import ConfigError
 from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.pipeline.config import PipelineConfig
+from dp.pipeline.limits import (
+    MAX_DOMAIN_CELLS,
+    MAX_HIERARCHY_BYTES,
+    MAX_HIERARCHY_ROWS,
+    check_at_most,
+    check_regular_file,
+)
 
 __all__ = [
     "checked_leaves",
@@ -57,7 +64,10 @@ def declared_hierarchy(cfg: PipelineConfig, column: str) -> Hierarchy:
         raise ConfigError(f"column {column!r} has no hierarchy")
     spec = cfg.dataset.columns[column]
     if model.file is not None:
-        return Hierarchy.from_csv(cfg.resolve(model.file), sep=model.sep, name=column)
+        path = check_regular_file(cfg.resolve(model.file), "hierarchy file", MAX_HIERARCHY_BYTES)
+        hierarchy = Hierarchy.from_csv(path, sep=model.sep, name=column)
+        check_at_most(f"hierarchy file {path}: rows", len(hierarchy.levels[0]), MAX_HIERARCHY_ROWS)
+        return hierarchy
     if model.levels is not None:
         return Hierarchy.from_levels(model.levels, name=column)
     if model.bands is not None:
@@ -119,6 +129,9 @@ def histogram_axis(
             raise ConfigError(f"release {release!r}: {column!r} has a level but no hierarchy")
         return hierarchy_axis(column, declared_hierarchy(cfg, column), level=level)
     if spec.is_numeric:
+        lo, hi = spec.bounds or (0.0, 0.0)
+        cells = bins if bins is not None else (int(hi) - int(lo) + 1 if spec.type == "int" else 1)
+        check_at_most(f"release {release!r}: the cells of {column!r}", cells, MAX_DOMAIN_CELLS)
         return numeric_axis(spec, bins=bins)
     if spec.categories is not None:
         return category_axis(spec)

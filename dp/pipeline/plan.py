@@ -9,13 +9,11 @@ and the flow it starts share it).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from dp.budget import PlannedCost, PrivacyCost, compose
@@ -33,10 +31,19 @@ from dp.ledger import Ledger
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.domains import checked_leaves
 from dp.pipeline.kinds import ReleaseKind, ReleasePlan
+from dp.pipeline.loading import read_config
 from dp.pipeline.registry import KINDS, Config, kind_of
 from dp.runs import Run, RunPlan
 
-__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "Engine", "Plan", "build_plan", "load_config", "load_plan"]
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET_MB",
+    "Engine",
+    "Plan",
+    "build_plan",
+    "check_output",
+    "load_config",
+    "load_plan",
+]
 
 Engine = Literal["auto", "memory", "stream", "dask"]
 DEFAULT_MEMORY_BUDGET_MB = 1024.0
@@ -73,15 +80,18 @@ class Plan:
     def kind(self, release: ReleasePlan) -> ReleaseKind:
         return kind_of(release.kind)
 
-    def check_structure(self, period: str | None = None) -> None:
-        """The input's structure (files, columns, types in every file), from footers only."""
-        check_source(self.config.data_path(period), self.config.table_schema, columns=self.columns)
+    def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
+        """The input's structure (files, columns, types in every file) from footers only, and
+        a publication folder that can be written and does not overlap the input."""
+        data = self.config.data_path(period)
+        check_output(Path(out_dir), data)
+        check_source(data, self.config.table_schema, columns=self.columns)
 
     def open_run(self, ledger: Ledger, out_dir: str | Path) -> Run:
-        """Check the input's structure (no value is read), then open the run: lock, settle
-        dead runs of the same data, check the publications, reserve :attr:`total`. The one
-        way ``dppub run`` and scheduled runs start."""
-        self.check_structure()
+        """Check the structure (no value is read), then open the run: lock, settle dead runs
+        of the same data, check the publications, reserve :attr:`total`. The one way
+        ``dppub run`` and scheduled runs start."""
+        self.check_structure(out_dir)
         return Run.open(ledger, out_dir, self.run_plan)
 
     def resolved_engine(self, period: str | None = None) -> Literal["memory", "stream", "dask"]:
@@ -144,7 +154,10 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
 
 def _format_validation(path: Path, exc: ValidationError) -> str:
     first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    parts = (
+        str(p) if str(p).isidentifier() or isinstance(p, int) else repr(p) for p in first["loc"]
+    )
+    loc = ".".join(parts) or "(top level)"
     msg = str(first["msg"]).removeprefix("Value error, ")
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{path}: {loc}: {msg}{more}"
@@ -153,19 +166,7 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline config; raise :class:`ConfigError` with one clear line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
-    try:
-        raw: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{p}:{where}: YAML error: {problem}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{p}: the config must be a YAML mapping")
+    raw = read_config(p)
     raw.pop("leaves", None)
     try:
         cfg = Config.model_validate({**raw, "base_dir": p.resolve().parent})
@@ -187,9 +188,10 @@ def load_plan(path: str | Path, engine: str | None = None) -> Plan:
     """:func:`load_config` then :func:`build_plan`, once per file content and engine."""
     p = Path(path).resolve()
     try:
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        stat = p.stat()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    digest = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
     key = (str(p), digest, engine)
     if key not in _PLANS:
         cfg = load_config(p)
@@ -198,3 +200,27 @@ def load_plan(path: str | Path, engine: str | None = None) -> Plan:
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     return _PLANS[key]
+
+
+def check_output(out_dir: Path, data: Path) -> None:
+    """The publication folder: creatable and writable, neither inside the input (later runs
+    would read published files as private data) nor holding it.
+
+    Raises:
+        ConfigError: one line naming the folder and the problem.
+    """
+    out, source = out_dir.resolve(), data.resolve()
+    if out == source or source in out.parents or out in source.parents:
+        raise ConfigError(
+            f"--out {out_dir} overlaps the dataset {data}: publications must live apart from "
+            "the private input"
+        )
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out_dir} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".dppub-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {out_dir} cannot be written: {exc.strerror or exc}") from None

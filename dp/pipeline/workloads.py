@@ -8,6 +8,7 @@ scale ``||A||_1 / epsilon`` and reconstructed (post-processing only).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
 from dp.pipeline.domains import histogram_axis
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
 from dp.publication import Staging
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
@@ -34,7 +36,7 @@ class AxisModel(Model):
     """One histogram axis: bins of a numeric column, categories, or a fixed hierarchy level."""
 
     column: str
-    bins: int | None = Field(default=None, ge=1)
+    bins: int | None = Field(default=None, ge=1, le=MAX_DOMAIN_CELLS)
     level: int | None = Field(default=None, ge=0)
 
 
@@ -105,7 +107,10 @@ class WorkloadKind:
             histogram_axis(cfg, item.name, a.column, bins=a.bins, level=a.level)
             for a in item.attributes
         )
+        cells = math.prod(a.size for a in axes)
+        check_at_most(f"workload {item.name!r}: the histogram's cells", cells, MAX_DOMAIN_CELLS)
         W, A = workload_operator(item, axes)
+        check_at_most(f"workload {item.name!r}: the queries", int(W.shape[0]), MAX_QUERIES)
         check_reconstruction(W, item.reconstruction)  # a size it cannot do: refused now
         spec = WorkloadSpec(axes=axes, workload=W, strategy=A, reconstruction=item.reconstruction)
         return ReleasePlan(

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -266,3 +267,71 @@ def test_prefect_storage_never_holds_private_values(
         blob = f.read_bytes()
         for canary in canaries:
             assert canary not in blob, f"{canary!r} found in {f.relative_to(home)}"
+
+
+def _server_children(pid: int) -> list[int]:
+    """The Prefect server processes a dppub process started (any session)."""
+    found = subprocess.run(
+        ["pgrep", "-P", str(pid), "-f", "uvicorn"], capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = (
+        Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
+    )
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_no_server_outlives_a_killed_run_and_the_next_run_publishes(
+    tmp_path: Path, census_small: Path, sig: signal.Signals
+) -> None:
+    config = _light_config(tmp_path, census_small, budget=10.0)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    run = _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path)
+    deadline = time.monotonic() + 120
+    servers: list[int] = []
+    while not servers and time.monotonic() < deadline and run.proc.poll() is None:
+        servers = _server_children(run.proc.pid)
+        time.sleep(0.2)
+    assert servers, "the run never started its Prefect server"
+    os.kill(run.proc.pid, sig)
+    code = run.proc.wait(timeout=120)
+    assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 143)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in servers)  # no orphaned server
+    if sig == signal.SIGTERM:
+        errors = [ln for ln in run.err_path.read_text().splitlines() if "dppub: error" in ln]
+        assert len(errors) == 1 and "interrupted by SIGTERM" in errors[0]
+    code, stdout, err = _finish(
+        _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path)
+    )
+    assert code == 0, err[-2000:]
+    assert stdout.strip().splitlines() == [_published(out)[0].name]  # stdout: the run id only
+
+
+def test_a_full_disk_while_writing_is_one_line_and_the_draws_are_charged(
+    tmp_path: Path, census_small: Path
+) -> None:
+    config = _light_config(tmp_path, census_small, budget=10.0)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    env = {"DPPUB_FAULT_AT": "writing", "DPPUB_FAULT": "enospc"}
+    code, stdout, err = _finish(
+        _start("run", config, "--ledger", ledger, "--out", out, env=env, logs=tmp_path)
+    )
+    assert code == 2, err[-2000:]
+    errors = [ln for ln in err.splitlines() if ln.startswith("dppub: error:")]
+    assert len(errors) == 1 and "I/O error: No space left on device" in errors[0]
+    assert errors[0].endswith("was charged")  # the releases drew before writing
+    assert "Traceback" not in err
+    assert stdout == ""
+    assert _published(out) == []
+    assert _spent(ledger)[1] == 0

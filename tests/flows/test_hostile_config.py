@@ -1,0 +1,174 @@
+"""Hostile configs and operations: one clear line, exit 2, before the ledger, within seconds.
+
+Each case was a traceback, a hang or a silent acceptance before. The CLI runs in-process
+(typer's CliRunner): every case here is refused before Prefect starts.
+"""
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from flows import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _demo(tmp: Path, data: Path) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw.pop("schedule")
+    raw["dataset"]["path"] = str(data)
+    return raw
+
+
+def _invoke(*args: object) -> Any:
+    return CliRunner().invoke(cli.app, [str(a) for a in args])
+
+
+def _one_line(result: Any, code: int, message: str, started: float) -> str:
+    assert time.monotonic() - started < 30
+    assert result.exit_code == code, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("dppub: error:") and message in lines[0], lines[0]
+    assert "Traceback" not in result.output
+    return str(lines[0])
+
+
+def _refused_before_the_ledger(tmp: Path, config: Path, message: str, **kw: Path) -> str:
+    ledger = kw.get("ledger", tmp / "l.sqlite")
+    out = kw.get("out", tmp / "out")
+    started = time.monotonic()
+    line = _one_line(_invoke("run", config, "--ledger", ledger, "--out", out), 2, message, started)
+    assert not ledger.exists()
+    return line
+
+
+def _write(tmp: Path, raw: dict[str, Any], name: str = "c.yaml") -> Path:
+    path = tmp / name
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "tiny epsilon": (
+        lambda r: r["workloads"][0].update(epsilon=1e-320),
+        "workloads.0.epsilon: epsilon must be at least 1e-06",
+    ),
+    "huge integer bounds under a hierarchy": (
+        lambda r: r["dataset"]["columns"]["age"].update(bounds=[0, 1e18]),
+        "hierarchy 'age': domain [0, 1000000000000000000] is too large to enumerate",
+    ),
+    "huge integer bounds as a histogram axis": (
+        lambda r: (
+            r["dataset"]["columns"].update(weeks={"type": "int", "bounds": [0, 1e18]}),
+            r["workloads"].append(
+                {"name": "w", "epsilon": 0.1, "attributes": [{"column": "weeks"}]}
+            ),
+        ),
+        "the cells of 'weeks' is 1,000,000,000,000,000,001, more than the limit of 4,194,304",
+    ),
+    "a trillion clusters": (
+        lambda r: r["clustering"][0].update(k=10**12),
+        "clustering.0.k: Input should be less than or equal to 10000",
+    ),
+    "a billion bins": (
+        lambda r: r["workloads"][1]["attributes"][0].update(bins=10**9),
+        "bins: Input should be less than or equal to 4194304",
+    ),
+    "a billion iterations": (
+        lambda r: r["clustering"][0].update(iterations=10**9),
+        "iterations: Input should be less than or equal to 1000",
+    ),
+    "marginal_k beyond the attributes": (
+        lambda r: r["workloads"][2].update(marginal_k=5),
+        "marginal_k=5 exceeds 2 attribute(s)",
+    ),
+    "hierarchy file that never ends": (
+        lambda r: r["hierarchies"].update(education={"file": "/dev/zero"}),
+        "hierarchy file /dev/zero is not a regular file",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_config_values_that_hang_or_crash_are_refused(
+    tmp_path: Path, census_small: Path, case: str
+) -> None:
+    edit, message = EDITS[case]
+    raw = _demo(tmp_path, census_small)
+    edit(raw)
+    _refused_before_the_ledger(tmp_path, _write(tmp_path, raw), message)
+
+
+def test_yaml_that_yaml_would_accept_silently(tmp_path: Path, census_small: Path) -> None:
+    text = (
+        (ROOT / "configs" / "demo.yaml")
+        .read_text()
+        .replace("../data/sample/census.parquet", str(census_small))
+    )
+    duplicate = tmp_path / "dup.yaml"
+    duplicate.write_text(text.replace("  name: census_demo\n", "  name: census_demo\n  name: x\n"))
+    line = _refused_before_the_ledger(tmp_path, duplicate, "key 'name' is given twice")
+    assert "(lines 6 and 7)" in line
+    nan = tmp_path / "nan.yaml"
+    nan.write_text(text.replace("threshold: 75000", "threshold: .nan"))
+    _refused_before_the_ledger(tmp_path, nan, "the number '.nan' is not finite")
+
+
+def test_unreadable_configs(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("dataset: {name: caf\xe9}\n".encode("latin-1"))
+    _refused_before_the_ledger(tmp_path, latin, "not UTF-8 text")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 10_000 + "]" * 10_000 + "\n")
+    _refused_before_the_ledger(tmp_path, deep, "nested more than 20 levels deep")
+    big = tmp_path / "big.yaml"
+    big.write_text("items:\n" + "".join(f"  - {i}\n" for i in range(2_000_000)))
+    _refused_before_the_ledger(tmp_path, big, "more than the limit of 1,048,576")
+
+
+def test_bad_places_to_publish_or_keep_the_ledger(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    census_frame.head(500).to_parquet(folder / "part-0.parquet", index=False)
+    config = _write(tmp_path, _demo(tmp_path, folder))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    _refused_before_the_ledger(tmp_path, config, "exists and is not a folder", out=afile)
+    _refused_before_the_ledger(tmp_path, config, "overlaps the dataset", out=folder / "out")
+    inside = _write(tmp_path, _demo(tmp_path, tmp_path / "pub" / "data"), "inside.yaml")
+    (tmp_path / "pub" / "data").mkdir(parents=True)
+    census_frame.head(10).to_parquet(tmp_path / "pub" / "data" / "p.parquet", index=False)
+    _refused_before_the_ledger(tmp_path, inside, "overlaps the dataset", out=tmp_path / "pub")
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    subprocess.run(["chattr", "+i", str(frozen)], check=True)  # chmod does not stop root
+    try:
+        _refused_before_the_ledger(tmp_path, config, "cannot be written", out=frozen / "out")
+    finally:
+        subprocess.run(["chattr", "-i", str(frozen)], check=True)
+    started = time.monotonic()
+    result = _invoke("run", config, "--ledger", afile / "l.sqlite", "--out", tmp_path / "o")
+    _one_line(result, 2, "afile is not a folder", started)
+
+
+def test_a_struct_column_in_a_later_file(tmp_path: Path, census_frame: pd.DataFrame) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    census_frame.head(300).to_parquet(folder / "a.parquet", index=False)
+    table = pa.Table.from_pandas(census_frame.head(300), preserve_index=False)
+    nested = pa.array([{"x": i} for i in range(300)], type=pa.struct([("x", pa.int64())]))
+    pq.write_table(table.set_column(0, "age", nested), folder / "b.parquet")
+    config = _write(tmp_path, _demo(tmp_path, folder))
+    _refused_before_the_ledger(tmp_path, config, "b.parquet: column 'age' should be int")
