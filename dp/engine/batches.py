@@ -18,7 +18,7 @@ batches are the unit of memory inside it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +70,21 @@ class Batch:
     """Per numeric column, how many values of this batch were outside the bounds (exact)."""
     missing: Mapping[str, Mask] = field(default_factory=dict)
     """Per column with a marked value in this batch: where (absent: none marked)."""
+    rows: npt.NDArray[np.int64] | None = field(default=None, repr=False)
+    """Each row's position in the source, ``fragment << 40 | offset`` (stable across passes:
+    what a privacy unit's data-independent row selection keys on)."""
+
+    def take(self, keep: Mask) -> Batch:
+        """The rows where ``keep`` holds (every column, marks and positions kept in step)."""
+        rows = pa.array(np.flatnonzero(keep))
+        return Batch(
+            num_rows=int(keep.sum()),
+            numeric={c: v[keep] for c, v in self.numeric.items()},
+            text={c: _dictionary(pc.take(v, rows), c) for c, v in self.text.items()},
+            clamped=self.clamped,
+            missing={c: m[keep] for c, m in self.missing.items()},
+            rows=None if self.rows is None else self.rows[keep],
+        )
 
     def complete(self, columns: Sequence[str]) -> Batch:
         """The rows where none of ``columns`` is marked, restricted to those columns."""
@@ -78,16 +93,12 @@ class Batch:
         numeric = {c: self.numeric[c] for c in cols if c in self.numeric}
         text = {c: self.text[c] for c in cols if c in self.text}
         clamped = {c: self.clamped[c] for c in cols if c in self.clamped}
-        if not marked:
-            return Batch(num_rows=self.num_rows, numeric=numeric, text=text, clamped=clamped)
-        keep = ~np.logical_or.reduce(marked)
-        rows = pa.array(np.flatnonzero(keep))
-        return Batch(
-            num_rows=int(keep.sum()),
-            numeric={c: v[keep] for c, v in numeric.items()},
-            text={c: _dictionary(pc.take(v, rows), c) for c, v in text.items()},
-            clamped=clamped,  # counted over the rows read: exact, never published
+        part = Batch(
+            num_rows=self.num_rows, numeric=numeric, text=text, clamped=clamped, rows=self.rows
         )
+        if not marked:
+            return part
+        return part.take(~np.logical_or.reduce(marked))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +166,8 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
     Raises:
         InputError: an unreadable file (a value never raises).
     """
+    index = next(i for i, f in enumerate(scan.fragments) if f is fragment)
+    offset = 0
     try:
         raw = fragment.to_batches(
             schema=scan.schema, columns=scan.columns, batch_size=scan.batch_size
@@ -162,7 +175,10 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
         for record in raw:
             if record.num_rows > scan.batch_size:
                 raise InvariantError("a scanned batch exceeds the batch size")
-            yield _validate(scan, record)
+            batch = _validate(scan, record)
+            rows = (index << 40) + offset + np.arange(record.num_rows, dtype=np.int64)
+            offset += record.num_rows
+            yield replace(batch, rows=rows)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise InputError(f"cannot read {scan.path} as Parquet: {_reason(exc)}") from None
 
