@@ -100,6 +100,13 @@ def _spy(
     return calls
 
 
+def _attains(moved: float, sensitivity: float) -> None:
+    """The neighbours move a release by at most its declared sensitivity, and by all of it up
+    to the float64 rounding allowance and the fixed-point quantisation of the row (< 1e-4)."""
+    assert moved <= sensitivity
+    assert moved == pytest.approx(sensitivity, rel=1e-4)
+
+
 def _check(real: AuditResult, twin: AuditResult, *, tight: float) -> None:
     assert real.passed, real.summary()
     assert real.eps_lb > tight * real.epsilon, real.summary()  # worst case, not a vacuous pass
@@ -221,12 +228,13 @@ def _audit_laplace_parts(
     calls: list[Call], calls_nb: list[Call], *, epsilon: float, seed: int
 ) -> None:
     """Audit each recorded Laplace part on D and D' at its recorded sensitivity (and the twin
-    at half of it), after checking that D' moves the part by exactly that sensitivity."""
+    at half of it), after checking that D' moves the part by that sensitivity (up to its
+    float64 rounding allowance and the row's fixed-point quantisation, < 1e-4 relative)."""
     for (exact, _, kw), (exact_nb, _, kw_nb) in zip(calls, calls_nb, strict=True):
         sens = kw["sensitivity"]
         assert kw_nb["sensitivity"] == sens  # public: a function of the declared bounds only
-        # The added row moves this part by exactly its declared sensitivity (worst case).
-        assert np.abs(np.asarray(exact_nb) - exact).sum() == pytest.approx(sens, rel=1e-12)
+        # The added row moves this part by its declared sensitivity (worst case).
+        _attains(np.abs(np.asarray(exact_nb) - exact).sum(), sens)
         kwargs: dict[str, Any] = {
             "dataset": np.asarray(exact, dtype=np.float64).ravel(),
             "neighbour": np.asarray(exact_nb, dtype=np.float64).ravel(),
@@ -284,10 +292,10 @@ def test_trace_task_release_passes_and_its_twin_is_rejected() -> None:
             assert np.array_equal(exact, exact_nb)
     exact, sens, eps = _task_release(calls, TR_TASK)
     exact_nb, _, _ = _task_release(calls_nb, TR_TASK)
-    # The corner row moves each part by exactly its declared L1 sensitivity.
+    # The corner row moves each part by its declared L1 sensitivity.
     for s in np.unique(sens):
         cols = sens == s
-        assert np.abs(exact_nb[cols] - exact[cols]).sum() == pytest.approx(s, rel=1e-12)
+        _attains(np.abs(exact_nb[cols] - exact[cols]).sum(), s)
     twin_calls, _ = _trace_calls(TR_X, TR_Y, TR_T, epsilon=2 * TR_EPS)
     _, _, twin_eps = _task_release(twin_calls, TR_TASK)
     kwargs: dict[str, Any] = {
@@ -356,7 +364,7 @@ def test_adassp_releases_pass_and_their_twins_are_rejected(
     exact_nb = np.atleast_1d(np.asarray(exact_nb, dtype=np.float64))
     assert kw == kw_nb | {"rng": kw["rng"]}  # public parameters: the same on D and D'
     assert (kw["epsilon"], kw["delta"]) == pytest.approx((ADA_EPS / 3, ADA_DELTA / 3), rel=1e-12)
-    assert np.linalg.norm(exact_nb - exact) == pytest.approx(kw["l2_sensitivity"], rel=1e-12)
+    _attains(float(np.linalg.norm(exact_nb - exact)), kw["l2_sensitivity"])
     kwargs: dict[str, Any] = {
         "dataset": exact,
         "neighbour": exact_nb,
