@@ -72,7 +72,7 @@ from dp.regression import LinearRegression, LogisticRegression, TraceRegression
 from dp.regression import adassp as adassp_module
 from dp.regression import functional as functional_module
 from dp.regression import logistic as logistic_module
-from dp.regression.objective import CURVATURE_SHARE, objective_perturbation
+from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE, objective_perturbation
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 
 Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
@@ -130,17 +130,20 @@ def _objective_call(X: np.ndarray, y: np.ndarray, *, epsilon: float, intercept: 
 @pytest.mark.parametrize("intercept", [False, True])
 def test_objective_solver_gets_unit_rows_and_the_derived_split(intercept: bool) -> None:
     # The proof's premises: every row has ||z|| <= 1 (rows far outside the bounds included),
-    # labels in {0, 1}, and epsilon = eps_b + log(1 + 1/(4 lam)) with eps_J = eps / 10.
+    # labels in {0, 1}, and epsilon = eps_b + log(1 + 1/(4 lam)) + eps_out with
+    # eps_J = eps / 10 and eps_out = eps / 20.
     X = np.array([[5.0], [-30.0], [0.2]])
     y = np.array([1.0, 0.0, 1.0])
     Z, (labels,), kw = _objective_call(X, y, epsilon=0.8, intercept=intercept)
     assert kw["epsilon"] == 0.8 and np.array_equal(labels, y)
     assert np.all(np.linalg.norm(Z, axis=1) <= 1.0 + 1e-12)
     assert np.max(np.linalg.norm(Z, axis=1)) > 0.999  # the hostile rows sit on the bound
-    rel = objective_perturbation(Z, y, epsilon=0.8, rng=np.random.default_rng(1))
-    assert rel.epsilon_curvature == pytest.approx(CURVATURE_SHARE * 0.8, rel=1e-12)
-    assert math.log1p(0.25 / rel.ridge) == pytest.approx(rel.epsilon_curvature, rel=1e-12)
-    assert rel.epsilon_noise + rel.epsilon_curvature == pytest.approx(0.8, rel=1e-12)
+    par = objective_perturbation(Z, y, epsilon=0.8, rng=np.random.default_rng(1)).parameters
+    assert par.epsilon_curvature == pytest.approx(CURVATURE_SHARE * 0.8, rel=1e-12)
+    assert math.log1p(0.25 / par.ridge) == pytest.approx(par.epsilon_curvature, rel=1e-12)
+    assert par.output.epsilon == pytest.approx(OUTPUT_SHARE * 0.8, rel=1e-12)
+    total = par.epsilon_noise + par.epsilon_curvature + par.output.epsilon
+    assert total == pytest.approx(0.8, rel=1e-12)
 
 
 def test_objective_perturbation_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ from dp.regression import (
 )
 from dp.regression.encoding import FeatureEncoding
 from dp.regression.logistic import normalised_rows
-from dp.regression.objective import logistic_sums
+from dp.regression.losssums import logistic_sums
 from dp.regression.sensitivity import PARTS
 from dp.regression.statistics import Design, sufficient_statistics
 from dp.schema import ColumnSpec, TableSchema
@@ -167,9 +167,10 @@ def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:
         diff = a[part] - b[part]
         assert np.abs(diff).sum() <= s1.part(part), part
         assert np.linalg.norm(diff) <= s2.part(part), part
-    # Objective perturbation's premise: every normalised row has norm <= 1.
+    # Objective perturbation's premise: every normalised row has norm <= 1 (exactly: the
+    # rows are on the 2^-16 grid and their integer squared norms are at most 2^32).
     Z, _ = normalised_rows(X, dsg)
-    assert np.all(np.linalg.norm(Z, axis=1) <= 1.0 + 1e-12)
+    assert np.all(np.einsum("ij,ij->i", Z * 2.0**16, Z * 2.0**16) <= 2.0**32)
 
 
 # --- the three models on category features -------------------------------------------------
@@ -246,11 +247,12 @@ def test_engine_encodes_category_features_as_the_frame_path(
         batch_size=257,
     )
     exact = sufficient_statistics(enc.encode(frame), frame["y"].to_numpy(), model.design())
-    np.testing.assert_allclose(stream.gram, exact.gram, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(stream.moment, exact.moment, rtol=1e-9, atol=1e-9)
+    # Exact sums: bit for bit, not approximately.
+    assert stream.gram.tobytes() == exact.gram.tobytes()
+    assert stream.moment.tobytes() == exact.moment.tobytes()
     logit = LogisticRegression(1.0, encoding=enc)
     w = np.linspace(-0.5, 0.5, enc.dim + 1)
-    loss, grad, hess = logistic_sums_stream(
+    got = logistic_sums_stream(
         path,
         SCHEMA,
         features=["age", "sex", "edu"],
@@ -262,9 +264,9 @@ def test_engine_encodes_category_features_as_the_frame_path(
     )
     Z, _ = normalised_rows(enc.encode(frame), logit.design())
     ref = logistic_sums(Z, (frame["y"] > 4.0).to_numpy(np.float64), w)
-    assert loss == pytest.approx(ref[0], rel=1e-9)
-    np.testing.assert_allclose(grad, ref[1], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(hess, ref[2], rtol=1e-9, atol=1e-9)
+    assert (got.loss, got.rows) == (ref.loss, ref.rows)
+    assert got.gradient.tobytes() == ref.gradient.tobytes()
+    assert got.hessian.tobytes() == ref.hessian.tobytes()
     with pytest.raises(ConfigError, match=r"are not the encoding's columns"):
         regression_statistics_stream(
             path, SCHEMA, features=["age", "sex"], target="y", design=model.design()
