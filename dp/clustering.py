@@ -272,14 +272,14 @@ def lloyd_partial(
 
     ``rows`` are clipped into ``domain``'s uncentred version and shifted by its midpoint, so
     ``domain`` is the centred domain (:meth:`KMeans.fit_steps`). Each row is assigned to its
-    nearest centre after quantisation (module doc); sums of disjoint row sets add exactly.
+    nearest centre, then quantised (module doc); sums of disjoint row sets add exactly.
     """
     a = _magnitudes(domain)
     V = quantise(rows, a)
     if domain.kind == "ball":
         check_norms(V)
     k = centres.shape[0]
-    label = _nearest(V * (a / ONE), centres)
+    label = _nearest(rows, centres)
     counts = np.bincount(label, minlength=k).astype(object)
     sums = int_zeros(centres.shape)
     chunk = 2 ** (53 - FRACTION_BITS)  # float partial sums of |V| <= 2^16 stay exact

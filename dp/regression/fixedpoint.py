@@ -139,23 +139,23 @@ def exact_sums(a: FloatArray, *, bits: int) -> IntArray:
     return total
 
 
-def digits(values: FloatArray, *, count: int, bits: int) -> list[FloatArray]:
-    """Base-``2^bits`` digits of values in ``[-1, 1]``: ``v ~ sum_k D_k 2^(-bits k)``.
+def digits(values: FloatArray, *, count: int, bits: int) -> FloatArray:
+    """Base-``2^bits`` digits of values in ``[-1, 1]``: ``v ~ sum_k D[:, k] 2^(-bits (k + 1))``.
 
-    Each ``D_k`` is integer-valued with ``|D_k| <= 2^bits``; all but the last are truncated
+    Each digit is integer-valued with ``|D| <= 2^bits``; all but the last are truncated
     (exactly: a float minus its integer part is exact), the last is rounded, so the error is
-    at most ``2^-(bits count + 1)``.
+    at most ``2^-(bits count + 1)``. Shape ``(n, count)``.
 
-    >>> [d.tolist() for d in digits(np.array([0.75, -0.3]), count=2, bits=4)]
-    [[12.0, -4.0], [0.0, -13.0]]
+    >>> digits(np.array([0.75, -0.3]), count=2, bits=4).tolist()
+    [[12.0, 0.0], [-4.0, -13.0]]
     """
-    out: list[FloatArray] = []
     rest = np.asarray(values, dtype=np.float64)
+    out = np.empty((len(rest), count))
     for k in range(count):
         rest = rest * float(2**bits)
         digit = np.trunc(rest) if k < count - 1 else np.rint(rest)
         rest = rest - digit
-        out.append(np.asarray(digit, dtype=np.float64))
+        out[:, k] = digit
     return out
 
 

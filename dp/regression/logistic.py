@@ -193,14 +193,15 @@ class LogisticRegression:
     ) -> LogisticRegression:
         """Fit objective perturbation from the loss sums ``sums(w)``; spends :attr:`privacy_cost`.
 
-        Same mechanism (the same Newton iterations on the same perturbed objective) as
-        :meth:`fit` with ``method="objective"``, which passes the sums over its in-memory rows.
-        Privacy rests on ``sums`` being the exact :func:`dp.regression.objective.logistic_sums`
-        of the rows :func:`normalised_rows` makes with :meth:`design` ``(d)`` and of labels in
-        {0, 1}: the proof assumes ``||z|| <= 1``.
+        Same mechanism (the same Newton iterations on the same perturbed objective, the same
+        release bit for bit) as :meth:`fit` with ``method="objective"``, which passes the sums
+        over its in-memory rows. Privacy rests on ``sums`` being
+        :func:`dp.regression.losssums.logistic_sums` of the rows :func:`normalised_rows` makes
+        with :meth:`design` ``(d)`` and of labels in {0, 1}: the proof assumes ``||z|| <= 1``
+        and the certificate the error bound of that exact computation.
 
         Args:
-            sums: the exact loss, gradient and Hessian sums at a public ``w``
+            sums: the loss, gradient and Hessian sums at an iterate ``w``
                 (:data:`dp.regression.objective.LossSumsAt`; called once per evaluated point).
             d: number of features.
             rng: ``None`` for release-grade noise; a seeded generator for tests only.

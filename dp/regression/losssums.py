@@ -196,16 +196,14 @@ def loss_partial(Z: FloatArray, y: FloatArray, w: FloatArray) -> LossPartial:
     s = (V @ hi) * 2.0 ** -(FRACTION_BITS + e) + (V @ lo) * 2.0 ** -(FRACTION_BITS + e + b)
     sigma = expit(s)
     r_digits = digits(sigma - y, count=_R_DIGITS, bits=_R_BITS)
-    gradient = exact_products(V, np.column_stack(r_digits), bits=FRACTION_BITS + _R_BITS)
+    gradient = exact_products(V, r_digits, bits=FRACTION_BITS + _R_BITS)
     Vh = np.trunc(V * 2.0**-_H_SHIFT)
     q = np.trunc(sigma * (1.0 - sigma) * 2.0**_Q_BITS)
     bits_h = 2 * (FRACTION_BITS - _H_SHIFT) + _Q_BITS - 2  # sigma' <= 1/4
     hessian = exact_products(Vh * q[:, None], Vh, bits=bits_h)
     # l(s; y) = softplus((1 - 2y) s), in [0, L) with L = 2^loss_exponent.
     loss = np.logaddexp(0.0, (1.0 - 2.0 * y) * s) * 2.0**-zero.loss_exponent
-    loss_sums = exact_sums(
-        np.column_stack(digits(loss, count=_L_DIGITS, bits=_L_BITS)), bits=_L_BITS
-    )
+    loss_sums = exact_sums(digits(loss, count=_L_DIGITS, bits=_L_BITS), bits=_L_BITS)
     return LossPartial(
         loss=loss_sums,
         gradient=gradient,

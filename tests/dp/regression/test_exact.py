@@ -60,8 +60,9 @@ def test_digits_reconstruct_within_their_bound() -> None:
     rng = np.random.default_rng(1)
     v = np.r_[rng.uniform(-1.0, 1.0, 10_000), -1.0, 1.0, 0.0]
     ds = digits(v, count=3, bits=18)
-    assert all(np.all(np.abs(d) <= 2**18) and np.array_equal(d, np.trunc(d)) for d in ds)
-    for value, parts in zip(v, zip(*ds, strict=True), strict=True):
+    assert ds.shape == (len(v), 3)
+    assert np.all(np.abs(ds) <= 2**18) and np.array_equal(ds, np.trunc(ds))
+    for value, parts in zip(v, ds, strict=True):
         rebuilt = sum(Fraction(int(d)) / 2 ** (18 * (k + 1)) for k, d in enumerate(parts))
         assert abs(rebuilt - Fraction(float(value))) <= Fraction(1, 2**55)
 
