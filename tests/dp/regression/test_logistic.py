@@ -124,18 +124,26 @@ def _true_gradient(Z, y, w, ridge, b):  # plain float64, independent of the exac
     return Z.T @ (expit(Z @ w) - y) + ridge * w + b
 
 
+def _solve(monkeypatch: pytest.MonkeyPatch, *, seed: int, n: int, d: int, epsilon: float):
+    """A release on synthetic rows, the solver's point and the linear noise ``b`` (re-drawn
+    from the same seed: it is the first draw)."""
+    points = _solver_points(monkeypatch)
+    X, y, _ = _logistic_data(np.random.default_rng(seed), n, d)
+    Z, _ = normalised_rows(X, LogisticRegression(epsilon, data_norm=1.0).design(d))
+    rel = op.objective_perturbation(Z, y, epsilon=epsilon, rng=np.random.default_rng(seed + 1))
+    b = op.noise_vector(
+        d + 1, epsilon=rel.parameters.epsilon_noise, rng=np.random.default_rng(seed + 1)
+    )
+    (point,) = points
+    return Z, y, rel, point, b
+
+
 def test_released_point_is_certified_then_perturbed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Approximate minima perturbation: the solver's point has true gradient norm <= gamma (so
     # it is within gamma / lam of the exact minimiser), and the release adds output noise of
-    # L2 sensitivity 2 gamma / lam + sqrt(p) G on the grid G. Re-draw b from the same seed.
-    points = _solver_points(monkeypatch)
-    rng = np.random.default_rng(2)
-    X, y, _ = _logistic_data(rng, 2_000, 3)
-    Z, _ = normalised_rows(X, LogisticRegression(0.5, data_norm=1.0).design(3))
-    rel = op.objective_perturbation(Z, y, epsilon=0.5, rng=np.random.default_rng(3))
+    # L2 sensitivity 2 gamma / lam + sqrt(p) G on the grid G.
+    Z, y, rel, point, b = _solve(monkeypatch, seed=2, n=2_000, d=3, epsilon=0.5)
     par = rel.parameters
-    (point,) = points
-    b = op.noise_vector(4, epsilon=par.epsilon_noise, rng=np.random.default_rng(3))
     gamma = par.gradient_tolerance
     assert np.linalg.norm(_true_gradient(Z, y, point, par.ridge, b)) <= gamma
     # The release is the point rounded to G plus a non-zero multiple of G.
@@ -156,18 +164,12 @@ def test_released_point_is_certified_then_perturbed(monkeypatch: pytest.MonkeyPa
 def test_an_early_stop_stays_within_the_accounted_distance(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A loose tolerance (OUTPUT_NOISE 1: gamma ~ 0.03) makes Newton stop well before the exact
-    # minimiser; the released point is then still within gamma / lam of it, the distance the
-    # output noise is calibrated to.
+    # A loose tolerance (OUTPUT_NOISE 1: gamma ~ 0.008) makes Newton stop well before the
+    # exact minimiser; the released point is then still within gamma / lam of it, the distance
+    # the output noise is calibrated to.
     monkeypatch.setattr(op, "OUTPUT_NOISE", 1.0)
-    points = _solver_points(monkeypatch)
-    rng = np.random.default_rng(4)
-    X, y, _ = _logistic_data(rng, 3_000, 2)
-    Z, _ = normalised_rows(X, LogisticRegression(1.0, data_norm=1.0).design(2))
-    rel = op.objective_perturbation(Z, y, epsilon=1.0, rng=np.random.default_rng(5))
+    Z, y, rel, point, b = _solve(monkeypatch, seed=4, n=3_000, d=2, epsilon=1.0)
     par = rel.parameters
-    (point,) = points
-    b = op.noise_vector(3, epsilon=par.epsilon_noise, rng=np.random.default_rng(5))
     exact = point.copy()
     for _ in range(50):  # plain Newton to the float64 minimiser
         p = expit(Z @ exact)
