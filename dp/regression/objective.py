@@ -44,7 +44,10 @@ the release of ``theta*`` makes the pair ``(theta*, release)`` epsilon-DP with
 ``epsilon = eps_b + eps_J + eps_out``; the release alone is its marginal. If Newton's method
 cannot certify ``gamma`` (it does not converge in 100 steps, or the float64 error bound, which
 grows like ``n u ||w||``, exceeds ``gamma`` -- beyond about 10^9 rows) it raises
-:class:`dp.errors.SolverError`: nothing is released (the run is charged for its draw).
+:class:`dp.errors.SolverError`: nothing is released (the run is charged for its draw). That
+failure is the one data-dependent outcome the guarantee does not cover: it signals a table
+beyond the documented size (Newton's method on a strongly convex, smooth ``J`` otherwise
+converges in a few steps).
 
 Split and tolerance (public). ``eps_J = epsilon / 10`` (``lam = 1 / (4 (e^{eps_J} - 1))``: 25 at
 ``epsilon = 0.1``, 2.4 at 1), ``eps_out = epsilon / 50`` (:data:`OUTPUT_SHARE`), and
