@@ -15,9 +15,17 @@ composition; the assignment step only uses the previous (already private) centre
 number of rows is never used (only noisy counts are). Initial and re-seeded centres are
 data-independent.
 
+Exact sums (:mod:`dp.regression.fixedpoint`). Each centred coordinate is quantised toward zero
+on a grid of ``2^-16`` of its magnitude bound ``a_j`` (a quantised row keeps ``|x_j| <= a_j``
+and, on a ball, ``||x|| <= R``, checked exactly), the per-cluster sums are integers, and each is
+rounded to float64 once: the counts exactly, the sums within ``2^-16 a_j`` of their exact
+difference between neighbours (up to ``MAX_ROWS`` rows), which :func:`sum_sensitivity` adds.
+The aggregates therefore do not depend on the order of the rows, batches or partitions.
+
 The exact per-iteration aggregates can come from rows in memory (:meth:`KMeans.fit`) or from any
 fold over the rows (:meth:`KMeans.fit_steps`, e.g. the streaming engine's
-:class:`dp.engine.LloydAggregate` over Parquet batches): the noise is then added here, once per
+:class:`dp.engine.LloydAggregate` over Parquet batches, which adds :func:`lloyd_partial` integer
+sums and finishes them with :func:`lloyd_finish`): the noise is then added here, once per
 iteration, to the combined exact counts and sums -- never per batch or partition.
 """
 
@@ -41,9 +49,29 @@ from dp.regression.domain import (
     declared_feature_bounds,
     feature_domain,
 )
+from dp.regression.fixedpoint import (
+    CONVERSION_ALLOWANCE,
+    FRACTION_BITS,
+    ONE,
+    IntArray,
+    check_norms,
+    check_rows,
+    fixed_point_record,
+    int_zeros,
+    quantise,
+    to_float,
+)
 from dp.validation import check_epsilon
 
-__all__ = ["COUNT_SENSITIVITY", "KMeans", "Step", "lloyd_step", "sum_sensitivity"]
+__all__ = [
+    "COUNT_SENSITIVITY",
+    "KMeans",
+    "Step",
+    "lloyd_finish",
+    "lloyd_partial",
+    "lloyd_step",
+    "sum_sensitivity",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Step = Callable[[FloatArray], tuple[FloatArray, FloatArray]]
@@ -51,19 +79,24 @@ Step = Callable[[FloatArray], tuple[FloatArray, FloatArray]]
 clipped into the declared domain and shifted by its midpoint (:func:`lloyd_step` of those rows)."""
 
 
-def sum_sensitivity(domain: FeatureDomain) -> float:
-    """L1 sensitivity of the per-cluster sums of centred rows: ``max ||x||_1`` (module doc).
-
-    >>> sum_sensitivity(FeatureDomain.box(-0.5, 0.5, d=3))
-    1.5
-    >>> round(sum_sensitivity(FeatureDomain.ball(1.0, d=4)), 6)
-    2.0
-    """
+def _magnitudes(domain: FeatureDomain) -> FloatArray:
     a = np.maximum(np.abs(np.asarray(domain.lower)), np.abs(np.asarray(domain.upper)))
+    return np.asarray(a, dtype=np.float64)
+
+
+def sum_sensitivity(domain: FeatureDomain) -> float:
+    """L1 sensitivity of the per-cluster sums of centred rows: ``max ||x||_1`` plus the float64
+    rounding allowance ``2^-16 sum_j a_j`` (module doc).
+
+    >>> sum_sensitivity(FeatureDomain.box(-0.5, 0.5, d=3)) - 1.5 == 1.5 * 2.0**-16
+    True
+    >>> round(sum_sensitivity(FeatureDomain.ball(1.0, d=4)), 4)
+    2.0001
+    """
+    a = _magnitudes(domain)
     box = float(a.sum())
-    if domain.kind == "ball":
-        return min(box, math.sqrt(domain.dim) * domain.radius)
-    return box
+    exact = min(box, math.sqrt(domain.dim) * domain.radius) if domain.kind == "ball" else box
+    return exact + CONVERSION_ALLOWANCE * box
 
 
 COUNT_SENSITIVITY = 1.0
@@ -134,7 +167,10 @@ class KMeans:
             raise InputError("X must be finite (no NaN or inf)")
         domain = self.domain(Xa.shape[1])
         rows = domain.clip(Xa) - domain.midpoint()
-        return self.fit_steps(lambda centres: lloyd_step(rows, centres), d=Xa.shape[1], rng=rng)
+        centred = domain.translated(domain.midpoint())
+        return self.fit_steps(
+            lambda centres: lloyd_step(rows, centred, centres), d=Xa.shape[1], rng=rng
+        )
 
     def fit_steps(self, step: Step, *, d: int, rng: np.random.Generator | None = None) -> KMeans:
         """Run ``n_iter`` noisy Lloyd iterations whose exact aggregates ``step`` computes.
@@ -201,6 +237,7 @@ class KMeans:
             "epsilon": self.epsilon,
             "delta": 0.0,
             "neighbours": "add/remove one record",
+            "exact_sums": fixed_point_record(),
             **record,
         }
 
@@ -228,13 +265,49 @@ def _nearest(X: FloatArray, centres: FloatArray) -> npt.NDArray[np.int64]:
     return label
 
 
-def lloyd_step(rows: FloatArray, centres: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Exact per-cluster counts and sums of ``rows`` for the current centres (exact: never
-    publish them; :class:`KMeans` adds the noise)."""
+def lloyd_partial(
+    rows: FloatArray, domain: FeatureDomain, centres: FloatArray
+) -> tuple[IntArray, IntArray]:
+    """Per-cluster row counts and quantised coordinate sums of centred ``rows``, as integers.
+
+    ``rows`` are clipped into ``domain``'s uncentred version and shifted by its midpoint, so
+    ``domain`` is the centred domain (:meth:`KMeans.fit_steps`). Each row is assigned to its
+    nearest centre, then quantised (module doc); sums of disjoint row sets add exactly.
+    """
+    a = _magnitudes(domain)
+    V = quantise(rows, a)
+    if domain.kind == "ball":
+        check_norms(V)
     k = centres.shape[0]
     label = _nearest(rows, centres)
-    counts = np.bincount(label, minlength=k).astype(np.float64)
-    sums = np.empty_like(centres)
-    for j in range(centres.shape[1]):
-        sums[:, j] = np.bincount(label, weights=rows[:, j], minlength=k)
-    return counts, sums
+    counts = np.bincount(label, minlength=k).astype(object)
+    sums = int_zeros(centres.shape)
+    chunk = 2 ** (53 - FRACTION_BITS)  # float partial sums of |V| <= 2^16 stay exact
+    for start in range(0, len(V), chunk):
+        part, lab = V[start : start + chunk], label[start : start + chunk]
+        for j in range(centres.shape[1]):
+            column = np.bincount(lab, weights=part[:, j], minlength=k)
+            sums[:, j] += column.astype(np.int64).astype(object)
+    return np.asarray(counts, dtype=object), sums
+
+
+def lloyd_finish(
+    counts: IntArray, sums: IntArray, domain: FeatureDomain
+) -> tuple[FloatArray, FloatArray]:
+    """The float64 counts and sums of :func:`lloyd_partial` totals (each rounded once).
+
+    Raises:
+        InputError: more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+    """
+    check_rows(int(sum(counts)))
+    grid = _magnitudes(domain) / ONE
+    return np.asarray(counts, dtype=np.float64), to_float(sums, grid[None, :])
+
+
+def lloyd_step(
+    rows: FloatArray, domain: FeatureDomain, centres: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Exact per-cluster counts and sums of centred ``rows`` (in ``domain``, the centred
+    domain) for the current centres (exact: never publish them; :class:`KMeans` adds the
+    noise)."""
+    return lloyd_finish(*lloyd_partial(rows, domain, centres), domain)

@@ -2,10 +2,11 @@
 
 :class:`LloydAggregate` computes, for fixed centres, the per-cluster counts and coordinate sums
 of the rows clipped into the declared domain and shifted by its midpoint: each batch goes through
-the very :func:`dp.clustering.lloyd_step` of the in-memory fit, and the per-batch sums are added
-(so the result differs from the whole-table computation only by the order of float64 additions;
-counts are exact). :meth:`dp.clustering.KMeans.fit_steps` calls :func:`lloyd_statistics_stream`
-once per iteration and adds the noise to the combined result, once.
+the very :func:`dp.clustering.lloyd_partial` of the in-memory fit, and the per-batch integer sums
+are added, then rounded once by :func:`dp.clustering.lloyd_finish`: the result is bit for bit
+the whole-table computation, whatever the batches. :meth:`dp.clustering.KMeans.fit_steps` calls
+:func:`lloyd_statistics_stream` once per iteration and adds the noise to the combined result,
+once.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dp.clustering import lloyd_step
+from dp.clustering import lloyd_finish, lloyd_partial
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
 from dp.errors import ConfigError
 from dp.regression.domain import FeatureDomain
+from dp.regression.fixedpoint import IntArray, int_zeros
 from dp.schema import TableSchema
 
 __all__ = ["LloydAggregate", "lloyd_statistics_stream"]
 
 FloatArray = npt.NDArray[np.float64]
-_Acc = tuple[FloatArray, FloatArray]
+_Acc = tuple[IntArray, IntArray]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -54,27 +56,35 @@ class LloydAggregate:
 
     def empty(self) -> _Acc:
         """Zero counts and sums."""
-        return np.zeros(len(self.centres)), np.zeros_like(self.centres, dtype=np.float64)
+        return int_zeros(len(self.centres)), int_zeros(self.centres.shape)
 
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
-        """Add one batch's counts and sums (in place)."""
+        """Add one batch's integer counts and sums."""
         if batch.num_rows == 0:
             return acc
         X = np.column_stack([batch.numeric[f].astype(np.float64) for f in self.features])
-        counts, sums = lloyd_step(self.domain.clip(X) - self.domain.midpoint(), self.centres)
-        acc[0][...] += counts
-        acc[1][...] += sums
-        return acc
+        rows = self.domain.clip(X) - self.domain.midpoint()
+        counts, sums = lloyd_partial(rows, self._centred, self.centres)
+        return self.merge(acc, (counts, sums))
+
+    @property
+    def _centred(self) -> FeatureDomain:
+        return self.domain.translated(self.domain.midpoint())
 
     def merge(self, left: _Acc, right: _Acc) -> _Acc:
-        """``left + right`` (order fixed by the backend)."""
-        left[0][...] += right[0]
-        left[1][...] += right[1]
-        return left
+        """``left + right``, exactly (any order gives the same integers)."""
+        return (
+            np.asarray(left[0] + right[0], dtype=object),
+            np.asarray(left[1] + right[1], dtype=object),
+        )
 
-    def finish(self, acc: _Acc) -> _Acc:
-        """The exact ``(counts, sums)``."""
-        return acc
+    def finish(self, acc: _Acc) -> tuple[FloatArray, FloatArray]:
+        """The exact ``(counts, sums)``, each rounded once to float64.
+
+        Raises:
+            InputError: more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+        """
+        return lloyd_finish(acc[0], acc[1], self._centred)
 
 
 def lloyd_statistics_stream(
@@ -86,7 +96,7 @@ def lloyd_statistics_stream(
     centres: FloatArray,
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
-) -> _Acc:
+) -> tuple[FloatArray, FloatArray]:
     """Exact per-cluster counts and sums of a Parquet file or folder (a :data:`dp.clustering.Step`).
 
     Raises:
@@ -100,5 +110,5 @@ def lloyd_statistics_stream(
         features=tuple(features), domain=domain, centres=np.asarray(centres, dtype=np.float64)
     )
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
-    result: _Acc = runner.run(agg, source, schema)
+    result: tuple[FloatArray, FloatArray] = runner.run(agg, source, schema)
     return result

@@ -1,12 +1,11 @@
 """The logistic loss sums of objective perturbation at one iterate ``w``, folded batch by batch.
 
-Objective perturbation (:mod:`dp.regression.objective`) releases the exact minimiser of a
-perturbed loss, so it needs no sufficient statistics -- but Newton's method only ever asks for the
-loss, gradient and Hessian *sums* over the rows at one iterate ``w`` at a time. Each batch
-goes through the very :func:`dp.regression.logistic.normalised_rows` and
-:func:`dp.regression.objective.logistic_sums` of the in-memory fit, and the per-batch sums are
-added: the result differs from the whole-table computation only by the order of float64 additions
-(fixed within an engine, so streaming and Dask agree bit for bit).
+Objective perturbation (:mod:`dp.regression.objective`) needs no sufficient statistics -- but
+Newton's method only ever asks for the loss, gradient and Hessian *sums* over the rows at one
+iterate ``w`` at a time. Each batch goes through the very
+:func:`dp.regression.logistic.normalised_rows` and :func:`dp.regression.losssums.loss_partial`
+of the in-memory fit, and the per-batch *integer* sums are added, then rounded once: the result
+is bit for bit the whole-table computation, whatever the batches, partitions or merge order.
 :meth:`dp.regression.LogisticRegression.fit_loss_sums` calls :func:`logistic_sums_stream` once per
 evaluated point (one pass over the source each); the noise is drawn once, by the estimator.
 
@@ -28,14 +27,13 @@ from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
 from dp.engine.regression import check_design_columns, check_regression_columns, design_rows
 from dp.errors import ConfigError
 from dp.regression.logistic import normalised_rows
-from dp.regression.objective import LossSums, logistic_sums
+from dp.regression.losssums import LossPartial, LossSums, loss_partial
 from dp.regression.statistics import Design
 from dp.schema import TableSchema
 
 __all__ = ["LogisticLossAggregate", "logistic_sums_stream"]
 
 FloatArray = npt.NDArray[np.float64]
-_Acc = tuple[FloatArray, FloatArray, FloatArray]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -69,32 +67,25 @@ class LogisticLossAggregate:
         """Features and the label column."""
         return tuple(dict.fromkeys((*self.features, self.target)))
 
-    def empty(self) -> _Acc:
+    def empty(self) -> LossPartial:
         """Zero sums."""
-        p = self.design.n_params
-        return np.zeros(1), np.zeros(p), np.zeros((p, p))
+        return LossPartial.zero(self.design.n_params, self.w)
 
-    def update(self, acc: _Acc, batch: Batch) -> _Acc:
-        """Add one batch's sums (in place)."""
+    def update(self, acc: LossPartial, batch: Batch) -> LossPartial:
+        """Add one batch's integer sums."""
         if batch.num_rows == 0:
             return acc
         Z, _ = normalised_rows(design_rows(batch, self.features, self.design), self.design)
         y = binary_labels(batch, self.target, threshold=self.threshold, positive=self.positive)
-        loss, grad, hess = logistic_sums(Z, y, self.w)
-        acc[0][0] += loss
-        acc[1][...] += grad
-        acc[2][...] += hess
-        return acc
+        return acc + loss_partial(Z, y, self.w)
 
-    def merge(self, left: _Acc, right: _Acc) -> _Acc:
-        """``left + right`` (order fixed by the backend)."""
-        for a, b in zip(left, right, strict=True):
-            a += b
-        return left
+    def merge(self, left: LossPartial, right: LossPartial) -> LossPartial:
+        """``left + right``, exactly (any order gives the same integers)."""
+        return left + right
 
-    def finish(self, acc: _Acc) -> LossSums:
-        """The exact ``(loss, grad, hess)`` sums."""
-        return float(acc[0][0]), acc[1], acc[2]
+    def finish(self, acc: LossPartial) -> LossSums:
+        """The loss, gradient and Hessian sums, each rounded once."""
+        return acc.finish()
 
 
 def logistic_sums_stream(
@@ -110,7 +101,8 @@ def logistic_sums_stream(
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
 ) -> LossSums:
-    """Exact logistic loss sums at ``w`` over a Parquet file or folder (one pass).
+    """Logistic loss sums at ``w`` over a Parquet file or folder (one pass), as
+    :func:`dp.regression.losssums.logistic_sums` of the whole table.
 
     Args:
         source: a Parquet file or a folder of Parquet files.

@@ -1,13 +1,13 @@
 """Sufficient statistics of least squares, accumulated batch by batch.
 
-Each batch goes through the very :func:`dp.regression.statistics.sufficient_statistics` of the
-in-memory path (clip into the declared domains, shift and scale by public constants, form
-``Z^T Z`` and ``Z^T y``), and the per-batch sums are added. The result is the same
-:class:`~dp.regression.statistics.SufficientStatistics` object the mechanisms
-(:func:`~dp.regression.functional.functional_release`, :func:`~dp.regression.adassp.adassp_fit`)
-take as ``exact``; it differs from the whole-table computation only by the order of float64
-additions (relative error ~1e-12 on 10^7 rows; the tests use ``rtol=1e-9``). Within one engine the
-order is fixed (fragment by fragment, batch by batch), so streaming and Dask agree bit for bit.
+Each batch goes through the very :func:`dp.regression.statistics.exact_moments` of the
+in-memory path (clip into the declared domains, shift and scale by public constants, quantise,
+form ``Z^T Z`` and ``Z^T y`` as exact integers), and the per-batch integer sums are added. The
+finished result is the same :class:`~dp.regression.statistics.SufficientStatistics` object the
+mechanisms (:func:`~dp.regression.functional.functional_release`,
+:func:`~dp.regression.adassp.adassp_fit`) take as ``exact``, bit for bit the in-memory one:
+integer sums do not depend on batch boundaries, partitions or merge order
+(:mod:`dp.regression.fixedpoint`).
 
 A *response* maps the target to the ``y`` that is summed: identity for linear regression,
 ``label - 0.5`` for the logistic Taylor objective, where the label is ``target > threshold``
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
 from dp.errors import ConfigError, InvariantError
-from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
+from dp.regression.statistics import Design, ExactMoments, SufficientStatistics, exact_moments
 from dp.schema import TableSchema
 
 __all__ = [
@@ -47,12 +47,13 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 Response = Callable[[FloatArray], FloatArray]
 """Maps the raw (clamped) target values of a batch to the summed ``y``."""
-_Acc = list[tuple[FloatArray, FloatArray]]
+_Acc = list[ExactMoments]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StatisticsAggregate:
-    """``(G, m)`` of :func:`sufficient_statistics`, per group (one group when ``by`` is None)."""
+    """``(G, m)`` of :func:`~dp.regression.statistics.sufficient_statistics`, per group (one
+    group when ``by`` is None), summed exactly."""
 
     features: tuple[str, ...]
     """Feature columns, in model order (numeric, or category with an encoding)."""
@@ -84,11 +85,10 @@ class StatisticsAggregate:
 
     def empty(self) -> _Acc:
         """Zero sums for every group."""
-        p = self.design.n_params
-        return [(np.zeros((p, p)), np.zeros(p)) for _ in range(max(1, len(self.labels)))]
+        return [ExactMoments.zero(self.design.n_params)] * max(1, len(self.labels))
 
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
-        """Add one batch's clipped, shifted sums (in place)."""
+        """Add one batch's clipped, shifted, quantised sums."""
         if batch.num_rows == 0:
             return acc
         X = design_rows(batch, self.features, self.design)
@@ -102,9 +102,7 @@ class StatisticsAggregate:
             Xg, yg = (X, y) if rows is None else (X[rows], y[rows])
             if len(yg) == 0:
                 continue
-            stats = sufficient_statistics(Xg, yg, self.design)
-            acc[g][0][...] += stats.gram
-            acc[g][1][...] += stats.moment
+            acc[g] = acc[g] + exact_moments(Xg, yg, self.design)
         return acc
 
     def _groups(self, batch: Batch) -> list[npt.NDArray[np.bool_] | None]:
@@ -118,18 +116,18 @@ class StatisticsAggregate:
         return [rows == g for g in range(len(self.labels))]
 
     def merge(self, left: _Acc, right: _Acc) -> _Acc:
-        """Group-wise float sums, ``left + right`` (order fixed by the backend)."""
-        for (gl, ml), (gr, mr) in zip(left, right, strict=True):
-            gl += gr
-            ml += mr
-        return left
+        """Group-wise exact sums, ``left + right`` (any order gives the same integers)."""
+        return [a + b for a, b in zip(left, right, strict=True)]
 
     def finish(self, acc: _Acc) -> list[SufficientStatistics]:
-        """One :class:`SufficientStatistics` per group."""
+        """One :class:`SufficientStatistics` per group, each sum rounded once.
+
+        Raises:
+            InputError: a group of more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+        """
         if len(acc) != max(1, len(self.labels)):
             raise InvariantError("lost a regression group")
-        fi = self.design.fit_intercept
-        return [SufficientStatistics(gram=g, moment=m, fit_intercept=fi) for g, m in acc]
+        return [moments.statistics(self.design) for moments in acc]
 
 
 def check_design_columns(features: Sequence[str], design: Design) -> None:

@@ -6,9 +6,13 @@ estimation in unbounded domain", UAI 2018, Algorithm 2. Three Gaussian releases,
 
 1. ``lambda_min(G)`` of the gram matrix. Adding or removing a row changes ``G`` by ``+-z z^T``,
    whose eigenvalues lie in ``[0, ||z||^2]`` (or its negative), so by Weyl's inequality
-   ``lambda_min`` moves by at most ``R_z^2`` (``R_z^2 = R^2 + 1`` with the constant column). The
-   released value is shifted down by ``sigma * z_{0.95}`` so that it underestimates the truth with
-   probability 0.95.
+   ``lambda_min`` moves by at most ``R_z^2`` (``R_z^2 = R^2 + 1`` with the constant column). In
+   float64: the statistics' rounding moves neighbours' matrices apart by at most
+   ``A R_z^2`` more in Frobenius norm (``A = 2^-16``, :mod:`dp.regression.sensitivity`: per
+   touched coordinate ``A c_j c_l``), and the eigenvalue is computed to within ``A R_z^2`` of
+   the float matrix's exact one (:func:`dp.regression.eigen.certified_min_eigenvalue`), so the
+   sensitivity is ``R_z^2 (1 + 3 A)``. The released value is shifted down by
+   ``sigma * z_{0.95}`` so that it underestimates the truth with probability 0.95.
 2. The gram block: upper triangle of ``sum x x^T``, ``sum x`` and, with an intercept, the row
    count ``n`` (private under add/remove neighbours). The count enters as ``c n`` with
    ``c = 1/2``: L2 sensitivities add in squares, so the block costs
@@ -37,6 +41,8 @@ from scipy.stats import norm
 
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import gaussian
+from dp.regression.eigen import certified_min_eigenvalue
+from dp.regression.fixedpoint import CONVERSION_ALLOWANCE
 from dp.regression.functional import trimmed_solve
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dp.regression.statistics import Design, SufficientStatistics
@@ -101,9 +107,10 @@ def adassp_release(
     p = exact.gram.shape[0]
     r2 = design.shifted_features.radius**2 + (1.0 if exact.fit_intercept else 0.0)
 
-    lam_min = float(np.linalg.eigvalsh(exact.gram)[0])
-    sig_l = gaussian_sigma(l2_sensitivity=r2, epsilon=eps3, delta=delta3)
-    noisy_l = float(gaussian(lam_min, l2_sensitivity=r2, epsilon=eps3, delta=delta3, rng=rng))
+    lam_min = certified_min_eigenvalue(exact.gram, tolerance=CONVERSION_ALLOWANCE * r2)
+    lam_sens = r2 * (1.0 + 3.0 * CONVERSION_ALLOWANCE)
+    sig_l = gaussian_sigma(l2_sensitivity=lam_sens, epsilon=eps3, delta=delta3)
+    noisy_l = float(gaussian(lam_min, l2_sensitivity=lam_sens, epsilon=eps3, delta=delta3, rng=rng))
     lam_min_low = max(0.0, noisy_l - sig_l * float(norm.ppf(1.0 - _RHO)))
 
     parts = exact.parts()

@@ -51,6 +51,7 @@ from dp.regression.domain import (
     feature_domain,
 )
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
+from dp.regression.fixedpoint import fixed_point_record
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     eigenvalue_floor,
@@ -348,6 +349,7 @@ class LinearRegression:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "neighbours": NEIGHBOURS,
+            "exact_sums": fixed_point_record(),
             **fitted,
         }
 

@@ -39,6 +39,20 @@ number of groups. The bounds stay functions of the declared categories only.
 * quadratic: ``sum_{j<=l} x_j^2 x_l^2 = (||x||_2^4 + ||x||_4^4) / 2 <= ||x||_2^4``, so at most
   ``min(sqrt(((sum_j a_j^2)^2 + sum_j a_j^4) / 2), R^2)`` (replace-one: ``sqrt(2) R^2``);
 * feature sum ``R``, cross ``B R``, target sum ``B``, count ``1``.
+
+**Float64.** The statistics are exact sums of quantised rows (:mod:`dp.regression.fixedpoint`),
+which lie inside every bound above, rounded once to float64. A coordinate the added or removed
+row does not touch (its term is 0) has the same exact sum on both sides, hence the same float;
+a touched coordinate's two floats differ by at most their exact difference plus
+``CONVERSION_ALLOWANCE * M`` (``2^-16 M``, up to ``MAX_ROWS`` rows), ``M`` its per-row
+magnitude bound: ``a_j a_l`` on the quadratic part, ``a_j`` on the feature sum, ``B a_j`` on
+the cross part, ``B`` on the target sum. A row touches at most one indicator of a one-hot
+block, so over the coordinates a row can touch these bounds are those of the groups above, and
+every released part's declared sensitivity is its bound plus ``2^-16`` times the same bound
+taken over the box of group magnitudes (the L1 or L2 norm of the per-coordinate allowances):
+e.g. ``+1.5e-5`` on a target sum of sensitivity 1, ``+0.007`` on the L1 quadratic part of a
+unit ball at ``d = 30`` (15.5). The count is an integer below ``2^53``: exact, no allowance; a
+part that is not released keeps sensitivity 0.
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.fixedpoint import CONVERSION_ALLOWANCE
 
 __all__ = ["NEIGHBOURS", "PARTS", "BlockSensitivity", "l1_sensitivity", "l2_sensitivity"]
 
@@ -106,54 +121,81 @@ def _target_magnitude(target: TargetDomain) -> float:
     return max(abs(target.lower), abs(target.upper))
 
 
+def _plus(
+    exact: dict[str, float], dom: FeatureDomain, target: TargetDomain, *, norm: str
+) -> BlockSensitivity:
+    """``exact`` plus each part's float64 rounding allowance (module doc) in ``norm``."""
+    c = _magnitudes(dom)
+    b = _target_magnitude(target)
+    if norm == "l1":
+        s1, s2 = float(c.sum()), float((c * c).sum())
+        quadratic, x = (s1 * s1 + s2) / 2.0, s1
+    else:
+        c2 = c * c
+        quadratic = math.sqrt((float(c2.sum()) ** 2 + float((c2 * c2).sum())) / 2.0)
+        x = math.sqrt(float(c2.sum()))
+    rounding = {"quadratic": quadratic, "feature_sum": x, "count": 0.0, "cross": b * x}
+    rounding["target_sum"] = b
+    return BlockSensitivity(
+        **{
+            k: v + (CONVERSION_ALLOWANCE * rounding[k] if v > 0.0 else 0.0)
+            for k, v in exact.items()
+        },
+        norm=norm,
+    )
+
+
 def l1_sensitivity(
     dom: FeatureDomain, target: TargetDomain, *, fit_intercept: bool
 ) -> BlockSensitivity:
-    """L1 sensitivities of the released parts under add/remove-one neighbours (module doc).
+    """L1 sensitivities of the released parts under add/remove-one neighbours (module doc),
+    float64 rounding allowance included.
 
     ``dom`` and ``target`` are the domains of the *shifted* rows actually summed.
 
     >>> s = l1_sensitivity(FeatureDomain.ball(1.0, d=2), TargetDomain(lower=-1.0, upper=1.0),
     ...                    fit_intercept=True)
-    >>> s.quadratic, round(s.feature_sum, 4), s.count, round(s.cross, 4), s.target_sum
-    (1.5, 1.4142, 1.0, 1.4142, 1.0)
+    >>> round(s.quadratic, 4), round(s.feature_sum, 4), s.count, round(s.cross, 4)
+    (1.5, 1.4142, 1.0, 1.4142)
+    >>> s.target_sum - 1.0 == 2.0**-16  # the rounding allowance (module doc)
+    True
     """
     a = _magnitudes(dom)
     d, r = len(a), dom.radius
     b = _target_magnitude(target)
     box_q = (float(a.sum()) ** 2 + float((a * a).sum())) / 2.0
-    quadratic = min(box_q, r * r * (d + 1) / 2.0)
     l1_x = min(float(a.sum()), math.sqrt(d) * r)
-    return BlockSensitivity(
-        quadratic=quadratic,
-        feature_sum=l1_x if fit_intercept else 0.0,
-        count=1.0 if fit_intercept else 0.0,
-        cross=b * l1_x,
-        target_sum=b if fit_intercept else 0.0,
-        norm="l1",
-    )
+    exact = {
+        "quadratic": min(box_q, r * r * (d + 1) / 2.0),
+        "feature_sum": l1_x if fit_intercept else 0.0,
+        "count": 1.0 if fit_intercept else 0.0,
+        "cross": b * l1_x,
+        "target_sum": b if fit_intercept else 0.0,
+    }
+    return _plus(exact, dom, target, norm="l1")
 
 
 def l2_sensitivity(
     dom: FeatureDomain, target: TargetDomain, *, fit_intercept: bool
 ) -> BlockSensitivity:
-    """L2 sensitivities of the released parts under add/remove-one neighbours (module doc).
+    """L2 sensitivities of the released parts under add/remove-one neighbours (module doc),
+    float64 rounding allowance included.
 
     >>> s = l2_sensitivity(FeatureDomain.ball(1.0, d=3), TargetDomain(lower=-1.0, upper=1.0),
     ...                    fit_intercept=True)
-    >>> s.quadratic, s.feature_sum, s.count, s.cross, s.target_sum
-    (1.0, 1.0, 1.0, 1.0, 1.0)
+    >>> [round(v, 4) for v in (s.quadratic, s.feature_sum, s.count, s.cross, s.target_sum)]
+    [1.0, 1.0, 1.0, 1.0, 1.0]
     """
     r = dom.radius
     a2 = _magnitudes(dom) ** 2
     b = _target_magnitude(target)
     box_q = math.sqrt((float(a2.sum()) ** 2 + float((a2 * a2).sum())) / 2.0)
     l2_x = min(math.sqrt(float(a2.sum())), r)
-    return BlockSensitivity(
-        quadratic=min(box_q, r * r),
-        feature_sum=l2_x if fit_intercept else 0.0,
-        count=1.0 if fit_intercept else 0.0,
-        cross=b * l2_x,
-        target_sum=b if fit_intercept else 0.0,
-        norm="l2",
-    )
+    exact = {
+        "quadratic": min(box_q, r * r),
+        "feature_sum": l2_x if fit_intercept else 0.0,
+        "count": 1.0 if fit_intercept else 0.0,
+        "cross": b * l2_x,
+        "target_sum": b if fit_intercept else 0.0,
+    }
+    return _plus(exact, dom, target, norm="l2")

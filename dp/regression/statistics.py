@@ -15,6 +15,14 @@ relative accuracy, instead of drowning a feature declared in ``[0, 1]`` next to 
 ``[0, 10^5]``. Both maps are undone exactly on the coefficients afterwards. One-hot blocks of
 category columns (:mod:`dp.regression.encoding`) are neither shifted nor scaled: any shift would
 make a block dense and its norm larger.
+
+The sums are exact (:mod:`dp.regression.fixedpoint`): each shifted coordinate and target is
+quantised toward zero on a grid of ``2^-16`` of its declared magnitude
+(:attr:`Design.coordinate_magnitudes`, :attr:`Design.target_magnitude`), the products are summed
+as integers (:class:`ExactMoments`, which the streaming engine adds batch by batch) and each
+statistic is rounded to float64 once. Quantised rows stay inside every bound the sensitivities
+use, and the one rounding is covered by the allowance :mod:`dp.regression.sensitivity` adds, so
+the declared sensitivities bound the float64 statistics themselves, for any summation order.
 """
 
 from __future__ import annotations
@@ -27,8 +35,26 @@ import numpy.typing as npt
 from dp.errors import InputError
 from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.encoding import FeatureEncoding
+from dp.regression.fixedpoint import (
+    FRACTION_BITS,
+    ONE,
+    IntArray,
+    check_norms,
+    check_rows,
+    exact_products,
+    int_zeros,
+    quantise,
+    to_float,
+)
 
-__all__ = ["Design", "SufficientStatistics", "check_statistics", "sufficient_statistics"]
+__all__ = [
+    "Design",
+    "ExactMoments",
+    "SufficientStatistics",
+    "check_statistics",
+    "exact_moments",
+    "sufficient_statistics",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -85,6 +111,21 @@ class Design:
         """Domain of the shifted targets that are actually summed."""
         m = self.target_shift
         return TargetDomain(lower=self.target.lower - m, upper=self.target.upper - m)
+
+    @property
+    def coordinate_magnitudes(self) -> FloatArray:
+        """Declared bound on ``|z_j|`` for each summed coordinate (shifted features, then the
+        constant column): the unit of its fixed-point grid. 1 on scaled box features and
+        one-hot indicators, the radius on a ball."""
+        dom = self.shifted_features
+        a = np.maximum(np.abs(np.asarray(dom.lower)), np.abs(np.asarray(dom.upper)))
+        return np.asarray(np.r_[a, 1.0] if self.fit_intercept else a, dtype=np.float64)
+
+    @property
+    def target_magnitude(self) -> float:
+        """Declared bound on ``|y|`` of the shifted target: the unit of its fixed-point grid."""
+        t = self.shifted_target
+        return max(abs(t.lower), abs(t.upper))
 
     @property
     def n_params(self) -> int:
@@ -164,21 +205,82 @@ class SufficientStatistics:
         return SufficientStatistics(gram=gram, moment=moment, fit_intercept=self.fit_intercept)
 
 
-def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> SufficientStatistics:
-    """Clip rows into the declared domains, shift by the public midpoints, and sum.
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ExactMoments:
+    """The exact integer sums behind :class:`SufficientStatistics` (module doc).
+
+    With ``V`` a row's quantised coordinates (the constant column is ``2^16``) and ``Y`` its
+    quantised target, ``gram = sum V V^T`` and ``moment = sum Y V``; ``G_jl`` is
+    ``c_j c_l 2^-32 gram_jl`` and ``m_j`` is ``c_j B 2^-32 moment_j``
+    (:attr:`Design.coordinate_magnitudes` ``c``, :attr:`Design.target_magnitude` ``B``).
+    Sums over disjoint row sets add up exactly (``+``), in any order.
+    """
+
+    gram: IntArray
+    """``p x p`` Python integers."""
+    moment: IntArray
+    """``p`` Python integers."""
+    rows: int
+    """Number of rows summed."""
+
+    @classmethod
+    def zero(cls, p: int) -> ExactMoments:
+        """The sums of no rows."""
+        return cls(gram=int_zeros((p, p)), moment=int_zeros(p), rows=0)
+
+    def __add__(self, other: ExactMoments) -> ExactMoments:
+        return ExactMoments(
+            gram=np.asarray(self.gram + other.gram, dtype=object),
+            moment=np.asarray(self.moment + other.moment, dtype=object),
+            rows=self.rows + other.rows,
+        )
+
+    def statistics(self, design: Design) -> SufficientStatistics:
+        """The float64 statistics: each exact sum rounded once.
+
+        Raises:
+            InputError: more rows than :data:`dp.regression.fixedpoint.MAX_ROWS`.
+        """
+        check_rows(self.rows)
+        c = design.coordinate_magnitudes
+        unit = 2.0 ** (-2 * FRACTION_BITS)
+        return SufficientStatistics(
+            gram=to_float(self.gram, np.outer(c, c) * unit),
+            moment=to_float(self.moment, c * (design.target_magnitude * unit)),
+            fit_intercept=design.fit_intercept,
+        )
+
+
+def exact_moments(X: FloatArray, y: FloatArray, design: Design) -> ExactMoments:
+    """Clip rows into the declared domains, shift by the public midpoints, quantise, and sum
+    exactly.
 
     Every row enters only after :meth:`FeatureDomain.clip` and :meth:`TargetDomain.clip`,
     with or without an intercept: the sensitivities assume it.
     """
     if X.shape[1] != design.features.dim:
         raise InputError(f"X has {X.shape[1]} columns, the domain declares {design.features.dim}")
+    d = design.features.dim
     Xc = (design.features.clip(X) - design.feature_shift) / design.feature_scale
     yc = design.target.clip(y) - design.target_shift
-    if design.fit_intercept:
-        Xc = np.hstack([Xc, np.ones((Xc.shape[0], 1))])
-    return SufficientStatistics(
-        gram=Xc.T @ Xc, moment=Xc.T @ yc, fit_intercept=design.fit_intercept
+    V = quantise(Xc, design.coordinate_magnitudes[:d])
+    if design.features.kind == "ball":
+        check_norms(V)
+    columns = [V, np.full((len(V), 1), ONE)] if design.fit_intercept else [V]
+    W = np.hstack([*columns, quantise(yc, design.target_magnitude)[:, None]])
+    # One exact product gives gram and moment (and sum Y^2, never used): |V_j V_l| <= 2^32.
+    P = exact_products(W, W, bits=2 * FRACTION_BITS)
+    p = design.n_params
+    return ExactMoments(
+        gram=np.asarray(P[:p, :p], dtype=object),
+        moment=np.asarray(P[:p, p], dtype=object),
+        rows=len(y),
     )
+
+
+def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> SufficientStatistics:
+    """The statistics of :func:`exact_moments`, rounded once to float64."""
+    return exact_moments(X, y, design).statistics(design)
 
 
 def check_statistics(stats: object, design: Design) -> SufficientStatistics:

@@ -68,6 +68,7 @@ from dp.regression.domain import (
     feature_domain,
 )
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
+from dp.regression.fixedpoint import fixed_point_record
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     FunctionalRelease,
@@ -340,5 +341,6 @@ class TraceRegression:
             "epsilon": self.epsilon,
             "delta": 0.0,
             "neighbours": NEIGHBOURS,
+            "exact_sums": fixed_point_record(),
             **fitted,
         }

@@ -206,7 +206,8 @@ def test_one_hot_parts_at_the_auto_split_pass_and_their_twins_are_rejected(part:
         intercept_share=INTERCEPT_SHARE,
     )
     sens = rel.sensitivity.part(part)
-    assert np.abs(d_nb.parts()[part] - d.parts()[part]).sum() == pytest.approx(sens)
+    moved = np.abs(d_nb.parts()[part] - d.parts()[part]).sum()
+    assert moved <= sens and moved == pytest.approx(sens, rel=1e-4)  # up to the allowance
     kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": EPS, "samples": 40_000}
     real = audit(
         _part_sampler(part, sensitivity=sens, epsilon=EPS), rng=np.random.default_rng(9), **kwargs

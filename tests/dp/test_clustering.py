@@ -30,19 +30,22 @@ def test_config_messages() -> None:
 
 def test_counts_and_sums_get_their_own_sensitivity() -> None:
     # epsilon = 2, T = 4: each release gets 2 / 8 = 0.25. Add/remove neighbours: counts have
-    # sensitivity 1 -> scale 4; sums on [0, 10]^3 (centred, |x_j| <= 5): max ||x||_1 = 15 ->
-    # scale 60 (replace-one needed 2 and 30). Swapped budgets (diffprivlib) would not give these.
+    # sensitivity 1 -> scale 4; sums on [0, 10]^3 (centred, |x_j| <= 5): max ||x||_1 = 15,
+    # plus the float64 rounding allowance 2^-16 * 15 -> scale 60 (1 + 2^-16) (replace-one
+    # needed 2 and 30). Swapped budgets (diffprivlib) would not give these.
     rng = np.random.default_rng(0)
     model = KMeans(3, 2.0, bounds_X=(0.0, 10.0), n_iter=4).fit(
         rng.uniform(0, 10, (500, 3)), rng=rng
     )
     doc = json.loads(json.dumps(model.to_dict()))
     assert doc["epsilon_per_release"] == 0.25
-    assert doc["laplace_scale"] == {"counts": 4.0, "sums": 60.0}
+    assert doc["laplace_scale"] == {"counts": 4.0, "sums": 60.0 * (1.0 + 2.0**-16)}
     assert doc["neighbours"] == "add/remove one record"
     assert model.privacy_cost == PrivacyCost(epsilon=2.0)
-    assert sum_sensitivity(FeatureDomain.box(0.0, 10.0, d=3).translated(np.full(3, 5.0))) == 15.0
-    assert sum_sensitivity(FeatureDomain.ball(2.0, d=4)) == 4.0  # sqrt(d) R
+    box = FeatureDomain.box(0.0, 10.0, d=3).translated(np.full(3, 5.0))
+    assert sum_sensitivity(box) == 15.0 * (1.0 + 2.0**-16)
+    # sqrt(d) R, plus 2^-16 sum_j a_j = 2^-16 d R
+    assert sum_sensitivity(FeatureDomain.ball(2.0, d=4)) == 4.0 + 8.0 * 2.0**-16
 
 
 @st.composite
@@ -67,10 +70,48 @@ def _neighbours(draw: st.DrawFn):
 def test_neighbours_move_counts_and_sums_within_sensitivity(case) -> None:
     dom, X, X2, centres = case
     shift = dom.midpoint()
-    c1, s1 = lloyd_step(dom.clip(X) - shift, centres - shift)
-    c2, s2 = lloyd_step(dom.clip(X2) - shift, centres - shift)
+    centred = dom.translated(shift)
+    c1, s1 = lloyd_step(dom.clip(X) - shift, centred, centres - shift)
+    c2, s2 = lloyd_step(dom.clip(X2) - shift, centred, centres - shift)
     assert np.abs(c1 - c2).sum() == COUNT_SENSITIVITY  # exactly one count moves, by one
-    assert np.abs(s1 - s2).sum() <= sum_sensitivity(dom.translated(shift)) + 1e-9
+    assert np.abs(s1 - s2).sum() <= sum_sensitivity(centred)  # the float64 values, no slack
+
+
+def _absorbing_neighbours() -> tuple[np.ndarray, np.ndarray]:
+    """One cluster on [-1, 1]: D is 2^20 rows of -1 then 2^20 rows of t = 2^-33; D' adds one
+    row -1 in front. In float64, in row order, D's running sum sits just above -2^20, where
+    the spacing of doubles is 2^-33, so every t is added exactly; D''s sits at -(2^20 + 1),
+    where the spacing is 2^-32, so every t is a tie rounded away. The computed sums differ by
+    1 + 2^20 t = 1 + 2^-13, the exact sums by 1 (Casacuberta et al. 2022)."""
+    big, tiny = np.full(2**20, -1.0), np.full(2**20, 2.0**-33)
+    D = np.r_[big, tiny][:, None]
+    return D, np.r_[[-1.0], D[:, 0]][:, None]
+
+
+def test_float_absorption_cannot_stretch_the_sums_past_their_sensitivity() -> None:
+    D, D_nb = _absorbing_neighbours()
+    centred = FeatureDomain.box(-1.0, 1.0, d=1)
+    naive = np.sum(D_nb[:, 0]) - np.sum(D[:, 0])  # pairwise summation hides it; a fold does not
+    fold = np.bincount(np.zeros(len(D), dtype=np.int64), weights=D[:, 0])[0]
+    fold_nb = np.bincount(np.zeros(len(D_nb), dtype=np.int64), weights=D_nb[:, 0])[0]
+    assert abs(fold - fold_nb) == 1.0 + 2.0**-13 > sum_sensitivity(centred)  # the attack
+    assert abs(naive) == pytest.approx(1.0, abs=1e-6)
+    (c1,), (s1,) = lloyd_step(D, centred, np.zeros((1, 1)))
+    (c2,), (s2,) = lloyd_step(D_nb, centred, np.zeros((1, 1)))
+    assert c2 - c1 == 1.0
+    assert abs(s1[0] - s2[0]) <= sum_sensitivity(centred)
+    assert s1[0] == -(2.0**20)  # t quantises to 0: the sums are exact and order-free
+
+
+def test_sums_do_not_depend_on_the_row_order() -> None:
+    rng = np.random.default_rng(5)
+    centred = FeatureDomain.box(-1.0, 1.0, d=3)
+    rows = rng.uniform(-1.0, 1.0, (5_000, 3))
+    centres = rng.uniform(-1.0, 1.0, (4, 3))
+    counts, sums = lloyd_step(rows, centred, centres)
+    for perm in (rng.permutation(len(rows)), np.arange(len(rows))[::-1]):
+        c2, s2 = lloyd_step(rows[perm], centred, centres)
+        assert counts.tobytes() == c2.tobytes() and sums.tobytes() == s2.tobytes()
 
 
 def test_recovers_separated_clusters() -> None:
@@ -104,7 +145,8 @@ def test_fit_steps_is_fit_from_aggregates() -> None:
 
     def step(centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen.append(centres)
-        return lloyd_step(model.domain(2).clip(X) - 5.0, centres)
+        dom = model.domain(2)
+        return lloyd_step(dom.clip(X) - 5.0, dom.translated(dom.midpoint()), centres)
 
     got = model.fit_steps(step, d=2, rng=np.random.default_rng(1))
     assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()

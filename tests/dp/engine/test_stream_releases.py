@@ -1,4 +1,5 @@
-"""k-anonymity, DP k-means and validation through the engine equal the in-memory paths."""
+"""k-anonymity, DP k-means, regression statistics and validation through the engine equal the
+in-memory paths."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ import pytest
 
 from dp.anonymity import Hierarchy, anonymize
 from dp.anonymity.classes import CodedTable
-from dp.clustering import KMeans
+from dp.clustering import KMeans, lloyd_step
 from dp.engine import (
     anonymize_stream,
     distinct_values_stream,
     leaf_counts_stream,
     lloyd_statistics_stream,
 )
+from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.dask import DaskBackend
 from dp.errors import InputError
 from dp.io import read_table
+from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.regression.statistics import Design, sufficient_statistics
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 
@@ -168,9 +172,9 @@ def test_streamed_kmeans_equals_the_in_memory_fit(partitioned: Path) -> None:
 
     got = model.fit_steps(step, d=2, rng=np.random.default_rng(11))
     assert len(calls) == 4  # one pass over the source per iteration
-    # Same noise draws; the exact sums differ only in float addition order.
-    np.testing.assert_allclose(got.cluster_centers_, want.cluster_centers_, rtol=1e-9)
-    assert {**got.to_dict(), "centres": None} == {**want.to_dict(), "centres": None}
+    # Same noise draws on the same exact sums (integers, rounded once): bit for bit.
+    assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()
+    assert got.to_dict() == want.to_dict()
 
 
 def test_one_batch_kmeans_is_bit_identical(tmp_path: Path) -> None:
@@ -227,3 +231,84 @@ def test_dask_backend_gives_the_same_releases(
         backend=DaskBackend(),
     )
     assert a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()
+
+
+# --- exact sums: bit for bit whatever the batches, partitions or backend --------------------
+
+STAT_DESIGNS = [
+    Design(
+        features=FeatureDomain.box([17, 1], [90, 99], d=2),
+        target=TargetDomain(lower=0, upper=250_000),
+        fit_intercept=True,
+    ),
+    Design(
+        features=FeatureDomain.ball(100.0, d=2),
+        target=TargetDomain(lower=0, upper=250_000),
+        fit_intercept=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("design", STAT_DESIGNS)
+def test_regression_statistics_are_bit_identical_on_every_path(
+    partitioned: Path, design: Design
+) -> None:
+    # The sums are exact integers rounded once: the in-memory frame, any batch size, any
+    # permutation of the rows and Dask all give the same float64 statistics (a float fold
+    # did not: its rounding depended on the order, and so did the distance between
+    # neighbours' sums).
+    frame = read_table(partitioned, SCHEMA).frame
+    X = frame[["age", "hours"]].to_numpy(dtype=np.float64)
+    y = frame["income"].to_numpy(dtype=np.float64)
+    want = sufficient_statistics(X, y, design)
+    perm = np.random.default_rng(0).permutation(len(y))
+    shuffled = sufficient_statistics(X[perm], y[perm], design)
+    runs = [shuffled]
+    kw: dict[str, Any] = {"features": ["age", "hours"], "target": "income", "design": design}
+    for batch_size in (7, 200, 1 << 20):
+        runs += stats_stream(partitioned, SCHEMA, batch_size=batch_size, **kw)
+    runs += stats_stream(partitioned, SCHEMA, backend=DaskBackend(batch_size=90), **kw)
+    for got in runs:
+        assert got.gram.tobytes() == want.gram.tobytes()
+        assert got.moment.tobytes() == want.moment.tobytes()
+
+
+def test_grouped_statistics_are_bit_identical(partitioned: Path) -> None:
+    frame = read_table(partitioned, SCHEMA).frame
+    X = frame[["age", "hours"]].to_numpy(dtype=np.float64)
+    edu = frame["education"].astype(str).to_numpy()
+    y = frame["income"].to_numpy(dtype=np.float64)
+    design = STAT_DESIGNS[0]
+    got = stats_stream(
+        partitioned,
+        SCHEMA,
+        features=["age", "hours"],
+        target="income",
+        design=design,
+        by="education",
+        batch_size=33,
+    )
+    for stats, level in zip(got, SCHEMA["education"].categories or (), strict=True):
+        want = sufficient_statistics(X[edu == level], y[edu == level], design)
+        assert stats.gram.tobytes() == want.gram.tobytes()
+        assert stats.moment.tobytes() == want.moment.tobytes()
+
+
+def test_lloyd_sums_are_bit_identical_on_every_path(partitioned: Path) -> None:
+    features = ["age", "hours"]
+    X = read_table(partitioned, SCHEMA, columns=features).frame.to_numpy(dtype=np.float64)
+    model = KMeans(3, 1.0, bounds_X=([17, 1], [90, 99]), n_iter=1)
+    dom = model.domain(2)
+    centred = dom.translated(dom.midpoint())
+    centres = np.array([[-10.0, -20.0], [0.0, 0.0], [15.0, 20.0]])
+    want = lloyd_step(dom.clip(X) - dom.midpoint(), centred, centres)
+    for batch_size in (7, 1 << 20):
+        got = lloyd_statistics_stream(
+            partitioned,
+            SCHEMA,
+            features=features,
+            domain=dom,
+            centres=centres,
+            batch_size=batch_size,
+        )
+        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want, strict=True))

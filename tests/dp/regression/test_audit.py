@@ -5,8 +5,9 @@ one row) that attains a part's sensitivity, and the event
 ``S = {noisy part >= the larger of its two exact values}``, an epsilon_k-DP Laplace release has
 ``|log P_D(S) / P_D'(S)| = epsilon_k`` exactly. We estimate the log-ratio from N seeded runs per
 dataset and require it to stay below ``epsilon_k + MARGIN``. The same audit must *fail* when the
-sensitivity is understated by 2x (the log-ratio becomes ``2 epsilon_k``) or when the clip is
-removed (an added out-of-domain row moves the statistic by far more than the bound).
+sensitivity is understated by 2x (the log-ratio becomes ``2 epsilon_k``); a missing clip (an
+added out-of-domain row would move the statistic by far more than the bound) is refused before
+any noise, by the fixed-point quantiser that checks every value against its declared bound.
 
 False-failure rate: the estimate's standard error is at most about 0.027 at N = 4,000
 (``sqrt((1-p)/(N p))`` for ``p = 0.5`` and ``p ~ 0.3``, combined); MARGIN = 0.12 is 4.4 standard
@@ -23,6 +24,7 @@ import math
 import numpy as np
 import pytest
 
+from dp.errors import InvariantError
 from dp.regression import FeatureDomain, TargetDomain
 from dp.regression import functional as fm
 from dp.regression.domain import FeatureDomain as _Domain
@@ -116,10 +118,11 @@ def test_audit_catches_sensitivity_off_by_two(monkeypatch: pytest.MonkeyPatch) -
     assert _audited_epsilon("quadratic", None, (1.0, 0.0)) > eps_k + MARGIN
 
 
-def test_audit_catches_missing_clip(monkeypatch: pytest.MonkeyPatch) -> None:
-    # D' adds x = 3, outside the declared ball: clipped it is x = 1, unclipped it moves
-    # sum x^2 by 9 instead of 1.
+def test_missing_clip_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # D' adds x = 3, outside the declared ball: clipped it is x = 1, unclipped it would move
+    # sum x^2 by 9 instead of 1. Without the clip the statistics are never formed.
     eps_k = _declared_epsilon("quadratic")
     assert _audited_epsilon("quadratic", None, (3.0, 0.0)) < eps_k + MARGIN
     monkeypatch.setattr(_Domain, "clip", lambda self, X: X)
-    assert _audited_epsilon("quadratic", None, (3.0, 0.0)) > eps_k + MARGIN
+    with pytest.raises(InvariantError, match="exceeds its declared magnitude bound"):
+        _audited_epsilon("quadratic", None, (3.0, 0.0))

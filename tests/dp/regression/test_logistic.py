@@ -1,9 +1,11 @@
-"""LogisticRegression: configuration, clipping, exact minimiser, publication, accuracy."""
+"""LogisticRegression: configuration, clipping, the certified solver point and its output
+perturbation, exact loss sums, publication, accuracy."""
 
 from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal, getcontext
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from dp.errors import ConfigError, InputError, InvariantError, SolverError
 from dp.regression import FeatureDomain, LogisticRegression, TargetDomain
 from dp.regression import objective as op
 from dp.regression.logistic import normalised_rows, row_norm_bound
+from dp.regression.losssums import SIGMA_ERROR, LossSums, gradient_error, logistic_sums
 from dp.regression.statistics import Design
 
 METHODS = ["objective", "functional"]
@@ -55,7 +58,7 @@ def test_labels_must_be_zero_or_one() -> None:
         LogisticRegression(1.0, data_norm=1.0).fit(np.zeros((3, 2)), np.array([0.0, 1.0, 2.0]))
 
 
-# --- privacy: clipping, normalisation, exact minimiser -------------------------------------
+# --- privacy: clipping, normalisation, certified point, output perturbation ----------------
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -97,32 +100,105 @@ def test_normalised_rows_have_norm_at_most_one(
     dsg = Design(features=dom, target=TargetDomain(lower=-0.5, upper=0.5), fit_intercept=intercept)
     rows = data.draw(st.lists(st.lists(_coord, min_size=d, max_size=d), min_size=1, max_size=5))
     Z, bound = normalised_rows(np.array(rows), dsg)
-    assert np.all(np.linalg.norm(Z, axis=1) <= 1.0 + 1e-12)
+    # Exactly: the rows are on the 2^-16 grid and their integer squared norms are <= 2^32.
+    V = Z * 2.0**16
+    assert np.array_equal(V, np.trunc(V))
+    assert np.all(np.einsum("ij,ij->i", V, V) <= 2.0**32)
     assert bound > 0.0 and bound == row_norm_bound(dsg)
 
 
-def test_objective_returns_the_exact_minimiser() -> None:
-    # Re-draw the same noise vector b from the same seed and check grad J(theta) = 0.
-    rng = np.random.default_rng(2)
-    X, y, _ = _logistic_data(rng, 2_000, 3)
-    Z = np.c_[X, np.ones(len(X))] / math.sqrt(2.0)
-    rel = op.objective_perturbation(Z, y, epsilon=0.5, rng=np.random.default_rng(3))
-    b = op.noise_vector(4, epsilon=rel.epsilon_noise, rng=np.random.default_rng(3))
-    grad = Z.T @ (expit(Z @ rel.theta) - y) + rel.ridge * rel.theta + b
-    assert np.linalg.norm(grad) < 1e-6
-    # The two shares make up exactly epsilon: eps_b + log(1 + 1 / (4 lam)).
-    assert rel.epsilon_noise + math.log1p(0.25 / rel.ridge) == pytest.approx(0.5, rel=1e-12)
-    assert rel.epsilon_noise + rel.epsilon_curvature == pytest.approx(0.5, rel=1e-12)
+def _solver_points(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """Record the point the solver hands to the output perturbation (never published)."""
+    points: list[np.ndarray] = []
+    real = op.perturb_output
+
+    def spy(point: np.ndarray, *args: object, **kwargs: object) -> np.ndarray:
+        points.append(np.array(point))
+        return real(point, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(op, "perturb_output", spy)
+    return points
+
+
+def _true_gradient(Z, y, w, ridge, b):  # plain float64, independent of the exact sums
+    return Z.T @ (expit(Z @ w) - y) + ridge * w + b
+
+
+def _solve(monkeypatch: pytest.MonkeyPatch, *, seed: int, n: int, d: int, epsilon: float):
+    """A release on synthetic rows, the solver's point and the linear noise ``b`` (re-drawn
+    from the same seed: it is the first draw)."""
+    points = _solver_points(monkeypatch)
+    X, y, _ = _logistic_data(np.random.default_rng(seed), n, d)
+    Z, _ = normalised_rows(X, LogisticRegression(epsilon, data_norm=1.0).design(d))
+    rel = op.objective_perturbation(Z, y, epsilon=epsilon, rng=np.random.default_rng(seed + 1))
+    b = op.noise_vector(
+        d + 1, epsilon=rel.parameters.epsilon_noise, rng=np.random.default_rng(seed + 1)
+    )
+    (point,) = points
+    return Z, y, rel, point, b
+
+
+def test_released_point_is_certified_then_perturbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Approximate minima perturbation: the solver's point has true gradient norm <= gamma (so
+    # it is within gamma / lam of the exact minimiser), and the release adds output noise of
+    # L2 sensitivity 2 gamma / lam + sqrt(p) G on the grid G.
+    Z, y, rel, point, b = _solve(monkeypatch, seed=2, n=2_000, d=3, epsilon=0.5)
+    par = rel.parameters
+    gamma = par.gradient_tolerance
+    assert np.linalg.norm(_true_gradient(Z, y, point, par.ridge, b)) <= gamma
+    # The release is the point rounded to G plus a non-zero multiple of G.
+    G = par.output.grid
+    steps = rel.theta / G - np.rint(point / G)
+    assert np.array_equal(steps, np.rint(steps)) and np.any(steps != 0.0)
+    assert par.output.sensitivity >= 2.0 * gamma / par.ridge + 2.0 * G
+    # The three shares make up exactly epsilon: eps_b + log(1 + 1 / (4 lam)) + eps_out.
+    assert par.epsilon_curvature == pytest.approx(math.log1p(0.25 / par.ridge), rel=1e-12)
+    assert par.epsilon_noise + par.epsilon_curvature + par.output.epsilon == pytest.approx(
+        0.5, rel=1e-12
+    )
+    assert par.output.epsilon == pytest.approx(op.OUTPUT_SHARE * 0.5, rel=1e-12)
+    # Mean output-noise norm p Delta / eps_out is the declared OUTPUT_NOISE.
+    assert 4 * par.output.scale == pytest.approx(op.OUTPUT_NOISE, rel=1e-9)
+
+
+def test_an_early_stop_stays_within_the_accounted_distance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A loose tolerance (OUTPUT_NOISE 1: gamma ~ 0.008) makes Newton stop well before the
+    # exact minimiser; the released point is then still within gamma / lam of it, the distance
+    # the output noise is calibrated to.
+    monkeypatch.setattr(op, "OUTPUT_NOISE", 1.0)
+    Z, y, rel, point, b = _solve(monkeypatch, seed=4, n=3_000, d=2, epsilon=1.0)
+    par = rel.parameters
+    exact = point.copy()
+    for _ in range(50):  # plain Newton to the float64 minimiser
+        p = expit(Z @ exact)
+        hess = (Z * (p * (1 - p))[:, None]).T @ Z + par.ridge * np.eye(3)
+        exact -= np.linalg.solve(hess, _true_gradient(Z, y, exact, par.ridge, b))
+    gap = np.linalg.norm(point - exact)
+    assert 1e-9 < gap <= par.gradient_tolerance / par.ridge  # stopped early, within the bound
+
+
+def test_certificate_refuses_what_float64_cannot_vouch_for() -> None:
+    # The float64 error bound grows with the row count: with 10^13 rows (claimed by the sums)
+    # it exceeds gamma, and the solver fails closed instead of releasing an uncertified point.
+    def huge(w: np.ndarray) -> LossSums:
+        return LossSums(loss=0.0, gradient=-0.5 * w, hessian=np.eye(len(w)), rows=10**13)
+
+    with pytest.raises(SolverError, match=r"error bound of the gradient exceeds"):
+        op.minimise_objective(huge, p=2, epsilon=1.0, rng=np.random.default_rng(0))
 
 
 def test_objective_reports_a_solver_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     # A gradient that never vanishes: Newton must give up with one clear line, not loop.
     # (|b| << 1e3 here: J's gradient 1e3 sign(w) + lam w + b has no zero.)
-    def stuck(Z: np.ndarray, y: np.ndarray, w: np.ndarray):
-        return 0.0, np.where(w >= 0.0, 1e3, -1e3), np.eye(len(w))
+    def stuck(Z: np.ndarray, y: np.ndarray, w: np.ndarray) -> LossSums:
+        return LossSums(
+            loss=0.0, gradient=np.where(w >= 0.0, 1e3, -1e3), hessian=np.eye(len(w)), rows=3
+        )
 
     monkeypatch.setattr(op, "logistic_sums", stuck)
-    with pytest.raises(SolverError, match=r"Newton's method did not reach the exact minimiser"):
+    with pytest.raises(SolverError, match=r"did not reach the certified gradient tolerance"):
         op.objective_perturbation(np.ones((3, 2)) / 2, np.ones(3), epsilon=1.0)
 
 
@@ -136,16 +212,73 @@ def test_fit_loss_sums_is_fit_given_the_same_sums() -> None:
     Z, bound = normalised_rows(X, model.design(2))
     points: list[np.ndarray] = []
 
-    def sums(w: np.ndarray) -> op.LossSums:
+    def sums(w: np.ndarray) -> LossSums:
         points.append(w.copy())
-        return op.logistic_sums(Z, y, w)
+        return logistic_sums(Z, y, w)
 
     got = model.fit_loss_sums(sums, d=2, rng=np.random.default_rng(6))
     assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
     assert got.to_dict() == want.to_dict() and got.to_dict()["row_norm_bound"] == bound
     assert len(points) > 1 and not points[0].any()  # starts at 0
     with pytest.raises(InvariantError, match="the loss sums have the wrong shape"):
-        model.fit_loss_sums(lambda w: (0.0, np.zeros(2), np.eye(3)), d=2)
+        model.fit_loss_sums(
+            lambda w: LossSums(loss=0.0, gradient=np.zeros(2), hessian=np.eye(3), rows=0), d=2
+        )
+
+
+# --- the loss sums: exact, order-free, within their error bound -----------------------------
+
+
+def test_loss_sums_do_not_depend_on_the_row_order() -> None:
+    rng = np.random.default_rng(11)
+    X, y, _ = _logistic_data(rng, 3_000, 4)
+    Z, _ = normalised_rows(X, LogisticRegression(1.0, data_norm=1.0).design(4))
+    w = rng.normal(size=5) * 3.0
+    want = logistic_sums(Z, y, w)
+    for perm in (rng.permutation(len(y)), np.arange(len(y))[::-1]):
+        got = logistic_sums(Z[perm], y[perm], w)
+        assert got.loss == want.loss
+        assert got.gradient.tobytes() == want.gradient.tobytes()
+        assert got.hessian.tobytes() == want.hessian.tobytes()
+
+
+def _exact_gradient(Z: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum_i (sigma(z_i w) - y_i) z_i in 50-digit decimal arithmetic."""
+    getcontext().prec = 50
+    wd = [Decimal(float(v)) for v in w]
+    out = [Decimal(0)] * len(w)
+    for z, label in zip(Z, y, strict=True):
+        zd = [Decimal(float(v)) for v in z]
+        s = sum((a * b for a, b in zip(zd, wd, strict=True)), Decimal(0))
+        r = 1 / (1 + (-s).exp()) - Decimal(float(label))
+        out = [o + r * a for o, a in zip(out, zd, strict=True)]
+    return np.array([float(v) for v in out])
+
+
+def test_gradient_is_within_its_error_bound() -> None:
+    # The certificate's premise: the float64 gradient is within gradient_error of the true one.
+    rng = np.random.default_rng(12)
+    X, y, _ = _logistic_data(rng, 400, 3)
+    Z, _ = normalised_rows(X, LogisticRegression(1.0, data_norm=1.0).design(3))
+    for scale in (0.1, 3.0, 40.0):
+        w = rng.normal(size=4) * scale
+        sums = logistic_sums(Z, y, w)
+        assert np.linalg.norm(sums.gradient - _exact_gradient(Z, y, w)) <= gradient_error(sums, w)
+
+
+def test_expit_is_within_the_assumed_error() -> None:
+    # gradient_error assumes |expit(s) - sigma(s)| <= SIGMA_ERROR = 8 ulp(1/2); the analysis of
+    # 1 / (1 + exp(-s)) with a one-ulp exp gives 4. Checked at half of SIGMA_ERROR on 6,000
+    # points, the tails included (deterministic: a fixed grid and a seeded sample).
+    getcontext().prec = 40
+    rng = np.random.default_rng(13)
+    s = np.r_[rng.normal(0.0, 6.0, 4_000), np.linspace(-40.0, 40.0, 1_995), -745.0, 745.0]
+    got = expit(s)
+    worst = max(
+        abs(Decimal(float(g)) - 1 / (1 + (-Decimal(float(v))).exp()))
+        for v, g in zip(s, got, strict=True)
+    )
+    assert float(worst) <= SIGMA_ERROR / 2
 
 
 # --- publication ---------------------------------------------------------------------------

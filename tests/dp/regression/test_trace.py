@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from dp.budget import PrivacyCost, compose
 from dp.errors import ConfigError, InputError, SolverError
 from dp.regression import FeatureDomain, TargetDomain, TraceRegression, lowrank
+from dp.regression.fixedpoint import ONE, quantise
 from dp.regression.statistics import Design, sufficient_statistics
 
 
@@ -77,7 +78,8 @@ def test_adding_a_row_changes_only_its_own_task(
         target=TargetDomain(lower=-1.0, upper=1.0),
         fit_intercept=False,
     )
-    x = dsg.features.clip(np.array([row[:2]]))[0]
+    # The clipped row as summed: quantised toward zero on the 2^-16 grid of the radius.
+    x = quantise(dsg.features.clip(np.array([row[:2]]))[0], 1.0) / ONE
     for j in range(t):
         a = sufficient_statistics(X[tasks == j], y[tasks == j], dsg)
         b = sufficient_statistics(X2[tasks2 == j], y2[tasks2 == j], dsg)
