@@ -19,7 +19,7 @@ from dp.pipeline.plan import Plan, load_plan
 from dp.pipeline.report import budget_rows, budget_table, manifest, render_report
 from dp.runs import Run
 from flows.logs import quiet_expected_errors
-from tasks.releases import compose, compute_release, read_source, shared_scan
+from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
 
 __all__ = ["publish"]
 
@@ -33,11 +33,13 @@ def _releases(plan: Plan, run: Run, period: str) -> list[ReleaseSummary]:
     that is still writing to it.
     """
     source = read_source(plan, period)
-    exact = shared_scan(plan, source)
+    filters = bound_units(plan, source)
+    exact = shared_scan(plan, source, filters)
     futures: list[PrefectFuture[ReleaseSummary]] = []
     try:
         for r in plan.releases:
-            futures.append(compute_release.submit(r, exact[r.name], source, run.staging))
+            call = (r, exact[r.name], source, run.staging, filters)
+            futures.append(compute_release.submit(*call))
     finally:
         wait(futures)  # even if a later submit failed: nothing may still be writing
     return [f.result() for f in futures]

@@ -13,13 +13,15 @@ from prefect import task
 
 from dp.engine import TableSource
 from dp.pipeline import execute
+from dp.pipeline.execute import Filters
 from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dp.pipeline.plan import Plan
+from dp.pipeline.units import unit_filters
 from dp.publication import Staging
 from dp.runs import Run
 from tasks._common import PRIVATE, retry_on_io_error, run_logger
 
-__all__ = ["compose", "compute_release", "read_source", "shared_scan"]
+__all__ = ["bound_units", "compose", "compute_release", "read_source", "shared_scan"]
 
 
 @task(
@@ -41,18 +43,32 @@ def read_source(plan: Plan, period: str) -> TableSource:
     return source
 
 
+@task(name="bound-units", **PRIVATE)
+def bound_units(plan: Plan, source: TableSource) -> Filters:
+    """With a privacy unit: one pass choosing which rows of each unit the releases read (the
+    selection is exact data: kept in memory only)."""
+    filters = unit_filters([r.bounding for r in plan.releases], source, plan.columns)
+    if filters:
+        run_logger().info("privacy unit bounded for %d row selection(s)", len(filters))
+    return filters
+
+
 @task(name="shared-scan", **PRIVATE)
-def shared_scan(plan: Plan, source: TableSource) -> dict[str, list[Any]]:
+def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, list[Any]]:
     """Every release's exact aggregates in one pass (exact: kept in memory only)."""
-    return execute.shared_scan(plan.releases, source)
+    return execute.shared_scan(plan.releases, source, filters)
 
 
 @task(name="release", **PRIVATE)
 def compute_release(
-    release: ReleasePlan, exact: list[Any], source: TableSource, staging: Staging
+    release: ReleasePlan,
+    exact: list[Any],
+    source: TableSource,
+    staging: Staging,
+    filters: Filters,
 ) -> ReleaseSummary:
     """One release into the staging folder; a completed one is reused, never redrawn."""
-    summary = execute.compute_release(release, exact, source, staging)
+    summary = execute.compute_release(release, exact, source, staging, filters)
     run_logger().info("%s %r computed (%s)", summary.kind, summary.name, summary.mechanism)
     return summary
 

@@ -99,9 +99,7 @@ class Fused:
         return [p.empty() for p in self.parts]
 
     def update(self, acc: list[Any], batch: Batch) -> list[Any]:
-        return [
-            p.update(a, batch.complete(p.columns)) for p, a in zip(self.parts, acc, strict=True)
-        ]
+        return [fold(p, a, batch) for p, a in zip(self.parts, acc, strict=True)]
 
     def merge(self, left: list[Any], right: list[Any]) -> list[Any]:
         return [p.merge(a, b) for p, a, b in zip(self.parts, left, right, strict=True)]

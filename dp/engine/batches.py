@@ -86,6 +86,13 @@ class Batch:
             rows=None if self.rows is None else self.rows[keep],
         )
 
+    def present(self, columns: Sequence[str]) -> Mask:
+        """Where none of ``columns`` is marked."""
+        marked = [self.missing[c] for c in columns if c in self.missing]
+        if not marked:
+            return np.ones(self.num_rows, dtype=bool)
+        return np.asarray(~np.logical_or.reduce(marked), dtype=bool)
+
     def complete(self, columns: Sequence[str]) -> Batch:
         """The rows where none of ``columns`` is marked, restricted to those columns."""
         cols = list(dict.fromkeys(columns))
@@ -223,6 +230,8 @@ def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
     missing: dict[str, Mask] = {}
     for spec in scan.specs:
         column = record.column(spec.name)
+        if pa.types.is_null(column.type):  # a file whose column holds no value at all
+            column = pa.nulls(len(column), pa.float64() if spec.is_numeric else pa.string())
         if spec.is_numeric:
             arr, bad = _numeric(spec, column)
             if bad is not None:

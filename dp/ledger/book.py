@@ -15,6 +15,7 @@ from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
 from dp.ledger.chain import TERMINAL, partition_text
 from dp.ledger.datasets import amendment_row, check_declared, current_declarations, identity_key
+from dp.ledger.history import STATES, history_rows, run_rows
 from dp.ledger.log import ChainedLog
 from dp.ledger.policy import BudgetPolicy, DataIdentity
 from dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
@@ -22,8 +23,6 @@ from dp.ledger.store import Connection, Row, Store, open_store
 from dp.periods import next_period_start, period_label
 
 __all__ = ["Ledger"]
-
-_STATE = {"commit": "committed", "charge": "charged", "abort": "aborted"}
 
 
 class Ledger:
@@ -194,7 +193,7 @@ class Ledger:
         events = self._run_events(con, run_id)
         ended = events.intersection(TERMINAL)
         if ended:
-            state = _STATE[ended.pop()]
+            state = STATES[ended.pop()]
             raise LedgerError(f"run {run_id!r} is {state} and cannot {action}")
         return res, events
 
@@ -263,6 +262,7 @@ class Ledger:
                         partition=partition_text(r.partition),
                         is_dp=int(r.is_dp),
                         output_hash=r.output_hash,
+                        note=json.dumps({"neighbours": r.neighbours}, sort_keys=True),
                     ),
                 )
             return head
@@ -358,7 +358,7 @@ class Ledger:
             cost=PrivacyCost(epsilon=res["epsilon"], delta=res["delta"]),
             location=res["location"] or "",
             config_hash=res["config_hash"] or "",
-            state=_STATE[ended.pop()] if ended else "pending",
+            state=STATES[ended.pop()] if ended else "pending",
             recorded="release" in events,
         )
 
@@ -390,37 +390,11 @@ class Ledger:
 
     def runs(self, key: str | None = None) -> list[dict[str, Any]]:
         """Every run (of identity ``key``, or all): its reservation, state and final cost."""
-        with self.store.connect() as con:
-            rows = con.execute(
-                f"""SELECT r.seq, r.ts, r.dataset, r.source, r.scope, r.period, r.run_id,
-                           r.epsilon AS reserved_epsilon, r.delta AS reserved_delta,
-                           COALESCE(t.epsilon, r.epsilon) AS epsilon,
-                           COALESCE(t.delta, r.delta) AS delta,
-                           COALESCE(t.event, 'pending') AS state
-                    FROM entries r LEFT JOIN entries t
-                      ON t.run_id = r.run_id AND t.event IN {TERMINAL}
-                    WHERE r.event = 'reserve' AND (CAST(? AS TEXT) IS NULL OR r.source = ?)
-                    ORDER BY r.seq""",
-                (key, key),
-            ).fetchall()
-        return [{**r, "state": _STATE.get(r["state"], "pending")} for r in rows]
+        return run_rows(self.store, key)
 
     def history(self, key: str | None = None) -> list[dict[str, object]]:
         """Every reservation, draw and release row, oldest first, with its run's state."""
-        with self.store.connect() as con:
-            rows = con.execute(
-                f"""SELECT e.ts, e.event, e.dataset, e.source, r.period, e.run_id, e.release,
-                           e.kind, e.mechanism, e.epsilon, e.delta, e.is_dp,
-                           COALESCE(t.event, 'pending') AS state
-                    FROM entries e
-                    JOIN entries r ON r.run_id = e.run_id AND r.event = 'reserve'
-                    LEFT JOIN entries t ON t.run_id = e.run_id AND t.event IN {TERMINAL}
-                    WHERE e.event IN ('reserve', 'draw', 'release')
-                      AND (CAST(? AS TEXT) IS NULL OR e.source = ?)
-                    ORDER BY e.seq""",
-                (key, key),
-            ).fetchall()
-        return [{**r, "state": _STATE.get(r["state"], "pending")} for r in rows]
+        return history_rows(self.store, key)
 
 
 def _check_fits(

@@ -34,6 +34,8 @@ class ReleaseRecord:
     """False for syntactic releases (a k-anonymous table), which are *not* DP."""
     output_hash: str = ""
     """SHA-256 of the released files."""
+    neighbours: str = "one row"
+    """The neighbouring relation its guarantee is stated for (one row, or one privacy unit)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
+from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 
 __all__ = ["ClusteringKind", "ClusteringModel"]
@@ -58,13 +59,16 @@ class ClusteringKind:
 
     def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan:
         box = feature_box(cfg, item.name, item.features)
-        estimator = KMeans(item.k, item.epsilon, bounds_X=box, n_iter=item.iterations)
+        bounding = bounding_for(cfg)
+        eps = bounding.cost(item.cost).epsilon  # row-level: group privacy over the unit bound
+        estimator = KMeans(item.k, eps, bounds_X=box, n_iter=item.iterations)
         return ReleasePlan(
             name=item.name,
             kind=self.label,
             mechanism="dp-lloyd-laplace",
             cost=item.cost,
             is_dp=True,
+            bounding=bounding,
             columns=tuple(dict.fromkeys(item.features)),
             spec=(item, estimator),
         )

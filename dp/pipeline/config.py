@@ -115,6 +115,25 @@ class DatasetModel(Model):
     """Worker processes of the local dask cluster started when no ``scheduler`` is given."""
     batch_size: int | None = Field(default=None, ge=1)
     """Rows per record batch for the stream and dask engines (default 2^20)."""
+    privacy_unit: str | None = None
+    """The column naming each row's unit (a person, a household): neighbours then differ by
+    all rows of one unit. Omitted: by one row."""
+    max_rows_per_unit: int | None = Field(default=None, ge=1, le=1_000_000)
+    """With a privacy unit: at most this many rows of a unit are read by any release."""
+    max_partitions_per_unit: int = Field(default=1, ge=1, le=1_000_000)
+    """With a privacy unit: at most this many partitions (a trace regression's tasks) of a
+    unit are read by a partitioned release."""
+
+    @model_validator(mode="after")
+    def _unit(self) -> DatasetModel:
+        if self.privacy_unit is None and self.max_rows_per_unit is not None:
+            raise ValueError("max_rows_per_unit needs a privacy_unit")
+        if self.privacy_unit is not None:
+            if self.privacy_unit not in self.columns:
+                raise ValueError(f"privacy_unit {self.privacy_unit!r} is not a declared column")
+            if self.max_rows_per_unit is None:
+                raise ValueError("a privacy_unit needs max_rows_per_unit (the bound on its rows)")
+        return self
 
 
 class HierarchyModel(Model):

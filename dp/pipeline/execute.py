@@ -9,24 +9,36 @@ attempt completed is returned as it was, never recomputed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dp.engine import Fused, TableSource
+from dp.engine import Aggregate, Fused, TableSource
+from dp.engine.units import UnitFilter
 from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dp.pipeline.registry import kind_of
+from dp.pipeline.units import Bounded, bounded_source
 from dp.publication import Staging
 
 __all__ = ["compute_release", "shared_scan"]
 
 
-def shared_scan(releases: Sequence[ReleasePlan], source: TableSource) -> dict[str, list[Any]]:
-    """Every release's exact aggregates, by release name, from one pass over ``source``.
+Filters = Mapping[tuple[str | None, str | None], UnitFilter]
+
+
+def shared_scan(
+    releases: Sequence[ReleasePlan], source: TableSource, filters: Filters
+) -> dict[str, list[Any]]:
+    """Every release's exact aggregates, by release name, from one pass over ``source`` (each
+    reading only the rows its privacy unit's bound keeps).
 
     Exact values: they stay in memory, are never logged or persisted, and reach no output
     except through a release's noise.
     """
-    wanted = {r.name: list(kind_of(r.kind).aggregates(r)) for r in releases}
+    wanted: dict[str, list[Aggregate[Any, Any]]] = {}
+    for r in releases:
+        unit = filters.get(r.bounding.key)
+        aggs = kind_of(r.kind).aggregates(r)
+        wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in aggs]
     flat = tuple(a for aggs in wanted.values() for a in aggs)
     results: list[Any] = []
     if flat:
@@ -40,13 +52,18 @@ def shared_scan(releases: Sequence[ReleasePlan], source: TableSource) -> dict[st
 
 
 def compute_release(
-    release: ReleasePlan, exact: Sequence[Any], source: TableSource, staging: Staging
+    release: ReleasePlan,
+    exact: Sequence[Any],
+    source: TableSource,
+    staging: Staging,
+    filters: Filters,
 ) -> ReleaseSummary:
     """Compute one release into ``staging`` (see the module docstring)."""
     done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp)
     if done is not None:
         return ReleaseSummary.from_json(done)
-    executed = kind_of(release.kind).execute(release, exact, source, staging)
+    data = bounded_source(source, filters.get(release.bounding.key))
+    executed = kind_of(release.kind).execute(release, exact, data, staging)
     summary = ReleaseSummary(
         name=release.name,
         kind=release.kind,
@@ -58,6 +75,7 @@ def compute_release(
         files=(),
         output_hash="",
         details=executed.details,
+        neighbours=release.bounding.neighbours,
     )
     payload = summary.to_json()
     del payload["files"], payload["output_hash"]  # the staging area fills them in

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.engine import Aggregate, TableSource
 from dp.ledger import ReleaseRecord
+from dp.pipeline.units import Bounding
 from dp.publication import Staging
 
 if TYPE_CHECKING:
@@ -46,10 +47,17 @@ class ReleasePlan:
     parts: tuple[PlannedCost, ...] = ()
     """Its costs as composition sees them: one per disjoint partition it spans (a trace
     regression's tasks, named ``release[label]``), or empty for one whole-table part."""
+    bounding: Bounding = field(default_factory=Bounding)
+    """Its privacy unit and contribution bound (default: neighbours differ by one row)."""
     spec: Any = field(default=None, compare=False, repr=False)
     """Kind-specific, immutable: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)
     """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
+
+    @property
+    def mechanism_cost(self) -> PrivacyCost:
+        """What its mechanism runs at on the bounded rows (the cost itself without a unit)."""
+        return self.bounding.cost(self.cost)
 
     @property
     def planned_costs(self) -> tuple[PlannedCost, ...]:
@@ -82,6 +90,8 @@ class ReleaseSummary:
     """SHA-256 of the release's files."""
     details: Mapping[str, JSON]
     """Kind-specific public facts for the report (strategy, expected error, levels...)."""
+    neighbours: str = "one row"
+    """The neighbouring relation its guarantee is stated for."""
 
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
@@ -91,6 +101,7 @@ class ReleaseSummary:
             "sensitivity": self.sensitivity,
             "is_dp": self.is_dp,
             "output_hash": self.output_hash,
+            "neighbours": self.neighbours,
         }
         if not self.parts:
             return [ReleaseRecord(name=self.name, cost=self.cost, **common)]
@@ -119,6 +130,7 @@ class ReleaseSummary:
             ],
             "files": list(self.files),
             "output_hash": self.output_hash,
+            "neighbours": self.neighbours,
             "details": dict(self.details),
         }
 
@@ -142,6 +154,7 @@ class ReleaseSummary:
             files=tuple(data["files"]),
             output_hash=data["output_hash"],
             details=data["details"],
+            neighbours=data.get("neighbours", "one row"),
         )
 
 

@@ -63,8 +63,11 @@ class Plan:
 
     @property
     def columns(self) -> list[str]:
-        """Every declared column some release reads, in first-use order (the only ones read)."""
-        return list(dict.fromkeys(c for r in self.releases for c in r.columns))
+        """Every declared column some release reads, in first-use order (the only ones read),
+        and the privacy unit's."""
+        used = [c for r in self.releases for c in r.columns]
+        unit = self.config.dataset.privacy_unit
+        return list(dict.fromkeys([*used, *([unit] if unit else [])]))
 
     @property
     def run_plan(self) -> RunPlan:

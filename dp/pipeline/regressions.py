@@ -15,12 +15,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from dp.budget import PlannedCost
+from dp.budget import PlannedCost, PrivacyCost
 from dp.engine import Aggregate, StatisticsAggregate, TableSource, logistic_sums_stream
 from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
 
@@ -80,8 +81,9 @@ class RegressionModel(Cost):
         return self.method or _DEFAULT[self.model]
 
 
-def _estimator(cfg: PipelineConfig, r: RegressionModel) -> Any:
-    """The configured estimator (not yet fitted); every bound comes from the declaration."""
+def _estimator(cfg: PipelineConfig, r: RegressionModel, cost: PrivacyCost) -> Any:
+    """The configured estimator (not yet fitted) at the row-level ``cost``; every bound comes
+    from the declaration."""
     declared_columns(cfg, [*r.features, r.target, r.tasks])
     schema = cfg.table_schema
     intercept = r.fit_intercept and r.model != "trace"
@@ -91,12 +93,12 @@ def _estimator(cfg: PipelineConfig, r: RegressionModel) -> Any:
         raise ConfigError(f"regression {r.name!r}: target {r.target!r} must be numeric")
     if r.model == "linear":
         return LinearRegression(
-            r.epsilon,
+            cost.epsilon,
             encoding=encoding,
             bounds_y=y_bounds,
             fit_intercept=r.fit_intercept,
             method=r.resolved_method,
-            delta=r.delta,
+            delta=cost.delta,
         )
     if r.model == "logistic":
         cats = schema[r.target].categories
@@ -105,10 +107,13 @@ def _estimator(cfg: PipelineConfig, r: RegressionModel) -> Any:
                 f"regression {r.name!r}: positive {r.positive!r} is not a category of {r.target!r}"
             )
         return LogisticRegression(
-            r.epsilon, encoding=encoding, fit_intercept=r.fit_intercept, method=r.resolved_method
+            cost.epsilon,
+            encoding=encoding,
+            fit_intercept=r.fit_intercept,
+            method=r.resolved_method,
         )
     labels = _task_labels(cfg, r)
-    return TraceRegression(r.epsilon, n_tasks=len(labels), encoding=encoding, bounds_y=y_bounds)
+    return TraceRegression(cost.epsilon, n_tasks=len(labels), encoding=encoding, bounds_y=y_bounds)
 
 
 def _task_labels(cfg: PipelineConfig, r: RegressionModel) -> tuple[str, ...]:
@@ -127,7 +132,8 @@ class RegressionKind:
     model = RegressionModel
 
     def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan:
-        estimator = _estimator(cfg, item)
+        bounding = bounding_for(cfg, item.tasks)
+        estimator = _estimator(cfg, item, bounding.cost(item.cost))
         parts: tuple[PlannedCost, ...] = ()
         if item.tasks is not None:
             parts = tuple(
@@ -141,6 +147,7 @@ class RegressionKind:
             mechanism=_MECHANISM[item.resolved_method],
             cost=item.cost,
             is_dp=True,
+            bounding=bounding,
             columns=declared_columns(cfg, [*item.features, item.target, item.tasks]),
             parts=parts,
             spec=(item, estimator),

@@ -84,9 +84,11 @@ def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost)
     """Which releases the differential-privacy guarantee covers, in words and as lists."""
     covered = [s.name for s in summaries if s.is_dp]
     syntactic = [s.name for s in summaries if not s.is_dp]
+    relations = sorted({s.neighbours for s in summaries if s.is_dp}) or ["one row"]
+    names = ", ".join(covered) or "no release"
     text = (
         f"Differential privacy (epsilon = {total.epsilon:g}, delta = {total.delta:g}, "
-        f"neighbours differ by one row) covers: {', '.join(covered) or 'no release'}."
+        f"neighbours differ by {'; '.join(relations)}) covers: {names}."
     )
     if syntactic:
         text += (
@@ -108,7 +110,17 @@ def manifest(
 ) -> dict[str, JSON]:
     """The run's ``manifest.json``."""
     cfg = plan.config
-    keys = ("name", "kind", "mechanism", "epsilon", "delta", "sensitivity", "is_dp", "files")
+    keys = (
+        "name",
+        "kind",
+        "mechanism",
+        "epsilon",
+        "delta",
+        "sensitivity",
+        "is_dp",
+        "neighbours",
+        "files",
+    )
     releases = []
     for s in summaries:
         entry = {k: v for k, v in s.to_json().items() if k in keys}

@@ -27,6 +27,7 @@ from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
 from dp.pipeline.domains import histogram_axis
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
+from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
@@ -119,6 +120,7 @@ class WorkloadKind:
             mechanism="laplace",
             cost=item.cost,
             is_dp=True,
+            bounding=bounding_for(cfg),
             columns=tuple(a.column for a in axes),
             spec=spec,
             facts={"queries": int(W.shape[0]), "cells": int(W.shape[1])},
@@ -133,11 +135,15 @@ class WorkloadKind:
         spec: WorkloadSpec = plan.spec
         W = spec.workload
         strategy = spec.chosen()
-        return {
+        eps = plan.mechanism_cost.epsilon  # row-level: the unit bound's price is in the error
+        out: dict[str, JSON] = {
             "strategy": strategy.name,
-            "expected_rmse": matrix.expected_rmse(W, strategy, plan.cost.epsilon),
-            "svd_bound_rmse": matrix.svd_bound_rmse(W, plan.cost.epsilon),
+            "expected_rmse": matrix.expected_rmse(W, strategy, eps),
+            "svd_bound_rmse": matrix.svd_bound_rmse(W, eps),
         }
+        if plan.bounding.unit is not None:
+            out["expected_rmse_one_row"] = matrix.expected_rmse(W, strategy, plan.cost.epsilon)
+        return out
 
     def execute(
         self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
@@ -146,7 +152,7 @@ class WorkloadKind:
         result = matrix.answer(
             spec.workload,
             exact[0],
-            epsilon=plan.cost.epsilon,
+            epsilon=plan.mechanism_cost.epsilon,
             strategy=spec.chosen(),
             reconstruction=spec.reconstruction,
         )
@@ -164,7 +170,9 @@ class WorkloadKind:
             "expected_rmse": float(result.expected_rmse),
             "svd_bound_rmse": float(result.svd_bound_rmse),
         }
-        return Executed(details=details, sensitivity=float(result.sensitivity))
+        # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
+        unit_sensitivity = plan.bounding.rows_per_unit * float(result.sensitivity)
+        return Executed(details=details, sensitivity=unit_sensitivity)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         d = summary.details

@@ -147,9 +147,9 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
         ),
     )
     exact = [np.array([1.0, 2.0])]
-    first = compute_release(release, exact, None, staging)  # type: ignore[arg-type]
+    first = compute_release(release, exact, None, staging, {})  # type: ignore[arg-type]
     answers = (staging.dir / "q" / "answers.parquet").read_bytes()
-    second = compute_release(release, exact, None, staging)  # type: ignore[arg-type]
+    second = compute_release(release, exact, None, staging, {})  # type: ignore[arg-type]
     assert second == first
     assert (staging.dir / "q" / "answers.parquet").read_bytes() == answers
 

@@ -1,0 +1,319 @@
+"""Privacy units: each unit's contribution is bounded before any aggregate sees its rows.
+
+With ``privacy_unit: <column>``, neighbouring tables differ by *all* rows of one unit. A release
+then reads at most ``max_rows`` rows of any unit (and, for a partitioned release such as a
+trace regression's tasks, rows of at most ``max_partitions`` partitions per unit), so every
+sensitivity scales with ``max_rows`` (see :mod:`dp.pipeline.units`).
+
+Which rows are kept is decided by a data-independent rule: each row gets a priority from a
+keyed hash of its unit and its own values under a fresh random key for the run (OS
+randomness), and each unit keeps its ``max_rows`` rows of lowest priority -- a uniform random
+choice among its rows. A partitioned release first keeps, per unit, the ``max_partitions``
+partitions of lowest keyed hash among those the unit has rows in. A unit's choice depends on
+that unit's rows only, so removing one unit leaves every other unit's kept rows as they were:
+the bounded tables of two unit-neighbours differ by at most ``max_rows`` rows of one unit. A
+row without a unit is never read.
+
+One extra pass (:class:`BoundingAggregate`) finds the rows to leave out, by position; its
+accumulator spills to disk in unit-hash buckets when it outgrows :data:`SPILL_ROWS`, so memory
+is bounded by the bucket size and the rows left out, not by the row count. Unit ids are hashed
+(keyed) to 64 bits; a collision merges two units under one bound, which only keeps fewer rows.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from dp.engine.aggregate import Aggregate, Backend, fold
+from dp.engine.batches import Batch, Mask
+from dp.errors import InvariantError
+from dp.schema import TableSchema
+
+__all__ = [
+    "SPILL_ROWS",
+    "Bounded",
+    "BoundedBackend",
+    "BoundingAggregate",
+    "UnitBound",
+    "UnitFilter",
+]
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+U64 = npt.NDArray[np.uint64]
+SPILL_ROWS = 1 << 24
+"""(unit, priority) pairs held in memory by the bounding pass before they spill to disk."""
+_BUCKETS = 64
+
+
+def _mix(values: U64, key: int) -> U64:
+    """splitmix64 of ``values`` xor ``key``: a keyed, uniform 64-bit hash (vectorised)."""
+    with np.errstate(over="ignore"):
+        z = values ^ np.uint64(key)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitBound:
+    """How a release's rows are bounded per privacy unit."""
+
+    column: str
+    """The column naming each row's unit."""
+    max_rows: int
+    """At most this many rows of one unit are read."""
+    max_partitions: int = 1
+    """At most this many partitions per unit (when ``partition`` is set)."""
+    partition: str | None = None
+    """The partitioning column of a partitioned release (a trace regression's tasks)."""
+    content: tuple[str, ...] = ()
+    """The columns whose values key each row's priority (the run's columns)."""
+    key: int = field(default_factory=lambda: int.from_bytes(os.urandom(8), "big"), repr=False)
+    """The run's secret hash key (OS randomness; never stored or published)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,) if self.partition is None else (self.column, self.partition)
+
+    def units(self, batch: Batch) -> U64:
+        """Each row's unit, hashed under the run's key (rows must be complete in the column)."""
+        if self.column in batch.numeric:
+            values = np.asarray(batch.numeric[self.column]).astype(np.int64).view(np.uint64)
+            return _mix(values, self.key)
+        column = batch.text[self.column]
+        salt = self.key.to_bytes(8, "big").hex()[:16]
+        distinct = pd.util.hash_array(
+            np.asarray(column.dictionary.to_pylist(), dtype=object), hash_key=salt
+        )
+        codes = column.indices.to_numpy(zero_copy_only=False)
+        return np.asarray(np.asarray(distinct, dtype=np.uint64)[codes], dtype=np.uint64)
+
+    def parts(self, batch: Batch, units: U64) -> U64:
+        """Each row's (unit, partition) pair, hashed (zeros without a partition)."""
+        if self.partition is None:
+            return np.zeros(len(units), dtype=np.uint64)
+        column = batch.text[self.partition]
+        codes = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.uint64)
+        labels = pd.util.hash_array(
+            np.asarray(column.dictionary.to_pylist(), dtype=object), hash_key="dppub-partitions"
+        )
+        return _mix(units ^ np.asarray(labels, dtype=np.uint64)[codes], self.key)
+
+    def priorities(self, batch: Batch, units: U64) -> U64:
+        """Each row's priority: a keyed hash of its unit and its values (never its position,
+        so one unit's choice does not depend on where other units' rows are)."""
+        h = units.copy()
+        for name in self.content:
+            if name in batch.numeric:
+                values = np.asarray(batch.numeric[name], dtype=np.float64).view(np.uint64)
+            else:
+                column = batch.text[name]
+                distinct = np.asarray(column.dictionary.to_pylist(), dtype=object)
+                words = pd.util.hash_array(distinct, hash_key="dppub-values-001")
+                codes = pc_fill(column)
+                values = np.append(np.asarray(words, dtype=np.uint64), np.uint64(0))[codes]
+            mark = batch.missing.get(name)
+            if mark is not None:
+                values = np.where(mark, np.uint64(1), values)
+            h = _mix(h ^ values, self.key)
+        return _mix(h, self.key ^ 0x5DEECE66D)
+
+
+def pc_fill(column: Any) -> npt.NDArray[np.int64]:
+    """Dictionary codes with nulls as the last (extra) code."""
+    import pyarrow.compute as pc
+
+    size = len(column.dictionary)
+    return np.asarray(pc.fill_null(column.indices, size).to_numpy(zero_copy_only=False), np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class UnitFilter:
+    """The rows a bounded release leaves out, by position."""
+
+    bound: UnitBound
+    dropped: npt.NDArray[np.int64]
+    """Sorted positions (:attr:`Batch.rows`) of the rows not read."""
+
+    def keep(self, batch: Batch) -> Mask:
+        """Which rows of ``batch`` the release reads."""
+        if batch.rows is None:
+            raise InvariantError("bounding a privacy unit needs each row's position")
+        if not len(self.dropped):
+            return np.ones(batch.num_rows, dtype=bool)
+        at = np.minimum(np.searchsorted(self.dropped, batch.rows), len(self.dropped) - 1)
+        return np.asarray(self.dropped[at] != batch.rows, dtype=bool)
+
+
+Quad = tuple[U64, U64, U64, npt.NDArray[np.int64]]
+
+
+@dataclass(eq=False)
+class _Rows:
+    """(unit, partition, priority, position) per row, spilled to disk in unit-hash buckets
+    when large; positions of rows without a unit, kept apart (they are always left out)."""
+
+    arrays: list[Quad] = field(default_factory=list)
+    unitless: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    held: int = 0
+    folder: str | None = None
+
+    def add(self, quad: Quad) -> None:
+        self.arrays.append(quad)
+        self.held += len(quad[0])
+        if self.held > SPILL_ROWS:
+            self.spill()
+
+    def spill(self) -> None:
+        if not self.arrays:
+            return
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix="dppub-units-")
+        units, parts, prio, pos = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
+        bucket = units % np.uint64(_BUCKETS)
+        table = np.stack([units, parts, prio, pos.view(np.uint64)], axis=1)
+        for b in range(_BUCKETS):
+            with Path(self.folder, f"{b}.bin").open("ab") as fh:
+                fh.write(table[bucket == b].tobytes())
+        self.arrays, self.held = [], 0
+
+    def buckets(self) -> Iterator[Quad]:
+        """The rows, one bucket at a time (every row of a unit in one bucket)."""
+        if self.folder is None:
+            if self.arrays:
+                u, p, q, r = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
+                yield u, p, q, r
+            return
+        self.spill()
+        for b in range(_BUCKETS):
+            path = Path(self.folder, f"{b}.bin")
+            if path.exists():
+                t = np.fromfile(path, dtype=np.uint64).reshape(-1, 4)
+                path.unlink()
+                yield t[:, 0].copy(), t[:, 1].copy(), t[:, 2].copy(), t[:, 3].view(np.int64)
+        os.rmdir(self.folder)
+        self.folder = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoundingAggregate:
+    """The bounding pass: each row's hashed unit, partition and priority, finished into the
+    positions of the rows the release leaves out (:class:`UnitFilter`)."""
+
+    bound: UnitBound
+    marked: ClassVar[bool] = True
+    """Receives marked batches: a row without a unit is left out, not skipped."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.bound.columns, *self.bound.content)))
+
+    def empty(self) -> _Rows:
+        return _Rows()
+
+    def update(self, acc: _Rows, batch: Batch) -> _Rows:
+        if not batch.num_rows:
+            return acc
+        if batch.rows is None:
+            raise InvariantError("bounding a privacy unit needs each row's position")
+        present = batch.present(self.bound.columns)
+        if not present.all():
+            acc.unitless.append(batch.rows[~present])
+        rows = batch.take(present)
+        units = self.bound.units(rows)
+        parts = self.bound.parts(rows, units)
+        acc.add((units, parts, self.bound.priorities(rows, units), rows.rows))  # type: ignore[arg-type]
+        return acc
+
+    def merge(self, left: _Rows, right: _Rows) -> _Rows:
+        for quad in right.buckets():
+            left.add(quad)
+        left.unitless += right.unitless
+        return left
+
+    def finish(self, acc: _Rows) -> UnitFilter:
+        dropped: list[npt.NDArray[np.int64]] = list(acc.unitless)
+        for units, parts, prio, pos in acc.buckets():
+            if self.bound.partition is not None:
+                keep = _keep_partitions(units, parts, self.bound.max_partitions)
+                dropped.append(pos[~keep])
+                units, prio, pos = units[keep], prio[keep], pos[keep]
+            order = np.lexsort((pos, prio, units))  # ties (identical rows) broken by position
+            units, pos = units[order], pos[order]
+            start = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
+            rank = np.arange(len(units)) - np.repeat(start, np.diff(np.r_[start, len(units)]))
+            dropped.append(pos[rank >= self.bound.max_rows])
+        out = np.sort(np.concatenate(dropped)) if dropped else np.zeros(0, dtype=np.int64)
+        return UnitFilter(bound=self.bound, dropped=out.astype(np.int64))
+
+
+def _member(values: U64, sorted_set: U64) -> Mask:
+    if not len(sorted_set):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return np.asarray(sorted_set[at] == values, dtype=bool)
+
+
+def _keep_partitions(units: U64, parts: U64, limit: int) -> Mask:
+    """Rows whose (unit, partition) is among the unit's ``limit`` lowest-hash partitions."""
+    pairs = np.unique(np.stack([units, parts], axis=1), axis=0)
+    first = np.flatnonzero(np.r_[True, pairs[1:, 0] != pairs[:-1, 0]])
+    rank = np.arange(len(pairs)) - np.repeat(first, np.diff(np.r_[first, len(pairs)]))
+    return _member(parts, np.sort(pairs[rank < limit, 1]))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoundedBackend:
+    """A backend whose every pass reads only the rows a :class:`UnitFilter` keeps (the
+    iterative passes of k-means and objective perturbation, the k-anonymous table's writer)."""
+
+    inner: Backend
+    filter: UnitFilter
+
+    def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
+        result: R = self.inner.run(Bounded(aggregate, self.filter), source, schema)
+        return result
+
+    def batches(
+        self, source: str | Path, schema: TableSchema, columns: Sequence[str]
+    ) -> Iterator[Batch]:
+        for batch in self.inner.batches(source, schema, columns):
+            yield batch.take(self.filter.keep(batch))
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    """An aggregate that reads only the rows its release's :class:`UnitFilter` keeps."""
+
+    inner: Aggregate[Any, Any]
+    filter: UnitFilter
+    marked: ClassVar[bool] = True
+    """Receives marked batches: it leaves out the bound's rows, then folds the inner one."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.inner.columns
+
+    def empty(self) -> Any:
+        return self.inner.empty()
+
+    def update(self, acc: Any, batch: Batch) -> Any:
+        return fold(self.inner, acc, batch.take(self.filter.keep(batch)))
+
+    def merge(self, left: Any, right: Any) -> Any:
+        return self.inner.merge(left, right)
+
+    def finish(self, acc: Any) -> Any:
+        return self.inner.finish(acc)

@@ -1,0 +1,131 @@
+"""What a declared privacy unit means for a release: its neighbours, its bound, its noise.
+
+Without ``dataset.privacy_unit`` neighbours differ by one row. With it they differ by every row
+of one unit; each release reads at most ``max_rows_per_unit`` rows of a unit (and a partitioned
+release at most ``max_partitions_per_unit`` partitions of it), chosen by the data-independent
+rule of :mod:`dp.engine.units`.
+
+The accounting is group privacy over the bound (Dwork & Roth 2014, Thm 2.2; for approximate DP
+e.g. Vadhan 2017, Lemma 2.2): a mechanism that is ``(e, d)``-DP for one row is
+``(m e, m e^((m-1) e) d)``-DP for ``m`` rows. So a release declared at a unit-level ``(epsilon,
+delta)`` runs its mechanism at the row-level ``(epsilon / m, delta / (m e^((m-1) epsilon / m)))``
+on the bounded rows: for Laplace noise this is exactly a noise scale ``m`` times larger, i.e. a
+sensitivity ``m`` times the row sensitivity, which is what the manifest declares. Rows of one
+unit spread over several partitions still total at most ``m``, so the same bound covers a
+partitioned release's parallel composition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dp.budget import PrivacyCost
+from dp.engine import TableSource
+from dp.engine.units import Bounded, BoundedBackend, BoundingAggregate, UnitBound, UnitFilter
+from dp.pipeline.config import PipelineConfig
+
+__all__ = [
+    "Bounded",
+    "Bounding",
+    "bounded_source",
+    "bounding_for",
+    "row_level_cost",
+    "unit_filters",
+]
+
+
+def row_level_cost(cost: PrivacyCost, rows_per_unit: int) -> PrivacyCost:
+    """The row-level cost whose group-privacy bound over ``rows_per_unit`` rows is ``cost``.
+
+    >>> row_level_cost(PrivacyCost(epsilon=1.0), 4)
+    PrivacyCost(epsilon=0.25, delta=0.0)
+    """
+    m = rows_per_unit
+    if m == 1:
+        return cost
+    eps = cost.epsilon / m
+    if cost.delta == 0.0:
+        return PrivacyCost(epsilon=eps)
+    # delta / (m e^((m-1) eps)), in logs: no overflow for a large epsilon
+    return PrivacyCost(
+        epsilon=eps, delta=math.exp(math.log(cost.delta) - math.log(m) - (m - 1) * eps)
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounding:
+    """A release's privacy unit: the neighbouring relation and, with a unit, its bound."""
+
+    rows_per_unit: int = 1
+    """``m``: at most this many rows of a unit are read (1 without a unit)."""
+    unit: str | None = None
+    """The unit column (None: neighbours differ by one row)."""
+    max_partitions: int = 1
+    partition: str | None = None
+    """The partition column a partitioned release bounds per unit."""
+
+    @property
+    def neighbours(self) -> str:
+        """The neighbouring relation, in words (manifest, report, ledger, audit)."""
+        if self.unit is None:
+            return "one row"
+        text = f"all rows of one {self.unit} (at most {self.rows_per_unit} read"
+        if self.partition is not None:
+            text += f", in at most {self.max_partitions} {self.partition} partition(s)"
+        return text + ")"
+
+    def cost(self, unit_level: PrivacyCost) -> PrivacyCost:
+        """What the mechanism runs at, on the bounded rows."""
+        return row_level_cost(unit_level, self.rows_per_unit)
+
+    @property
+    def key(self) -> tuple[str | None, str | None]:
+        """Releases with the same key share one row selection."""
+        return self.unit, self.partition
+
+
+def bounding_for(cfg: PipelineConfig, partition: str | None = None) -> Bounding:
+    """The bounding a release of ``cfg`` gets (``partition``: its partition column)."""
+    ds = cfg.dataset
+    if ds.privacy_unit is None:
+        return Bounding()
+    return Bounding(
+        rows_per_unit=ds.max_rows_per_unit or 1,
+        unit=ds.privacy_unit,
+        max_partitions=ds.max_partitions_per_unit,
+        partition=partition,
+    )
+
+
+def unit_filters(
+    boundings: list[Bounding], source: TableSource, columns: Sequence[str]
+) -> dict[tuple[str | None, str | None], UnitFilter]:
+    """One bounding pass over ``source`` for every distinct row selection the releases need;
+    ``columns``: the run's columns, whose values key each row's priority."""
+    from dp.engine import Fused
+
+    wanted: dict[tuple[str | None, str | None], UnitBound] = {}
+    for b in boundings:
+        if b.unit is not None and b.key not in wanted:
+            wanted[b.key] = UnitBound(
+                column=b.unit,
+                max_rows=b.rows_per_unit,
+                max_partitions=b.max_partitions,
+                partition=b.partition,
+                content=tuple(columns),
+            )
+    if not wanted:
+        return {}
+    parts = tuple(BoundingAggregate(bound) for bound in wanted.values())
+    done = source.backend.run(Fused(parts), source.path, source.schema)
+    return dict(zip(wanted, done, strict=True))
+
+
+def bounded_source(source: TableSource, unit_filter: UnitFilter | None) -> TableSource:
+    """``source`` as a bounded release reads it."""
+    if unit_filter is None:
+        return source
+    backend = BoundedBackend(inner=source.backend, filter=unit_filter)
+    return TableSource(path=source.path, schema=source.schema, backend=backend)

@@ -1,0 +1,139 @@
+"""A declared privacy unit through the whole flow: every release kind publishes, sensitivities
+scale with the bound, and removing one unit moves the answers by at most the bound."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from prefect.testing.utilities import prefect_test_harness
+
+from dp.budget import PrivacyCost
+from dp.errors import ConfigError
+from dp.ledger import Ledger
+from dp.pipeline.plan import load_plan
+from dp.pipeline.units import row_level_cost
+from flows.publish import publish
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def _households(frame: pd.DataFrame, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return frame.assign(household=[f"h{i}" for i in rng.integers(0, 400, len(frame))])
+
+
+def _config(tmp: Path, data: Path, m: int, **extra: Any) -> Path:
+    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw.pop("schedule")
+    raw["dataset"].update(path=str(data), privacy_unit="household", max_rows_per_unit=m)
+    raw["dataset"]["columns"]["household"] = {"type": "string"}
+    raw["dataset"]["budget"]["epsilon"] = 1000.0
+    raw.update(extra)
+    path = tmp / f"units-{m}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
+    data = tmp_path / "data.parquet"
+    _households(census_frame).to_parquet(data, index=False)
+    sensitivities = {}
+    for m in (1, 3):
+        run_id = publish(
+            str(_config(tmp_path, data, m)), str(tmp_path / "l.sqlite"), str(tmp_path / "out")
+        )
+        manifest = json.loads(
+            (tmp_path / "out" / "census_demo" / run_id / "manifest.json").read_text()
+        )
+        kinds = {r["kind"] for r in manifest["releases"]}
+        assert kinds == {"k-anonymity", "workload", "regression", "clustering"}
+        for r in manifest["releases"]:
+            assert r["neighbours"].startswith(f"all rows of one household (at most {m} read")
+        assert (
+            "neighbours differ by all rows of one household" in manifest["guarantee"]["statement"]
+        )
+        sensitivities[m] = {
+            r["name"]: r["sensitivity"] for r in manifest["releases"] if r["kind"] == "workload"
+        }
+    for name, one in sensitivities[1].items():
+        assert sensitivities[3][name] == pytest.approx(3 * one)
+    rows = [r for r in Ledger(tmp_path / "l.sqlite").history() if r["event"] == "release"]
+    assert {r["neighbours"] for r in rows} >= {"all rows of one household (at most 3 read)"}
+
+
+def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
+    tmp_path: Path, census_frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Negligible noise (epsilon 1e5, least squares): the published histogram of the table and
+    # of the table without one household differ by at most m in L1 (plus the noise, ~1e-4).
+    # Both runs draw the same row-selection key (a run draws a fresh one from the OS): under
+    # one key every other household keeps exactly the rows it kept.
+    monkeypatch.setattr("dp.engine.units.os.urandom", lambda n: b"\x07" * n)
+    frame = _households(census_frame.head(3_000), seed=2)
+    victim = frame["household"].value_counts().index[0]  # the heaviest household
+    m = 2
+    workload = [
+        {
+            "name": "ages",
+            "epsilon": 1e5,
+            "attributes": [{"column": "age", "level": 2}],
+            "reconstruction": "least-squares",
+        }
+    ]
+    estimates = []
+    for label, part in (("all", frame), ("less", frame[frame["household"] != victim])):
+        data = tmp_path / f"{label}.parquet"
+        part.to_parquet(data, index=False)
+        config = _config(tmp_path, data, m, workloads=workload, regressions=[], clustering=[])
+        raw = yaml.safe_load(config.read_text())
+        raw.pop("anonymize")
+        raw["dataset"]["name"] = f"units_{label}"
+        raw["dataset"]["budget"]["epsilon"] = 1e6
+        config.write_text(yaml.safe_dump(raw))
+        run_id = publish(str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out"))
+        got = pd.read_parquet(
+            tmp_path / "out" / f"units_{label}" / run_id / "ages" / "estimate.parquet"
+        )
+        estimates.append(got["estimate"].to_numpy())
+    assert (frame["household"] == victim).sum() > m  # the bound really cut this unit
+    assert np.abs(estimates[0] - estimates[1]).sum() <= m + 0.01
+
+
+def test_a_unit_the_data_lacks_or_the_config_does_not_declare_is_refused(
+    tmp_path: Path, census_small: Path
+) -> None:
+    config = _config(tmp_path, census_small, 2)  # the sample has no household column
+    with pytest.raises(Exception, match=r"missing declared column\(s\) \['household'\]"):
+        load_plan(config).check_structure(tmp_path / "out")
+    raw = yaml.safe_load(config.read_text())
+    del raw["dataset"]["columns"]["household"]
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="privacy_unit 'household' is not a declared column"):
+        load_plan(config)
+    raw["dataset"]["columns"]["household"] = {"type": "string"}
+    del raw["dataset"]["max_rows_per_unit"]
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="a privacy_unit needs max_rows_per_unit"):
+        load_plan(config)
+
+
+def test_group_privacy_turns_a_unit_level_cost_into_the_mechanism_cost() -> None:
+    unit = PrivacyCost(epsilon=1.0, delta=1e-6)
+    row = row_level_cost(unit, 4)
+    assert row.epsilon == pytest.approx(0.25)
+    # (m e, m e^((m-1) e) d) at the row-level cost gives back the unit-level one.
+    assert 4 * np.exp(3 * row.epsilon) * row.delta == pytest.approx(unit.delta)
+    assert row_level_cost(unit, 1) == unit
