@@ -6,19 +6,28 @@ in ``./.state/prefect``. Nothing here touches private data.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from dp.errors import ConfigError
 
-__all__ = ["STATE", "local_server", "own_temporary_server", "prefect_env"]
+__all__ = [
+    "STATE",
+    "die_with_parent",
+    "local_server",
+    "own_temporary_server",
+    "prefect_env",
+    "stop_server",
+]
 
 STATE = Path(".state")
 
@@ -30,6 +39,29 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a child process that must not outlive the process starting it.
+
+    The kernel sends the child ``sig`` when the thread that forked it ends -- even when the
+    parent is killed with SIGKILL and runs no clean-up (``PR_SET_PDEATHSIG``, Linux). If the
+    parent died between the fork and the ``prctl``, the child exits at once. Elsewhere None:
+    there the parent's ``finally`` is the only clean-up.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: nothing to import after the fork
+
+    def preexec() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def _free_port() -> int:
@@ -76,7 +108,10 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start a Prefect server on loopback for ``serve``; returns it and its API URL.
 
     Prefect's temporary (ephemeral) server does not run the scheduler service, so scheduled
-    runs need a real server; this one lives only as long as ``dppub serve``.
+    runs need a real server; this one lives only as long as ``dppub serve``: it is stopped
+    when ``serve`` ends and killed by the kernel if ``serve`` dies (:func:`die_with_parent`).
+    Its dashboard is told where its API is (``PREFECT_UI_API_URL``): by default the UI's
+    settings point at port 4200, and the page could not reach the server on any other port.
 
     Raises:
         ConfigError: it did not answer its health check in time.
@@ -84,13 +119,22 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     state.mkdir(parents=True, exist_ok=True)
     log = (state / "prefect-server.log").open("ab")
+    url = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_UI_API_URL": url,
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": str(port),
+    }
+    env.pop("PREFECT_API_URL", None)  # the server is the API: it must not point elsewhere
     command = [sys.executable, "-m", "prefect", "server", "start"]
     server = subprocess.Popen(
         [*command, "--host", "127.0.0.1", "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
+        preexec_fn=die_with_parent(),  # only a prctl in the child: safe after a fork
     )
-    url = f"http://127.0.0.1:{port}/api"
     limit = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))
     deadline = time.monotonic() + limit
     while True:
@@ -106,3 +150,13 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
                 f"the local Prefect server did not start; see {state / 'prefect-server.log'}"
             )
         time.sleep(0.5)
+
+
+def stop_server(server: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Stop a server :func:`local_server` started: SIGTERM, then SIGKILL after ``timeout``."""
+    server.terminate()
+    try:
+        server.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
