@@ -9,7 +9,11 @@ it drew noise, else aborted), and every data-touching step is a task (``tasks/``
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 from prefect.futures import PrefectFuture, wait
 
 from dp.faults import fault_point
@@ -103,11 +107,18 @@ def publish(
         table=budget_rows(summaries),
         description=f"Releases and privacy costs of run {run.run_id}",
     )
+    page = (final / "report.html").resolve().as_uri()  # a local file: the run folder
     create_markdown_artifact(
         key=key,
         markdown=f"# dppub run `{run.run_id}` on `{cfg.dataset.name}`\n\n{table}\n\n"
-        f"Ledger head: seq {head[0]}, `{head[1]}`\n",
+        f"Ledger head: seq {head[0]}, `{head[1]}`\n\nReport with plots: [report.html]({page})\n",
         description=f"Privacy budget of run {run.run_id}",
+    )
+    create_link_artifact(
+        key=f"{key}-report",
+        link=page,
+        link_text=f"report.html of run {run.run_id}",
+        description=f"The report of run {run.run_id}: budget, guarantee, a plot per release",
     )
     logger.info("published run %s to %s", run.run_id, final)
     return run.run_id

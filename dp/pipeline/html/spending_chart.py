@@ -2,8 +2,9 @@
 
 Spending moves only when a run reserves, so it is drawn as steps (the value holds until the
 next run) from the left edge of the chart to its right edge. The time axis is padded around the
-runs -- at least half an hour each side, so one run is a step and not a vertical line -- and
-labelled by matplotlib's concise date formatter, which reads well for minutes and for years.
+runs -- 4% of their span, at least a minute each side, so one run is a step and not a vertical
+line -- and labelled by matplotlib's concise date formatter, which reads well for seconds and
+for years.
 The y axis runs from zero to a little above the larger of the budget and what was spent.
 """
 
@@ -19,7 +20,7 @@ from dp.pipeline.html.figures import BUDGET, INK, MUTED, WARN, new_figure, to_sv
 
 __all__ = ["RunPoint", "Series", "chart_limits", "spending_chart"]
 
-_MIN_PAD = timedelta(minutes=30)
+_MIN_PAD = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
