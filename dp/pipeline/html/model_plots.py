@@ -94,7 +94,9 @@ def regression_section(summary: ReleaseSummary, folder: Path) -> Section:
         fig.suptitle(title)
     else:  # one panel; the intercept is on another scale, it stays in the table
         rows = frame[frame["feature"] != "intercept"]
-        fig = new_figure(7.0, 0.35 * len(rows) + 1.1, left=label_inches(rows["feature"]), top=0.35)
+        fig = new_figure(
+            7.0, 0.35 * len(rows) + 0.95, left=label_inches(rows["feature"]), bottom=0.45, top=0.35
+        )
         ax = fig.subplots()
         banded = _forest(ax, rows, [str(f) for f in rows["feature"]], INK)
         ax.set_title(title)

@@ -102,10 +102,14 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
         }
     )
     table.to_parquet(folder / "income_model" / "coefficients.parquet")
+    sizes = pd.DataFrame({"cluster": [0, 1, 2], "size": [900.0, 1200.0, 700.0]})
+    sizes.to_parquet(folder / "work_patterns" / "clusters.parquet")
+    extra = {
+        "income_model": "income_model/coefficients.parquet",
+        "work_patterns": "work_patterns/clusters.parquet",
+    }
     summaries = [
-        dataclasses.replace(s, files=(*s.files, "income_model/coefficients.parquet"))
-        if s.name == "income_model"
-        else s
+        dataclasses.replace(s, files=(*s.files, extra[s.name])) if s.name in extra else s
         for s in demo.published.summaries
     ]
     page = render_report_html(manifest=demo.published.manifest, summaries=summaries, folder=folder)
@@ -117,6 +121,9 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     model = page[page.index('id="income_model"') : page.index('id="high_income"')]
     assert "line is its published interval" in model
     assert "18200" in model  # the intercept's interval is in the table
+    clusters = page[page.index('id="work_patterns"') :]
+    assert "marker area follows the published noisy cluster size" in clusters
+    assert "(≈1200)" in clusters
 
 
 def test_without_intervals_the_report_says_so(demo: Demo) -> None:
