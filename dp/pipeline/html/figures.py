@@ -1,8 +1,9 @@
 """matplotlib figures rendered to inline SVG, with the pages' shared look.
 
 matplotlib is imported on first use (about half a second): ``dppub plan`` and ``audit`` without
-``--html`` never pay for it. Figures are made with :class:`matplotlib.figure.Figure` and the Agg
-backend -- no pyplot, no global figure registry, safe in the flow's worker threads.
+``--html`` never pay for it. Figures are made with :class:`matplotlib.figure.Figure` and saved
+straight to SVG -- no pyplot, no GUI backend, no global figure registry, nothing that a display
+or another thread of the flow could disturb.
 
 Text stays text (``svg.fonttype: none``): the page's own font draws it and it can be searched
 and copied. Each figure gets its own ``svg.hashsalt``, so the element ids of two figures inlined
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -66,7 +67,6 @@ def style() -> Iterator[None]:
     """The pages' look for every figure made and saved inside (axes read it when created)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # no display: never a GUI backend, whatever the environment says
     with matplotlib.rc_context(_RC):
         yield
 
@@ -85,7 +85,8 @@ def new_figure(
 
     Margins are fixed rather than computed by a layout engine: constrained layout measured
     every label twice and doubled the report's rendering time. Callers widen a margin for
-    long labels (:func:`label_inches`); ``gap`` separates subplots.
+    long labels (:func:`label_inches`); ``gap`` is the space between subplots as a fraction of
+    their size.
     """
     from matplotlib.figure import Figure
 
@@ -117,9 +118,5 @@ def to_svg(fig: Figure, *, key: str) -> Markup:
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "dppub"})
     text = buf.getvalue()
     start = text.find("<svg")  # drop the XML prolog and doctype: invalid inside HTML
-    svg = text[start:].replace("<svg ", f'<svg role="img" aria-label="{_attr(key)}" ', 1)
+    svg = text[start:].replace("<svg ", f'<svg role="img" aria-label="{escape(key)}" ', 1)
     return Markup(svg)  # matplotlib's own output; it escapes the labels
-
-
-def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")

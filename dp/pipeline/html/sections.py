@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ class Section:
     captions: tuple[str, ...] = ()
     """One per figure: what it shows and what its band means."""
     tables: tuple[Table, ...] = ()
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
     """Why something is not shown (a file missing, no interval published)."""
 
 
