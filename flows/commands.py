@@ -212,7 +212,7 @@ def serve_schedules(
 ) -> None:
     """Serve each config's schedule until interrupted (``dppub serve``)."""
     from dp.errors import ConfigError
-    from flows.server import STATE, local_server, prefect_env
+    from flows.server import STATE, local_server, prefect_env, stop_server
 
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
@@ -251,5 +251,4 @@ def serve_schedules(
         prefect_serve(*deployments)
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_server(server)

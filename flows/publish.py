@@ -9,14 +9,19 @@ it drew noise, else aborted), and every data-touching step is a task (``tasks/``
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 from prefect.futures import PrefectFuture, wait
 
 from dp.faults import fault_point
 from dp.ledger import Ledger
 from dp.pipeline.kinds import ReleaseSummary
 from dp.pipeline.plan import Plan, load_plan
-from dp.pipeline.report import budget_rows, budget_table, manifest, render_report
+from dp.pipeline.report import budget_rows
+from dp.pipeline.report_html import write_reports
 from dp.runs import Run
 from flows.logs import quiet_expected_errors
 from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
@@ -78,26 +83,8 @@ def publish(
         summaries = _releases(plan, run, reservation.period)
         fault_point("staged")
         head = compose(run, summaries, plan)
-        table = budget_table(
-            summaries, total=plan.total, budget=cfg.budget, remaining=run.remaining
-        )
-        man = manifest(
-            plan,
-            summaries,
-            run_id=run.run_id,
-            reservation=reservation,
-            remaining=run.remaining,
-            head=head,
-        )
-        report = render_report(
-            dataset=cfg.dataset.name,
-            run_id=run.run_id,
-            summaries=summaries,
-            table=table,
-            ledger_head=head,
-            guarantee=man["guarantee"],
-        )
-        final = run.publish(manifest=man, report=report)
+        reports = write_reports(plan, run, summaries, head)
+        final = run.publish(manifest=reports.manifest, report=reports.report)
         run.commit()
     key = f"dppub-budget-{cfg.dataset.name.lower().replace('_', '-')}"
     create_table_artifact(
@@ -105,11 +92,18 @@ def publish(
         table=budget_rows(summaries),
         description=f"Releases and privacy costs of run {run.run_id}",
     )
+    link = (final / "report.html").resolve().as_uri()  # a local file: the run folder
     create_markdown_artifact(
         key=key,
-        markdown=f"# dppub run `{run.run_id}` on `{cfg.dataset.name}`\n\n{table}\n\n"
-        f"Ledger head: seq {head[0]}, `{head[1]}`\n",
+        markdown=f"# dppub run `{run.run_id}` on `{cfg.dataset.name}`\n\n{reports.table}\n\n"
+        f"Ledger head: seq {head[0]}, `{head[1]}`\n\nReport with plots: [report.html]({link})\n",
         description=f"Privacy budget of run {run.run_id}",
+    )
+    create_link_artifact(
+        key=f"{key}-report",
+        link=link,
+        link_text=f"report.html of run {run.run_id}",
+        description=f"The report of run {run.run_id}: budget, guarantee, a plot per release",
     )
     logger.info("published run %s to %s", run.run_id, final)
     return run.run_id

@@ -7,6 +7,7 @@ here touches private data.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -14,13 +15,20 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from dp.errors import ConfigError
 
-__all__ = ["STATE", "die_with_parent", "local_server", "own_temporary_server", "prefect_env"]
+__all__ = [
+    "STATE",
+    "die_with_parent",
+    "local_server",
+    "own_temporary_server",
+    "prefect_env",
+    "stop_server",
+]
 
 
 def _state() -> Path:
@@ -46,13 +54,27 @@ def prefect_env() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def die_with_parent() -> None:
-    """In a child process before ``exec``: let the kernel SIGKILL it when its parent dies
-    (``PR_SET_PDEATHSIG``), so a killed ``dppub`` never leaves a server behind."""
-    import ctypes
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a child process that must not outlive the process starting it.
+
+    The kernel sends the child ``sig`` when the thread that forked it ends -- even when the
+    parent is killed with SIGKILL and runs no clean-up (``PR_SET_PDEATHSIG``, Linux). If the
+    parent died between the fork and the ``prctl``, the child exits at once. Elsewhere None:
+    there the parent's ``finally`` is the only clean-up.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: nothing to import after the fork
+
+    def preexec() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def _free_port() -> int:
@@ -102,7 +124,7 @@ def own_temporary_server() -> Iterator[None]:
                 [sys.executable, "-m", "uvicorn", *args],
                 env=env,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent(signal.SIGKILL),
             )
 
     for _ in range(5):
@@ -124,7 +146,10 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start a Prefect server on loopback for ``serve``; returns it and its API URL.
 
     Prefect's temporary (ephemeral) server does not run the scheduler service, so scheduled
-    runs need a real server; this one lives only as long as ``dppub serve``.
+    runs need a real server; this one lives only as long as ``dppub serve``: it is stopped
+    when ``serve`` ends and killed by the kernel if ``serve`` dies (:func:`die_with_parent`).
+    Its dashboard is told where its API is (``PREFECT_UI_API_URL``): by default the UI's
+    settings point at port 4200, and the page could not reach the server on any other port.
 
     Raises:
         ConfigError: it did not answer its health check in time.
@@ -132,13 +157,22 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     state.mkdir(parents=True, exist_ok=True)
     log = (state / "prefect-server.log").open("ab")
+    url = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_UI_API_URL": url,
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": str(port),
+    }
+    env.pop("PREFECT_API_URL", None)  # the server is the API: it must not point elsewhere
     command = [sys.executable, "-m", "prefect", "server", "start"]
     server = subprocess.Popen(
         [*command, "--host", "127.0.0.1", "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
+        preexec_fn=die_with_parent(),  # only a prctl in the child: safe after a fork
     )
-    url = f"http://127.0.0.1:{port}/api"
     limit = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))
     deadline = time.monotonic() + limit
     while True:
@@ -154,3 +188,13 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
                 f"the local Prefect server did not start; see {state / 'prefect-server.log'}"
             )
         time.sleep(0.5)
+
+
+def stop_server(server: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Stop a server :func:`local_server` started: SIGTERM, then SIGKILL after ``timeout``."""
+    server.terminate()
+    try:
+        server.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()

@@ -16,7 +16,14 @@ from dp.pipeline.kinds import JSON, ReleaseSummary
 from dp.pipeline.plan import Plan
 from dp.pipeline.registry import kind_of
 
-__all__ = ["budget_rows", "budget_table", "guarantee_statement", "manifest", "render_report"]
+__all__ = [
+    "budget_rows",
+    "budget_table",
+    "guarantee_statement",
+    "manifest",
+    "render_report",
+    "zcdp_lines",
+]
 
 
 def budget_rows(summaries: Sequence[ReleaseSummary]) -> list[dict[str, JSON]]:
@@ -58,16 +65,16 @@ def budget_table(
     lines += [
         "",
         f"- run total (composed): epsilon = {total.epsilon:g}, delta = {total.delta:g}",
-        *_zcdp_line(summaries, total),
+        *(f"- {line}" for line in zcdp_lines(summaries, total)),
         f"- dataset budget (lifetime): epsilon = {budget.epsilon:g}, delta = {budget.delta:g}",
         f"- remaining after this run: epsilon = {remaining.epsilon:g}, delta = {remaining.delta:g}",
     ]
     return "\n".join(lines)
 
 
-def _zcdp_line(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[str]:
+def zcdp_lines(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[str]:
     """With Gaussian releases, the tighter zCDP total beside basic composition (informative:
-    the ledger charges basic composition)."""
+    the ledger charges basic composition); nothing for a pure epsilon-DP run."""
     if total.delta <= 0:
         return []
     rho = sum(
@@ -75,7 +82,7 @@ def _zcdp_line(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[
     )
     eps = zcdp_to_dp(rho, total.delta)
     return [
-        f"- zCDP accounting (Bun & Steinke 2016): rho = {rho:.4g}, i.e. epsilon = {eps:.4g} at "
+        f"zCDP accounting (Bun & Steinke 2016): rho = {rho:.4g}, i.e. epsilon = {eps:.4g} at "
         f"delta = {total.delta:g} (the ledger charges the basic composition above)"
     ]
 

@@ -54,6 +54,9 @@ class WorkloadModel(Cost):
 class WorkloadSpec:
     """What answering a workload needs: its domain, queries and (optional fixed) strategy."""
 
+    kind: str
+    """The workload's name in the config (``identity``, ``prefix``, ``marginals``, ...)."""
+    marginal_k: int
     axes: tuple[Axis, ...]
     workload: matrix.Workload
     strategy: matrix.Strategy | None
@@ -113,7 +116,14 @@ class WorkloadKind:
         W, A = workload_operator(item, axes)
         check_at_most(f"workload {item.name!r}: the queries", int(W.shape[0]), MAX_QUERIES)
         check_reconstruction(W, item.reconstruction)  # a size it cannot do: refused now
-        spec = WorkloadSpec(axes=axes, workload=W, strategy=A, reconstruction=item.reconstruction)
+        spec = WorkloadSpec(
+            kind=item.workload,
+            marginal_k=item.marginal_k,
+            axes=axes,
+            workload=W,
+            strategy=A,
+            reconstruction=item.reconstruction,
+        )
         return ReleasePlan(
             name=item.name,
             kind=self.label,
@@ -163,6 +173,7 @@ class WorkloadKind:
         estimate["estimate"] = result.estimate
         out.write_frame(plan.name, "estimate.parquet", estimate)
         details = {
+            "workload": spec.kind,
             "strategy": str(result.strategy),
             "reconstruction": spec.reconstruction,
             "queries": len(result.answers),

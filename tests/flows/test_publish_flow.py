@@ -89,6 +89,9 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert "income_model" in str(table.data)
     markdown = artifacts["dppub-budget-census-demo"]
     assert manifest["ledger_head"]["hash"] in str(markdown.data)
+    page = (run_dir / "report.html").read_text()
+    assert run_id in page and "<svg" in page  # the report with its plots, inside the run
+    assert artifacts["dppub-budget-census-demo-report"].data == (run_dir / "report.html").as_uri()
 
 
 def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(

@@ -1,0 +1,99 @@
+"""``dppub serve``: the Prefect dashboard of the server it starts reaches that server and shows
+the deployment in a real browser; the server dies with ``serve`` even when serve is SIGKILLed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.browser.chromium import Browser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, data: Path) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw["dataset"]["path"] = str(data)
+    raw["schedule"] = {"cron": "0 3 1 1 *"}  # once a year: nothing runs during the test
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _wait(what: str, check, timeout: float) -> object:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _get(url: str, body: dict[str, object] | None = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _alive(api: str) -> bool:
+    try:
+        return _get(f"{api}/health") is True
+    except OSError:
+        return False
+
+
+def test_the_dashboard_shows_the_deployment_and_the_server_dies_with_serve(
+    browser: Browser, tmp_path: Path, census_small: Path
+) -> None:
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env.pop("PREFECT_API_URL", None)
+    command = [sys.executable, "-m", "flows.cli", "serve", str(_config(tmp_path, census_small))]
+    command += ["--ledger", str(tmp_path / "ledger.sqlite"), "--out", str(tmp_path / "out")]
+    with log.open("w") as sink:
+        serve = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        said = _wait(
+            "the server's address",
+            lambda: re.search(r"schedules: (http://127\.0\.0\.1:\d+)", log.read_text()),
+            180,
+        )
+        base = said.group(1)  # type: ignore[attr-defined]
+        api = f"{base}/api"
+        assert _get(f"{base}/ui-settings")["api_url"] == api  # type: ignore[index]
+        _wait(
+            "the deployment",
+            lambda: _get(f"{api}/deployments/filter", {}),
+            120,
+        )
+        page = browser.new_page()
+        page.goto(f"{base}/deployments")
+        shown = page.wait_for("document.body.innerText.includes('census_demo')", timeout=60)
+        text = page.evaluate("document.body.innerText")
+        assert "Can't connect to Server API" not in text
+        assert shown, text[:2000]
+
+        serve.send_signal(signal.SIGKILL)  # no clean-up runs in serve: the kernel must act
+        serve.wait(timeout=30)
+        _wait("the server to stop", lambda: not _alive(api), 30)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+        with contextlib.suppress(ProcessLookupError):  # the server, if the test failed
+            os.killpg(serve.pid, signal.SIGKILL)

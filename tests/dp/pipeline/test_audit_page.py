@@ -1,0 +1,114 @@
+"""The audit page: spending over time with sensible axes for one run and for a thousand, runs
+counted as the budget check counts them, charged-but-unpublished runs shown, releases and
+trace-regression tasks by their labels."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dp.ledger import Ledger
+from dp.pipeline.audit_page import dataset_runs, release_labels, render_audit_html
+from dp.pipeline.html.spending_chart import RunPoint, Series, chart_limits
+from flows.commands import audit_payload
+from tests.dp.pipeline.published_run import Demo
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _runs(n: int, step: timedelta, epsilon: float) -> list[RunPoint]:
+    return [
+        RunPoint(ts=T0 + i * step, epsilon=epsilon, state="committed", period="all")
+        for i in range(n)
+    ]
+
+
+def test_one_run_is_a_step_inside_the_axes_not_a_vertical_line() -> None:
+    start, end, top = chart_limits(Series(name="d", runs=_runs(1, timedelta(0), 1.5), budget=4.0))
+    assert start < T0 < end  # the run sits inside, with zero spending drawn before it
+    assert end - start >= timedelta(minutes=2)
+    assert top == pytest.approx(4.0 * 1.08)  # the budget is in view, the axis does not run away
+
+
+def test_a_thousand_runs_fill_the_axes_and_the_budget_bounds_it() -> None:
+    runs = _runs(1000, timedelta(hours=9), 0.0035)
+    start, end, top = chart_limits(Series(name="d", runs=runs, budget=4.0))
+    span = runs[-1].ts - runs[0].ts
+    assert runs[0].ts - start == span * 0.04
+    assert end - runs[-1].ts == span * 0.04
+    assert top == pytest.approx(4.0 * 1.08)  # spent 3.5 of 4: the budget sets the top
+
+
+def test_overspending_beyond_a_lowered_budget_stays_in_view() -> None:
+    runs = _runs(3, timedelta(days=1), 1.0)
+    assert chart_limits(Series(name="d", runs=runs, budget=2.0))[2] == pytest.approx(3.0 * 1.08)
+
+
+def test_runs_count_what_the_budget_check_counts(tmp_path, demo: Demo) -> None:  # type: ignore[no-untyped-def]
+    payload = audit_payload(str(demo.ledger), None)
+    history = Ledger(str(demo.ledger), create=False).history()
+    runs = dataset_runs(payload, history)["census_demo"]
+    assert [(r.state, r.epsilon) for r in runs] == [
+        ("committed", pytest.approx(1.5)),
+        ("charged", pytest.approx(0.3)),  # its draw, not its reservation
+    ]
+    assert sum(r.epsilon for r in runs) == pytest.approx(
+        payload["datasets"]["census_demo"]["lifetime_spent_epsilon"]
+    )
+
+
+def test_the_page_shows_the_chart_the_charged_run_and_the_task_labels(demo: Demo) -> None:
+    payload = audit_payload(str(demo.ledger), None)
+    history = Ledger(str(demo.ledger), create=False).history()
+    labels = {r["label"] for r in release_labels(payload, history)["census_demo"]}
+    tasks = {f"income_by_education[{t}]" for t in ("Preschool", "HS-grad", "Doctorate")}
+    assert tasks <= labels
+    assert not any("[0" in label for label in labels)  # never task indices
+    page = render_audit_html(payload, history)
+    assert "<script" not in page
+    assert page.count("<svg") == 1
+    assert "charged, not published" in page  # the chart's marker for it
+    charged = page[page.index("Charged but not published") : page.index("Releases by label")]
+    assert demo.charged_run in charged
+    assert "age_cdf" in charged  # what it drew noise for
+    assert "income_by_education[Bachelors]" in page
+
+
+def test_a_renamed_dataset_keeps_its_history(demo: Demo) -> None:
+    payload = audit_payload(str(demo.ledger), None)
+    history = Ledger(str(demo.ledger), create=False).history()
+    renamed = {"census_2026": payload["datasets"]["census_demo"]}
+    runs = dataset_runs({**payload, "datasets": renamed}, history)
+    assert len(runs["census_2026"]) == 2  # rows written under the old name still count
+
+
+def test_a_dataset_without_runs_gets_no_chart() -> None:
+    payload = {
+        "chain_ok": True,
+        "rows": 0,
+        "head": "0" * 64,
+        "problems": [],
+        "datasets": {
+            "fresh": {
+                "source": "/data/x.parquet",
+                "budget": {"epsilon": 1.0, "delta": 0.0, "per": None, "cap": None, "renew": False},
+                "budget_text": "epsilon=1 delta=0 lifetime",
+                "budget_epsilon": 1.0,
+                "period": "all",
+                "lifetime_spent_epsilon": 0.0,
+                "spent_epsilon": 0.0,
+                "remaining_epsilon": 1.0,
+                "runs": 0,
+                "charged_runs": 0,
+                "pending_runs": 0,
+                "aborted_runs": 0,
+                "periods": {},
+                "charged": [],
+                "amendments": [],
+            }
+        },
+    }
+    page = render_audit_html(payload, [])
+    assert "<svg" not in page
+    assert "No run has spent from this budget yet." in page

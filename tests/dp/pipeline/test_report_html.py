@@ -1,0 +1,154 @@
+"""``report.html`` of a real run: self-contained, the guarantee and the budget in context, a plot
+per release; interval bands and coefficient intervals drawn when a release carries them and
+said to be absent when it does not; a failing plot never stops the report."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dp.pipeline.html.figures import BAND
+from dp.pipeline.html.workload_plots import workload_shape
+from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.report_html import budget_context, render_report_html
+from tests.dp.pipeline.published_run import Demo
+
+
+def _page(demo: Demo) -> str:
+    return (demo.published.folder / "report.html").read_text(encoding="utf-8")
+
+
+def _summary(demo: Demo, name: str) -> ReleaseSummary:
+    return next(s for s in demo.published.summaries if s.name == name)
+
+
+def test_the_report_is_one_file_with_nothing_to_fetch(demo: Demo) -> None:
+    page = _page(demo)
+    assert "<script" not in page
+    # No external resource of any kind: links, sources, stylesheets, fonts, CSS imports.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page
+    assert all(ref.startswith("#") for ref in re.findall(r"url\(([^)]*)\)", page))  # in-page
+    assert page.count("<svg") == 1 + len(demo.published.summaries)  # budget + one per release
+
+
+def test_the_report_states_the_guarantee_and_the_budget_in_context(demo: Demo) -> None:
+    page = _page(demo)
+    man = demo.published.manifest
+    assert man["guarantee"]["statement"] in page
+    for s in demo.published.summaries:
+        assert f'id="{s.name}"' in page
+    ctx = budget_context(man)
+    assert ctx.scope == "lifetime" and ctx.budget == 4.0 and ctx.run == pytest.approx(1.5)
+    assert ctx.spent_before == pytest.approx(0.0)  # the first run on this data
+    assert ctx.remaining == pytest.approx(2.5)
+    assert "spent before this run" in page and "left for the next run" in page
+
+
+def test_a_capped_budget_does_not_claim_what_was_spent_before(demo: Demo) -> None:
+    man = {**demo.published.manifest}
+    man["budget"] = {**man["budget"], "per": "month", "cap": [1.5, 0.0]}
+    ctx = budget_context(man)
+    assert ctx.spent_before is None  # remaining is the smaller of two limits: no subtraction
+    assert "at most epsilon=1.5" in ctx.policy
+
+
+def test_a_second_run_sees_the_first_in_its_budget_context(demo: Demo) -> None:
+    man = {**demo.published.manifest, "remaining_epsilon": 1.0}
+    assert budget_context(man).spent_before == pytest.approx(1.5)
+
+
+def test_workload_shapes_from_details_files_and_labels() -> None:
+    answers = pd.DataFrame({"answer": [1.0, 2.0, 3.0]})
+    assert workload_shape({"workload": "prefix"}, answers, 3, 1) == "prefix"
+    assert workload_shape({}, answers, 3, 1) == "identity"
+    assert workload_shape({}, answers, 2, 1) == "all_range"  # 3 ranges over 2 cells
+    assert workload_shape({}, pd.DataFrame({"answer": [5.0]}), 4, 2) == "total"
+    assert workload_shape({}, pd.DataFrame({"answer": [1.0] * 4}), 4, 2) == "marginals"
+    labels = pd.DataFrame({"label": ["age = 17", "age = 18"], "answer": [1.0, 2.0]})
+    assert workload_shape({}, labels, 2, 1) == "identity"
+
+
+def _copy_run(demo: Demo, tmp_path: Path) -> Path:
+    folder = tmp_path / "run"
+    shutil.copytree(demo.published.folder, folder)
+    return folder
+
+
+def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
+    demo: Demo, tmp_path: Path
+) -> None:
+    folder = _copy_run(demo, tmp_path)
+    answers = pd.read_parquet(folder / "age_cdf" / "answers.parquet")
+    answers["label"] = [f"age <= {17 + i}" for i in range(len(answers))]
+    answers["std_error"] = 10.0
+    answers["ci_low"] = answers["answer"] - 20.0
+    answers["ci_high"] = answers["answer"] + 20.0
+    answers.to_parquet(folder / "age_cdf" / "answers.parquet")
+    table = pd.DataFrame(
+        {
+            "feature": ["age", "hours", "intercept"],
+            "coefficient": [700.0, 300.0, 20000.0],
+            "std_error": [50.0, 40.0, 900.0],
+            "ci_low": [600.0, 220.0, 18200.0],
+            "ci_high": [800.0, 380.0, 21800.0],
+        }
+    )
+    table.to_parquet(folder / "income_model" / "coefficients.parquet")
+    sizes = pd.DataFrame({"cluster": [0, 1, 2], "size": [900.0, 1200.0, 700.0]})
+    sizes.to_parquet(folder / "work_patterns" / "clusters.parquet")
+    extra = {
+        "income_model": "income_model/coefficients.parquet",
+        "work_patterns": "work_patterns/clusters.parquet",
+    }
+    summaries = [
+        dataclasses.replace(s, files=(*s.files, extra[s.name])) if s.name in extra else s
+        for s in demo.published.summaries
+    ]
+    page = render_report_html(manifest=demo.published.manifest, summaries=summaries, folder=folder)
+    age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
+    assert BAND in age  # the band is drawn in its colour
+    assert "cumulative counts (CDF)" in age  # the labels say it is a prefix workload
+    assert "published interval" in age
+    assert "age &lt;= 17" in age  # the labelled answers are listed
+    model = page[page.index('id="income_model"') : page.index('id="high_income"')]
+    assert "line is its published interval" in model
+    assert "18200" in model  # the intercept's interval is in the table
+    clusters = page[page.index('id="work_patterns"') :]
+    assert "marker area follows the published noisy cluster size" in clusters
+    assert "(≈1200)" in clusters
+
+
+def test_without_intervals_the_report_says_so(demo: Demo) -> None:
+    page = _page(demo)
+    age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
+    assert BAND not in age
+    assert "No intervals were published with these answers." in age
+    assert "no interval was published for this model" in page
+
+
+def test_a_plot_that_fails_leaves_a_note_and_the_report(demo: Demo, tmp_path: Path) -> None:
+    folder = _copy_run(demo, tmp_path)
+    (folder / "work_patterns" / "model.json").write_text(json.dumps({"centres": "broken"}))
+    page = render_report_html(
+        manifest=demo.published.manifest, summaries=demo.published.summaries, folder=folder
+    )
+    section = page[page.index('id="work_patterns"') :]
+    assert "No plot for this release (KeyError" in section
+    assert page.count("<svg") == len(demo.published.summaries)  # all the others are there
+
+
+def test_the_markdown_report_nests_its_headings(demo: Demo) -> None:
+    text = (demo.published.folder / "report.md").read_text()
+    levels = [len(m.group(1)) for m in re.finditer(r"^(#+) ", text, flags=re.MULTILINE)]
+    assert levels[0] == 1 and levels.count(1) == 1
+    assert all(b - a <= 1 for a, b in itertools.pairwise(levels))  # no skipped level
+    assert levels.count(3) == len(demo.published.summaries)  # one per release, under Releases
+    assert max(levels) == 3
