@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -52,13 +53,15 @@ from dp.matrix.workload import (
     Workload,
 )
 
-__all__ = ["gram_inverse", "query_variance_factors"]
+__all__ = ["NoiseMoments", "gram_inverse", "query_noise_moments", "query_variance_factors"]
 
 Apply = Callable[[FloatArray], FloatArray]
 # Query vectors per block: bounds the dense work arrays to n x 512.
 _BLOCK = 512
 # Dense fallbacks (and the all-range prefix covariance) stay below this many cells.
 _DENSE_MAX_N = 4096
+# Fourth moments need the rows of W A^+: computed when it has at most this many entries.
+_MAX_FOURTH = 1 << 27
 
 
 def gram_inverse(strategy: Strategy) -> Apply:
@@ -92,14 +95,33 @@ def gram_inverse(strategy: Strategy) -> Apply:
     return lambda y: np.asarray(pinv @ y)
 
 
-def _quad_blocks(vectors: Callable[[int, int], FloatArray], count: int, sig: Apply) -> FloatArray:
-    """``v_i^T Sigma v_i`` for ``count`` query vectors produced in column blocks."""
-    out = np.empty(count)
-    for start in range(0, count, _BLOCK):
-        stop = min(count, start + _BLOCK)
-        v = vectors(start, stop)
-        out[start:stop] = np.einsum("ij,ij->j", v, sig(v))
-    return out
+def _vectors(workload: Workload) -> Callable[[int, int], FloatArray]:
+    """Query vectors ``w_a .. w_{b-1}`` as the columns of an ``n x k`` block: built directly for
+    1-D cells, prefixes and ranges, read off ``W^T E`` otherwise (``O(m)`` per block)."""
+    n = workload.n
+    cells = np.arange(n)[:, None]
+    if isinstance(workload, Total):
+        return lambda a, b: np.ones((n, b - a))
+    if isinstance(workload, Identity):
+        return lambda a, b: np.eye(n, b - a, -a)
+    if isinstance(workload, Prefix):
+        return lambda a, b: (cells <= np.arange(a, b)[None, :]).astype(np.float64)
+    if isinstance(workload, WidthRange | AllRange):
+        if isinstance(workload, AllRange):
+            first, last = np.triu_indices(n)
+        else:
+            first = np.arange(workload.m)
+            last = first + workload.width - 1
+        return lambda a, b: ((cells >= first[a:b]) & (cells <= last[a:b])).astype(np.float64)
+    if workload.n > _DENSE_MAX_N or workload.m * workload.n > 1 << 26:
+        raise ConfigError(f"no structured variance for workload {workload.name}")
+
+    def rows(a: int, b: int) -> FloatArray:
+        e = np.zeros((workload.m, b - a))
+        e[np.arange(a, b), np.arange(b - a)] = 1.0
+        return workload.rmatvec(e)
+
+    return rows
 
 
 def _prefix_covariance(n: int, sig: Apply) -> FloatArray:
@@ -115,47 +137,30 @@ def _prefix_covariance(n: int, sig: Apply) -> FloatArray:
     return c
 
 
-def _one_dim(workload: Workload, sig: Apply) -> FloatArray:
-    n = workload.n
-    cells = np.arange(n)
-    if isinstance(workload, Total):
-        ones = np.ones((n, 1))
-        return np.array([float(ones[:, 0] @ sig(ones)[:, 0])])
-    if isinstance(workload, Identity):
-        return _quad_blocks(lambda a, b: np.eye(n, b - a, -a), n, sig)
-    if isinstance(workload, Prefix):
-        return _quad_blocks(
-            lambda a, b: (cells[:, None] <= np.arange(a, b)[None, :]).astype(np.float64), n, sig
-        )
-    if isinstance(workload, WidthRange):
-        w = workload.width
-
-        def windows(a: int, b: int) -> FloatArray:
-            first = np.arange(a, b)[None, :]
-            return ((cells[:, None] >= first) & (cells[:, None] < first + w)).astype(np.float64)
-
-        return _quad_blocks(windows, workload.m, sig)
+def _blockwise(workload: Workload, strategy: Strategy, sig: Apply) -> NoiseMoments:
+    """Both moments from query-vector blocks ``V``: ``sum(V * Sigma V)`` and, with the rows
+    ``c_i = A Sigma w_i`` of ``(W A^+)``, ``sum(c_i^4)``. All ranges read their variances off the
+    prefix covariance instead, and skip the fourth moments when ``m x rows(A)`` is too large."""
+    m = workload.m
+    fourth_ok = m * strategy.m <= _MAX_FOURTH
+    second, fourth = np.empty(m), np.empty(m) if fourth_ok else None
     if isinstance(workload, AllRange):
-        c = _prefix_covariance(n, sig)
-        i, j = np.triu_indices(n)
-        diag = np.diag(c)
-        before = np.maximum(i - 1, 0)
-        head = i > 0
-        return np.asarray(diag[j] + head * (diag[before] - 2.0 * c[before, j]))
-    return _generic(workload, sig)
-
-
-def _generic(workload: Workload, sig: Apply) -> FloatArray:
-    """Any workload, its rows taken from ``W^T E`` in blocks (``O(m)`` per block)."""
-    if workload.n > _DENSE_MAX_N or workload.m * workload.n > 1 << 26:
-        raise ConfigError(f"no structured variance for workload {workload.name}")
-
-    def rows(a: int, b: int) -> FloatArray:
-        e = np.zeros((workload.m, b - a))
-        e[np.arange(a, b), np.arange(b - a)] = 1.0
-        return workload.rmatvec(e)
-
-    return _quad_blocks(rows, workload.m, sig)
+        c = _prefix_covariance(workload.n, sig)
+        i, j = np.triu_indices(workload.n)
+        diag, before = np.diag(c), np.maximum(i - 1, 0)
+        second = np.asarray(diag[j] + (i > 0) * (diag[before] - 2.0 * c[before, j]))
+        if fourth is None:
+            return NoiseMoments(second=second, fourth=None)
+    vectors = _vectors(workload)
+    for start in range(0, m, _BLOCK):
+        stop = min(m, start + _BLOCK)
+        v = vectors(start, stop)
+        sv = sig(v)
+        if not isinstance(workload, AllRange):
+            second[start:stop] = np.einsum("ij,ij->j", v, sv)
+        if fourth is not None:
+            fourth[start:stop] = np.sum((strategy @ sv) ** 4, axis=0)
+    return NoiseMoments(second=second, fourth=fourth)
 
 
 def _identity_total_parts(workload: Workload) -> list[tuple[float, tuple[bool, ...]]] | None:
@@ -207,16 +212,54 @@ def _self_measured_marginals(workload: Workload, measured: Workload) -> FloatArr
     return np.concatenate(out)
 
 
-def query_variance_factors(workload: Workload, strategy: Strategy) -> FloatArray:
-    """``w_i^T (A^T A)^+ w_i`` for every row of ``workload``: the variance of the least-squares
-    answer ``i`` is ``2 b^2`` times this, for Laplace noise of scale ``b``.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoiseMoments:
+    """Per-query moments of the least-squares answer noise, per unit Laplace scale: with
+    ``c_i = (W A^+)_i``, the variance is ``2 b^2 second_i`` and the fourth cumulant
+    ``12 b^4 fourth_i``."""
+
+    second: FloatArray
+    """``||c_i||_2^2 = w_i^T (A^T A)^+ w_i``."""
+    fourth: FloatArray | None
+    """``||c_i||_4^4``, or ``None`` where it is not computed (too many rows of ``W A^+``)."""
+
+    def kurtosis(self) -> FloatArray | None:
+        """Excess kurtosis ``3 ||c||_4^4 / ||c||_2^4`` of each answer's noise (3: one Laplace
+        term; near 0: many comparable terms), or ``None``."""
+        if self.fourth is None:
+            return None
+        safe = np.where(self.second > 0.0, self.second, 1.0)
+        return np.asarray(3.0 * self.fourth / (safe * safe))
+
+
+def _kron_moments(parts: list[NoiseMoments]) -> NoiseMoments:
+    """Moments of a Kronecker product: ``||(x) c_k||_p^p = prod_k ||c_k||_p^p``."""
+    second = np.ones(1)
+    fourth: FloatArray | None = np.ones(1)
+    for p in parts:
+        second = np.outer(second, p.second).ravel()
+        fourth = None if fourth is None or p.fourth is None else np.outer(fourth, p.fourth).ravel()
+    return NoiseMoments(second=second, fourth=fourth)
+
+
+def _union_moments(parts: list[NoiseMoments], weights: tuple[float, ...]) -> NoiseMoments:
+    """Moments of stacked parts whose rows are scaled by ``w`` (``w^2`` and ``w^4``)."""
+    second = np.concatenate([w * w * p.second for p, w in zip(parts, weights, strict=True)])
+    fourths = [p.fourth for p in parts]
+    if any(f is None for f in fourths):
+        return NoiseMoments(second=second, fourth=None)
+    fourth = np.concatenate(
+        [w**4 * f for f, w in zip(fourths, weights, strict=True) if f is not None]
+    )
+    return NoiseMoments(second=second, fourth=fourth)
+
+
+def query_noise_moments(workload: Workload, strategy: Strategy) -> NoiseMoments:
+    """The second and fourth moments of every least-squares answer's noise (module doc).
 
     Args:
         workload: the answered workload ``W``.
         strategy: the measured strategy ``A`` (same domain).
-
-    Returns:
-        A vector of length ``W.m``; its sum is :meth:`Strategy.squared_error_factor`.
     """
     if workload.domain != strategy.domain:
         raise ConfigError(
@@ -225,24 +268,25 @@ def query_variance_factors(workload: Workload, strategy: Strategy) -> FloatArray
     if isinstance(strategy, KronStrategy) and len(strategy.factors) > 1:
         axes = [f.domain for f in strategy.factors]
         if isinstance(workload, Union):
-            return np.concatenate(
-                [
-                    w * w * query_variance_factors(p, strategy)
-                    for p, w in zip(workload.parts, workload.weights, strict=True)
-                ]
-            )
+            parts = [query_noise_moments(p, strategy) for p in workload.parts]
+            return _union_moments(parts, workload.weights)
         if isinstance(workload, Kron) and [f.domain for f in workload.factors] == axes:
-            out = np.ones(1)
-            for w, a in zip(workload.factors, strategy.factors, strict=True):
-                out = np.outer(out, query_variance_factors(w, a)).ravel()
-            return out
+            pairs = zip(workload.factors, strategy.factors, strict=True)
+            return _kron_moments([query_noise_moments(w, a) for w, a in pairs])
     elif isinstance(strategy, KronStrategy):
-        return query_variance_factors(workload, strategy.factors[0])
+        return query_noise_moments(workload, strategy.factors[0])
     if isinstance(strategy, WorkloadStrategy):
         closed = _self_measured_marginals(workload, strategy.workload)
         if closed is not None:
-            return closed
-    sig = gram_inverse(strategy)
-    if len(workload.domain) == 1:
-        return _one_dim(workload, sig)
-    return _generic(workload, sig)
+            return NoiseMoments(second=closed, fourth=None)
+    return _blockwise(workload, strategy, gram_inverse(strategy))
+
+
+def query_variance_factors(workload: Workload, strategy: Strategy) -> FloatArray:
+    """``w_i^T (A^T A)^+ w_i`` for every row of ``workload``: the variance of the least-squares
+    answer ``i`` is ``2 b^2`` times this, for Laplace noise of scale ``b``.
+
+    Returns:
+        A vector of length ``W.m``; its sum is :meth:`Strategy.squared_error_factor`.
+    """
+    return query_noise_moments(workload, strategy).second
