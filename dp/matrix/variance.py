@@ -1,10 +1,12 @@
-"""Exact per-query noise variance of least-squares workload answers.
+"""Exact per-query noise moments of least-squares workload answers.
 
 With Laplace noise of scale ``b`` on every strategy answer, the least-squares answer to query
-``w_i`` is ``w_i^T A^+ r`` and its error ``w_i^T A^+ z`` has variance
-``2 b^2 ||w_i^T A^+||_2^2 = 2 b^2 w_i^T (A^T A)^+ w_i`` (Li et al., "The matrix mechanism", VLDB
-J. 2015, Prop. 4 gives the sum over ``i``; this is each term). :func:`query_variance_factors`
-returns the factors ``w_i^T (A^T A)^+ w_i`` without forming ``W A^+``:
+``w_i`` is ``w_i^T A^+ r`` and its error ``c_i^T z`` (``c_i = (W A^+)_i``) has variance
+``2 b^2 ||c_i||_2^2 = 2 b^2 w_i^T (A^T A)^+ w_i`` (Li et al., "The matrix mechanism", VLDB
+J. 2015, Prop. 4 gives the sum over ``i``; this is each term) and fourth cumulant
+``12 b^4 ||c_i||_4^4``, which says how far from Gaussian it is. :func:`query_noise_moments`
+computes both without forming ``W A^+`` (the fourth moments from blocks of its rows,
+``c_i = A (A^T A)^+ w_i``, when it has at most 2^27 entries; products multiply per axis):
 
 * ``(A^T A)^-1`` is applied in the strategy's own structure: Sherman-Morrison levels for trees,
   ``A^T D^-2 A`` for the orthogonal Haar rows, the push-through identity for p-Identity

@@ -152,11 +152,26 @@ def test_bootstrap_is_deterministic_in_the_release_and_reports_its_replicates() 
     assert one.replicates == iv.DEFAULT_REPLICATES
     assert np.all(one.ci_low >= 0.0) and np.all(one.ci_low <= w @ est)
     assert np.all(w @ est <= one.ci_high)
-    quick = iv.bootstrap_intervals(
-        w, a, est, noise_scale=3.0, reconstruction="nonneg-l1", replicates=500, max_seconds=0.0
-    )
-    assert quick.replicates == 50
-    assert quick.describe()["bootstrap_replicates"] == 50
+
+    def run(budget: float) -> iv.AnswerIntervals:
+        return iv.bootstrap_intervals(
+            w,
+            a,
+            est,
+            noise_scale=3.0,
+            reconstruction="nonneg-l1",
+            replicates=300,
+            max_seconds=budget,
+        )
+
+    over = run(0.0)
+    assert over.replicates == 0 and "did not fit its time budget" in over.method
+    exact = iv.least_squares_intervals(w, a, est, noise_scale=3.0)
+    np.testing.assert_allclose(over.ci_high, exact.ci_high)
+    np.testing.assert_allclose(over.ci_low, np.maximum(exact.ci_low, 0.0))
+    roomy = run(60.0)
+    assert roomy.replicates == 300
+    assert roomy.describe()["bootstrap_replicates"] == 300
 
 
 def test_all_range_replicates_are_read_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
