@@ -227,7 +227,7 @@ def bootstrap_intervals(
         max_seconds: time budget. Replicates stop once it is spent (after at least 50; the
             number used is recorded). If the first replicate shows that 50 would not fit, no
             bootstrap is run: the intervals get the least-squares answers' exact widths around
-            the released answers (``replicates`` 0), which covered 95.3-99.0% on the bench's
+            the released answers (``replicates`` 0), which covered 95.4-99.5% on the bench's
             workloads (conservative: the non-negative answers are the more accurate ones).
 
     Returns:
