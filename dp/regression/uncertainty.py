@@ -21,7 +21,7 @@ regression that is the same penalty and low-rank refit on the exact statistics: 
 selection is part of the estimator, and against per-task least squares (no penalty) the
 intervals covered only 86% on the demo, a bias the bootstrap world reproduces around the
 released fit and so cannot see. Measured on the demo (``bench/intervals.py``, 200 releases
-each): 94.0-95.3% coverage, standard errors 0.89-1.13 times the real RMSE.
+each): 93.8-95.3% coverage, standard errors 0.89-1.13 times the real RMSE.
 
 The standard error is the replicates' root-mean-square deviation from the published
 coefficient; the interval is symmetric around it, ``coef +- q`` with ``q`` the ``level``
