@@ -1,0 +1,327 @@
+"""Standard errors and confidence intervals for released workload answers (post-processing).
+
+Everything here reads only public values: the workload, the strategy, the Laplace scale
+``b = ||A||_1 / epsilon`` and the released estimate. No private data and no privacy budget are
+involved (Dwork & Roth 2014, Prop. 2.1).
+
+* ``least-squares`` answers ``w_i^T A^+ r`` are unbiased, with the exact variance
+  ``2 b^2 ||c_i||_2^2`` for ``c_i = (W A^+)_i`` (:mod:`dp.matrix.variance`). Their error is a
+  weighted sum of Laplace variables: Gaussian when many terms contribute, a single Laplace
+  variable when one dominates (an identity strategy on an identity workload), whose 95%
+  quantile is ``b ln 20 = 2.12`` standard deviations, not 1.96. Its excess kurtosis is exactly
+  ``g = 3 ||c_i||_4^4 / ||c_i||_2^4`` (from 3 for one term down to 0), and the half-width is
+  the Cornish-Fisher quantile ``z + (z^3 - 3 z) g / 24`` standard errors (Cornish & Fisher
+  1938; the skewness terms vanish for symmetric noise): 1.96 for a Gaussian error, 2.17 for a
+  single Laplace term (95.3% coverage there). Where ``||c_i||_4`` is not computed (marginals
+  measured by themselves, all ranges over more than a few hundred cells) the half-width is the
+  single-term bound ``max(ln(1/alpha) / sqrt 2, z)``, which covers 95% of one Laplace term and
+  96.6% of a Gaussian.
+* ``nonneg-l1`` and ``l1`` are biased near zero (they project onto non-negative histograms).
+  Their intervals come from a parametric bootstrap (Efron & Tibshirani 1993, ch. 6; for DP
+  releases, Ferrando, Wang & Sheldon, AISTATS 2022): re-draw the mechanism's Laplace noise
+  around the strategy answers of the released estimate, ``r* = A x_bar + z*``, re-run the same
+  reconstruction, and compare each replicate answer ``y*`` with the released one ``y``. The
+  standard error is ``sqrt(mean (y* - y)^2)`` (bias included, so it tracks the RMSE) and the
+  interval is symmetric around the released answer, ``y +- q`` with ``q`` the ``level``
+  quantile of ``|y* - y|`` (Hall 1988's symmetric bootstrap interval), cut at 0 below (counts
+  are non-negative, so this never loses coverage). The percentile interval
+  ``[q_2.5(y*), q_97.5(y*)]`` was measured too and rejected: at the corner where a sparse
+  histogram's CDF turns flat, the replicates sit to one side of the released answer (the
+  projection's bias there differs between the real and the bootstrap world), and 95%
+  percentile intervals covered 91.7% of NETTRACE prefixes (1,000 records, 256 cells, epsilon
+  0.1; symmetric: 95.5%), down to 51% for single queries. Quantiles use ``p (B + 1)``
+  positions (Weibull), whose expected coverage is the nominal one; numpy's default
+  interpolation covers about one point less at ``B = 200``. Replicate noise comes from a
+  seeded numpy generator: it is post-processing of public values, not a release, so the
+  floating-point concerns of release noise (Mironov 2012) do not apply.
+
+>>> from dp.matrix.workload import identity
+>>> from dp.matrix.strategy import identity_strategy
+>>> iv = least_squares_intervals(identity(2), identity_strategy(2), np.array([5.0, 9.0]),
+...                              noise_scale=1.0)
+>>> np.round(iv.ci_high - iv.ci_low, 4).tolist(), iv.method
+([6.1267, 6.1267], 'least-squares: exact variance, Cornish-Fisher quantile')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import norm
+
+from dp.errors import ConfigError
+from dp.matrix.measure import Measurement
+from dp.matrix.reconstruct import effective_method, reconstruct
+from dp.matrix.strategy import Strategy
+from dp.matrix.variance import query_noise_moments
+from dp.matrix.workload import AllRange, FloatArray, Workload
+from dp.validation import check_positive
+
+__all__ = [
+    "AnswerIntervals",
+    "answer_intervals",
+    "bootstrap_intervals",
+    "laplace_multiplier",
+    "least_squares_intervals",
+]
+
+DEFAULT_REPLICATES = 200
+"""Bootstrap replicates by default: about 10 replicates lie beyond each query's quantile, and a
+single query's coverage varies by about 1.5 points from release to release."""
+_MIN_REPLICATES = 50
+# Replicate answers held at once (m x B floats) before all-range answers are read in blocks.
+_MAX_HELD = 1 << 25
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerIntervals:
+    """Per-query standard errors and confidence intervals of released answers."""
+
+    std_error: FloatArray
+    """Estimated root-mean-square error of each answer (its standard deviation when unbiased)."""
+    ci_low: FloatArray
+    """Lower ends of the intervals."""
+    ci_high: FloatArray
+    """Upper ends of the intervals."""
+    method: str
+    """How the intervals were made (for ``release.json``)."""
+    level: float
+    """Nominal coverage of each interval, e.g. 0.95."""
+    replicates: int = 0
+    """Bootstrap replicates used (0 for the exact least-squares intervals)."""
+
+    def describe(self) -> dict[str, Any]:
+        """``{"interval_method", "interval_level", "bootstrap_replicates"}`` for a release."""
+        return {
+            "interval_method": self.method,
+            "interval_level": self.level,
+            "bootstrap_replicates": self.replicates,
+        }
+
+
+def _check_level(level: float) -> float:
+    value = check_positive(level, name="level")
+    if not value < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level!r}")
+    return value
+
+
+def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> FloatArray:
+    """Half-widths in standard errors of ``level`` intervals for weighted Laplace sums.
+
+    With the noise's excess ``kurtosis`` (0 to 3), the Cornish-Fisher quantile; without it,
+    the bound that covers ``level`` of a single Laplace variable and more of any sum (module
+    doc).
+
+    >>> laplace_multiplier(0.95, [0.0, 3.0]).round(4).tolist()
+    [1.96, 2.1661]
+    >>> float(laplace_multiplier(0.95).round(4))
+    2.1183
+    """
+    alpha = 1.0 - _check_level(level)
+    z = float(norm.ppf(1.0 - alpha / 2.0))
+    if kurtosis is None:
+        return np.asarray(max(math.log(1.0 / alpha) / math.sqrt(2.0), z))
+    g = np.clip(np.asarray(kurtosis, dtype=np.float64), 0.0, 3.0)
+    return np.asarray(z + (z**3 - 3.0 * z) * g / 24.0)
+
+
+def least_squares_intervals(
+    workload: Workload,
+    strategy: Strategy,
+    estimate: npt.ArrayLike,
+    *,
+    noise_scale: float,
+    level: float = 0.95,
+) -> AnswerIntervals:
+    """Exact standard errors and Laplace-safe intervals of least-squares answers.
+
+    Args:
+        workload: the answered workload ``W``.
+        strategy: the measured strategy ``A``.
+        estimate: the released least-squares histogram ``A^+ r``.
+        noise_scale: the Laplace scale ``b`` of every strategy answer.
+        level: nominal coverage.
+
+    Returns:
+        Intervals centred on ``W @ estimate``.
+    """
+    answers = workload @ np.asarray(estimate, dtype=np.float64)
+    se, half, quantile = _least_squares_widths(workload, strategy, noise_scale, level)
+    return AnswerIntervals(
+        std_error=se,
+        ci_low=answers - half,
+        ci_high=answers + half,
+        method=f"least-squares: exact variance, {quantile} quantile",
+        level=_check_level(level),
+    )
+
+
+def _least_squares_widths(
+    workload: Workload, strategy: Strategy, noise_scale: float, level: float
+) -> tuple[FloatArray, FloatArray, str]:
+    """Standard errors and half-widths of the least-squares answers, and the quantile used."""
+    scale = check_positive(noise_scale, name="noise_scale")
+    moments = query_noise_moments(workload, strategy)
+    se = math.sqrt(2.0) * scale * np.sqrt(moments.second)
+    kurtosis = moments.kurtosis()
+    half = laplace_multiplier(level, kurtosis) * se
+    return se, half, "Laplace-safe bound" if kurtosis is None else "Cornish-Fisher"
+
+
+def _default_rng(estimate: FloatArray) -> np.random.Generator:
+    # Deterministic in the released values: re-running the post-processing republishes the same
+    # intervals, and the seed carries no information beyond what is released.
+    digest = hashlib.sha256(np.ascontiguousarray(estimate).tobytes()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _replicate_blocks(workload: Workload, xs: FloatArray) -> Iterator[FloatArray]:
+    """``W @ xs`` for replicate histograms ``xs`` (``n x B``), in blocks of rows.
+
+    All-range answers are read off the replicates' prefix sums a few starting cells at a time,
+    so ``n (n + 1) / 2`` queries never need ``m x B`` floats at once.
+    """
+    if not isinstance(workload, AllRange) or workload.m * xs.shape[1] <= _MAX_HELD:
+        yield workload @ xs
+        return
+    n, reps = workload.n, xs.shape[1]
+    c = np.zeros((n + 1, reps))
+    np.cumsum(xs, axis=0, out=c[1:])
+    step = max(1, _MAX_HELD // (n * reps))
+    for first in range(0, n, step):
+        yield np.concatenate([c[i + 1 :] - c[i] for i in range(first, min(n, first + step))])
+
+
+def bootstrap_intervals(
+    workload: Workload,
+    strategy: Strategy,
+    estimate: npt.ArrayLike,
+    *,
+    noise_scale: float,
+    reconstruction: str,
+    level: float = 0.95,
+    replicates: int = DEFAULT_REPLICATES,
+    rng: np.random.Generator | None = None,
+    max_seconds: float | None = None,
+) -> AnswerIntervals:
+    """Parametric-bootstrap standard errors and symmetric intervals (module doc).
+
+    Args:
+        workload: the answered workload ``W``.
+        strategy: the measured strategy ``A``.
+        estimate: the released histogram ``x_bar``.
+        noise_scale: the Laplace scale ``b`` of every strategy answer.
+        reconstruction: the reconstruction that produced ``estimate`` (re-run per replicate).
+        level: nominal coverage.
+        replicates: number of replicates ``B``.
+        rng: seeded generator for the replicate noise; default: seeded by the released
+            estimate, so the same release always gets the same intervals.
+        max_seconds: time budget. Replicates stop once it is spent (after at least 50; the
+            number used is recorded). If the first replicate shows that 50 would not fit, no
+            bootstrap is run: the intervals get the least-squares answers' exact widths around
+            the released answers (``replicates`` 0), which covered 95.4-99.5% on the bench's
+            workloads (conservative: the non-negative answers are the more accurate ones).
+
+    Returns:
+        The intervals; ``replicates`` says how many replicates they rest on.
+    """
+    scale = check_positive(noise_scale, name="noise_scale")
+    lvl = _check_level(level)
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
+        raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")
+    x_bar = np.asarray(estimate, dtype=np.float64)
+    if x_bar.shape != (workload.n,):
+        raise ConfigError(f"estimate must have shape ({workload.n},), got {x_bar.shape}")
+    gen = _default_rng(x_bar) if rng is None else rng
+    centre = strategy @ x_bar
+    eps = strategy.sensitivity / scale
+    start = time.perf_counter()
+    xs = []
+    for b in range(replicates):
+        noisy = centre + gen.laplace(0.0, scale, size=centre.shape)
+        meas = Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=scale)
+        xs.append(reconstruct(meas, workload, method=reconstruction))
+        spent = time.perf_counter() - start
+        if max_seconds is not None and b == 0 and spent * _MIN_REPLICATES > max_seconds:
+            return _over_budget(workload, strategy, x_bar, scale, lvl)
+        if max_seconds is not None and spent > max_seconds and b + 1 >= _MIN_REPLICATES:
+            break
+    reps = np.column_stack(xs)
+    answers = workload @ x_bar
+    halves, ses = [], []
+    done = 0
+    for ys in _replicate_blocks(workload, reps):
+        dev = ys - answers[done : done + ys.shape[0], None]
+        halves.append(np.quantile(np.abs(dev), lvl, axis=1, method="weibull"))
+        ses.append(np.sqrt(np.mean(dev * dev, axis=1)))
+        done += ys.shape[0]
+    half = np.concatenate(halves)
+    return AnswerIntervals(
+        std_error=np.concatenate(ses),
+        ci_low=np.maximum(answers - half, 0.0),
+        ci_high=answers + half,
+        method=f"parametric bootstrap ({reconstruction}): symmetric intervals",
+        level=lvl,
+        replicates=reps.shape[1],
+    )
+
+
+def _over_budget(
+    workload: Workload, strategy: Strategy, x_bar: FloatArray, scale: float, level: float
+) -> AnswerIntervals:
+    answers = workload @ x_bar
+    se, half, quantile = _least_squares_widths(workload, strategy, scale, level)
+    return AnswerIntervals(
+        std_error=se,
+        ci_low=np.maximum(answers - half, 0.0),
+        ci_high=answers + half,
+        method=(
+            f"least-squares widths ({quantile} quantile) around the released answers: "
+            "the bootstrap did not fit its time budget"
+        ),
+        level=level,
+    )
+
+
+def answer_intervals(
+    workload: Workload,
+    strategy: Strategy,
+    estimate: npt.ArrayLike,
+    *,
+    noise_scale: float,
+    reconstruction: str,
+    level: float = 0.95,
+    replicates: int = DEFAULT_REPLICATES,
+    rng: np.random.Generator | None = None,
+    max_seconds: float | None = None,
+) -> AnswerIntervals:
+    """Intervals for a released answer set: exact for least squares, bootstrap otherwise.
+
+    ``reconstruction`` is the configured method; a ``nonneg-l1`` that fell back to least
+    squares (:func:`dp.matrix.reconstruct.effective_method`) gets the exact intervals. The other
+    arguments are those of :func:`bootstrap_intervals`.
+    """
+    method = effective_method(workload, reconstruction)
+    if method == "least-squares":
+        return least_squares_intervals(
+            workload, strategy, estimate, noise_scale=noise_scale, level=level
+        )
+    return bootstrap_intervals(
+        workload,
+        strategy,
+        estimate,
+        noise_scale=noise_scale,
+        reconstruction=method,
+        level=level,
+        replicates=replicates,
+        rng=rng,
+        max_seconds=max_seconds,
+    )
