@@ -58,7 +58,7 @@ from scipy.stats import norm
 
 from dp.errors import ConfigError
 from dp.matrix.measure import Measurement
-from dp.matrix.reconstruct import effective_method, reconstruct
+from dp.matrix.reconstruct import check_reconstruction, reconstruct
 from dp.matrix.strategy import Strategy
 from dp.matrix.variance import query_noise_moments
 from dp.matrix.workload import AllRange, FloatArray, Workload
@@ -305,11 +305,11 @@ def answer_intervals(
 ) -> AnswerIntervals:
     """Intervals for a released answer set: exact for least squares, bootstrap otherwise.
 
-    ``reconstruction`` is the configured method; a ``nonneg-l1`` that fell back to least
-    squares (:func:`dp.matrix.reconstruct.effective_method`) gets the exact intervals. The other
-    arguments are those of :func:`bootstrap_intervals`.
+    ``reconstruction`` is the configured method (checked as for
+    :func:`dp.matrix.reconstruct.reconstruct`). The other arguments are those of
+    :func:`bootstrap_intervals`.
     """
-    method = effective_method(workload, reconstruction)
+    method = check_reconstruction(workload, reconstruction)
     if method == "least-squares":
         return least_squares_intervals(
             workload, strategy, estimate, noise_scale=noise_scale, level=level

@@ -18,6 +18,7 @@ from dp.pipeline.execute import compute_release, shared_scan
 from dp.pipeline.kinds import ReleaseSummary
 from dp.pipeline.plan import load_plan
 from dp.pipeline.report_html import write_reports
+from dp.pipeline.units import unit_filters
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,8 +37,11 @@ def publish_in_process(config: Path, ledger: Path, out: Path) -> Published:
     run = plan.open_run(book, out)
     with run:
         source = plan.source(run.reservation.period)
-        exact = shared_scan(plan.releases, source)
-        summaries = [compute_release(r, exact[r.name], source, run.staging) for r in plan.releases]
+        filters = unit_filters([r.bounding for r in plan.releases], source, plan.columns)
+        exact = shared_scan(plan.releases, source, filters)
+        summaries = [
+            compute_release(r, exact[r.name], source, run.staging, filters) for r in plan.releases
+        ]
         head = run.compose([rec for s in summaries for rec in s.records()], plan.total)
         reports = write_reports(plan, run, summaries, head)
         folder = run.publish(manifest=reports.manifest, report=reports.report)
