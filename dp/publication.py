@@ -121,6 +121,12 @@ class Staging:
         fault_point("writing")
         frame.to_parquet(self.release_dir(name) / filename, index=False)
 
+    def write_table(self, name: str, stem: str, frame: pd.DataFrame) -> None:
+        """A released table as ``stem.parquet`` and the same rows as ``stem.csv`` (for readers
+        without Parquet; floats written exactly: ``repr`` precision)."""
+        self.write_frame(name, f"{stem}.parquet", frame)
+        frame.to_csv(self.release_dir(name) / f"{stem}.csv", index=False, float_format="%.17g")
+
     def write_json(self, name: str, filename: str, payload: Mapping[str, Any]) -> None:
         fault_point("writing")
         text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)

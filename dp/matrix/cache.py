@@ -82,13 +82,16 @@ def _candidates_id(candidates: Callable[[Workload], list[Strategy]] | None) -> s
 
 
 def cache_key(
-    workload: Workload, candidates: Callable[[Workload], list[Strategy]] | None = None
+    workload: Workload,
+    candidates: Callable[[Workload], list[Strategy]] | None = None,
+    noise: str = "laplace",
 ) -> str | None:
     """The entry name for ``workload`` (``None``: not cacheable, see :func:`_candidates_id`)."""
     cands = _candidates_id(candidates)
     if cands is None:
         return None
-    parts = (_FORMAT.decode(), code_version(), type(workload).__name__, workload.key)
+    kind = type(workload).__name__ if noise == "laplace" else f"{type(workload).__name__}/{noise}"
+    parts = (_FORMAT.decode(), code_version(), kind, workload.key)
     text = "\n".join((*parts, repr(workload.domain), cands))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -133,6 +136,7 @@ def cached_select_strategy(
     *,
     candidates: Callable[[Workload], list[Strategy]] | None = None,
     directory: Path | None = None,
+    noise: str = "laplace",
 ) -> Strategy:
     """:func:`dp.matrix.select.select_strategy`, remembered on disk across processes.
 
@@ -141,17 +145,18 @@ def cached_select_strategy(
         candidates: optional candidate generator (a module-level function; other callables
             bypass the cache).
         directory: cache folder (default :func:`cache_dir`).
+        noise: ``"laplace"`` or ``"gaussian"`` (which sensitivity the choice weighs).
 
     Returns:
         The same strategy :func:`~dp.matrix.select.select_strategy` returns.
     """
-    key = cache_key(workload, candidates)
+    key = cache_key(workload, candidates, noise)
     if key is None:
-        return select_strategy(workload, candidates=candidates)
+        return select_strategy(workload, candidates=candidates, noise=noise)
     path = (directory or cache_dir()) / f"{key}.strategy"
     hit = _read(path, workload)
     if hit is not None:
         return hit
-    chosen = select_strategy(workload, candidates=candidates)
+    chosen = select_strategy(workload, candidates=candidates, noise=noise)
     _write(path, chosen)
     return chosen

@@ -140,21 +140,23 @@ def least_squares_intervals(
     *,
     noise_scale: float,
     level: float = 0.95,
+    noise: str = "laplace",
 ) -> AnswerIntervals:
-    """Exact standard errors and Laplace-safe intervals of least-squares answers.
+    """Exact standard errors and Laplace-safe (or Gaussian) intervals of least-squares answers.
 
     Args:
         workload: the answered workload ``W``.
         strategy: the measured strategy ``A``.
         estimate: the released least-squares histogram ``A^+ r``.
-        noise_scale: the Laplace scale ``b`` of every strategy answer.
+        noise_scale: the Laplace scale ``b`` (or Gaussian ``sigma``) of every strategy answer.
         level: nominal coverage.
+        noise: ``"laplace"`` or ``"gaussian"``, the measurement's noise.
 
     Returns:
         Intervals centred on ``W @ estimate``.
     """
     answers = workload @ np.asarray(estimate, dtype=np.float64)
-    se, half, quantile = _least_squares_widths(workload, strategy, noise_scale, level)
+    se, half, quantile = _least_squares_widths(workload, strategy, noise_scale, level, noise)
     return AnswerIntervals(
         std_error=se,
         ci_low=answers - half,
@@ -164,11 +166,24 @@ def least_squares_intervals(
     )
 
 
+def _check_noise(noise: str) -> str:
+    if noise not in ("laplace", "gaussian"):
+        raise ConfigError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    return noise
+
+
 def _least_squares_widths(
-    workload: Workload, strategy: Strategy, noise_scale: float, level: float
+    workload: Workload, strategy: Strategy, noise_scale: float, level: float, noise: str
 ) -> tuple[FloatArray, FloatArray, str]:
-    """Standard errors and half-widths of the least-squares answers, and the quantile used."""
+    """Standard errors and half-widths of the least-squares answers, and the quantile used.
+
+    Gaussian noise stays Gaussian through any linear map: the half-width is exactly ``z``
+    standard errors."""
     scale = check_positive(noise_scale, name="noise_scale")
+    if _check_noise(noise) == "gaussian":
+        se = scale * np.sqrt(query_noise_moments(workload, strategy).second)
+        z = float(norm.ppf(0.5 + _check_level(level) / 2.0))
+        return se, z * se, "Gaussian"
     moments = query_noise_moments(workload, strategy)
     se = math.sqrt(2.0) * scale * np.sqrt(moments.second)
     kurtosis = moments.kurtosis()
@@ -211,6 +226,7 @@ def bootstrap_intervals(
     replicates: int = DEFAULT_REPLICATES,
     rng: np.random.Generator | None = None,
     max_seconds: float | None = None,
+    noise: str = "laplace",
 ) -> AnswerIntervals:
     """Parametric-bootstrap standard errors and symmetric intervals (module doc).
 
@@ -229,12 +245,15 @@ def bootstrap_intervals(
             bootstrap is run: the intervals get the least-squares answers' exact widths around
             the released answers (``replicates`` 0), which covered 95.4-99.5% on the bench's
             workloads (conservative: the non-negative answers are the more accurate ones).
+        noise: ``"laplace"`` or ``"gaussian"`` (``noise_scale`` is then ``sigma``): the
+            measurement's noise, re-drawn per replicate.
 
     Returns:
         The intervals; ``replicates`` says how many replicates they rest on.
     """
     scale = check_positive(noise_scale, name="noise_scale")
     lvl = _check_level(level)
+    gaussian = _check_noise(noise) == "gaussian"
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
         raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")
     x_bar = np.asarray(estimate, dtype=np.float64)
@@ -242,16 +261,22 @@ def bootstrap_intervals(
         raise ConfigError(f"estimate must have shape ({workload.n},), got {x_bar.shape}")
     gen = _default_rng(x_bar) if rng is None else rng
     centre = strategy @ x_bar
-    eps = strategy.sensitivity / scale
+    eps = strategy.sensitivity / scale  # nominal: only the scale matters to a reconstruction
     start = time.perf_counter()
     xs = []
     for b in range(replicates):
-        noisy = centre + gen.laplace(0.0, scale, size=centre.shape)
-        meas = Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=scale)
+        draw = gen.normal if gaussian else gen.laplace
+        meas = Measurement(
+            strategy=strategy,
+            values=centre + draw(0.0, scale, size=centre.shape),
+            epsilon=eps,
+            noise_scale=scale,
+            mechanism=noise,
+        )
         xs.append(reconstruct(meas, workload, method=reconstruction))
         spent = time.perf_counter() - start
         if max_seconds is not None and b == 0 and spent * _MIN_REPLICATES > max_seconds:
-            return _over_budget(workload, strategy, x_bar, scale, lvl)
+            return _over_budget(workload, strategy, x_bar, scale, lvl, noise)
         if max_seconds is not None and spent > max_seconds and b + 1 >= _MIN_REPLICATES:
             break
     reps = np.column_stack(xs)
@@ -275,10 +300,15 @@ def bootstrap_intervals(
 
 
 def _over_budget(
-    workload: Workload, strategy: Strategy, x_bar: FloatArray, scale: float, level: float
+    workload: Workload,
+    strategy: Strategy,
+    x_bar: FloatArray,
+    scale: float,
+    level: float,
+    noise: str,
 ) -> AnswerIntervals:
     answers = workload @ x_bar
-    se, half, quantile = _least_squares_widths(workload, strategy, scale, level)
+    se, half, quantile = _least_squares_widths(workload, strategy, scale, level, noise)
     return AnswerIntervals(
         std_error=se,
         ci_low=np.maximum(answers - half, 0.0),
@@ -302,6 +332,7 @@ def answer_intervals(
     replicates: int = DEFAULT_REPLICATES,
     rng: np.random.Generator | None = None,
     max_seconds: float | None = None,
+    noise: str = "laplace",
 ) -> AnswerIntervals:
     """Intervals for a released answer set: exact for least squares, bootstrap otherwise.
 
@@ -312,7 +343,7 @@ def answer_intervals(
     method = check_reconstruction(workload, reconstruction)
     if method == "least-squares":
         return least_squares_intervals(
-            workload, strategy, estimate, noise_scale=noise_scale, level=level
+            workload, strategy, estimate, noise_scale=noise_scale, level=level, noise=noise
         )
     return bootstrap_intervals(
         workload,
@@ -324,4 +355,5 @@ def answer_intervals(
         replicates=replicates,
         rng=rng,
         max_seconds=max_seconds,
+        noise=noise,
     )

@@ -1,9 +1,10 @@
 """End-to-end workload answering with the matrix mechanism (SPEC 3.3).
 
 ``answer`` selects a strategy without looking at the data, measures it once with Laplace noise
-(the only step that touches ``x``, in :func:`dp.matrix.measure.measure`), reconstructs a
-histogram and answers the workload from it. Everything after the measurement is
-post-processing of the noisy answers, so the release is ``epsilon``-DP (Li et al. 2015, Prop. 2;
+(or Gaussian noise for an ``(epsilon, delta)`` release; the only step that touches ``x``, in
+:mod:`dp.matrix.measure`), reconstructs a histogram and answers the workload from it.
+Everything after the measurement is post-processing of the noisy answers, so the release is
+``epsilon``-DP, or ``(epsilon, delta)``-DP with Gaussian noise (Li et al. 2015, Prop. 2;
 Dwork & Roth 2014, Prop. 2.1).
 
 >>> import numpy as np
@@ -24,12 +25,12 @@ import numpy.typing as npt
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError
 from dp.matrix.error import svd_bound_rmse
-from dp.matrix.measure import check_histogram, measure
+from dp.matrix.measure import check_histogram, measure, measure_gaussian
 from dp.matrix.reconstruct import check_reconstruction, reconstruct
 from dp.matrix.select import cached_error_factor, select_strategy
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import FloatArray, Workload
-from dp.validation import check_epsilon
+from dp.validation import check_delta, check_epsilon
 
 __all__ = ["WorkloadAnswer", "answer"]
 
@@ -45,9 +46,11 @@ class WorkloadAnswer:
     strategy: str
     """Name of the measured strategy."""
     sensitivity: float
-    """``||A||_1`` of the strategy."""
+    """``||A||_1`` of the strategy (``||A||_{1->2}`` with Gaussian noise)."""
     noise_scale: float
-    """Laplace scale ``||A||_1 / epsilon`` of every strategy answer."""
+    """Laplace scale ``||A||_1 / epsilon`` of every strategy answer, or the Gaussian sigma."""
+    measured: Strategy
+    """The measured strategy (for intervals: post-processing of public values)."""
     expected_rmse: float
     """Expected per-query RMSE of the least-squares answers (an upper reference for
     ``"nonneg-l1"``, whose workload error is never larger for any noise draw)."""
@@ -57,11 +60,15 @@ class WorkloadAnswer:
     """Privacy parameter spent."""
     reconstruction: str
     """Reconstruction method used."""
+    delta: float = 0.0
+    """Approximate-DP parameter spent (0 with Laplace noise)."""
+    noise: str = "laplace"
+    """``"laplace"`` or ``"gaussian"``."""
 
     @property
     def cost(self) -> PrivacyCost:
         """The release's privacy cost."""
-        return PrivacyCost(epsilon=self.epsilon)
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
 
 
 def answer(
@@ -72,8 +79,11 @@ def answer(
     strategy: Strategy | None = None,
     reconstruction: str = "nonneg-l1",
     rng: np.random.Generator | None = None,
+    noise: str = "laplace",
+    delta: float = 0.0,
 ) -> WorkloadAnswer:
-    """Answer ``workload`` on histogram ``x`` with the matrix mechanism (``epsilon``-DP).
+    """Answer ``workload`` on histogram ``x`` with the matrix mechanism (``epsilon``-DP, or
+    ``(epsilon, delta)``-DP with Gaussian noise).
 
     Args:
         workload: linear queries to answer (e.g. :func:`dp.matrix.prefix`).
@@ -82,6 +92,9 @@ def answer(
         strategy: strategy to measure; default :func:`dp.matrix.select_strategy` (data-free).
         reconstruction: ``"nonneg-l1"`` (default), ``"least-squares"`` or ``"l1"``.
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+        noise: ``"laplace"`` (default) or ``"gaussian"`` (the analytic Gaussian mechanism on
+            the strategy's L2 sensitivity, :func:`dp.matrix.measure.measure_gaussian`).
+        delta: the Gaussian release's delta (in (0, 1)); 0 with Laplace noise.
 
     Returns:
         The :class:`WorkloadAnswer`.
@@ -92,7 +105,12 @@ def answer(
     eps = check_epsilon(epsilon)
     method = check_reconstruction(workload, reconstruction)
     hist = check_histogram(x, workload.n)
-    chosen = select_strategy(workload) if strategy is None else strategy
+    if noise not in ("laplace", "gaussian"):
+        raise ConfigError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    dl = check_delta(delta)
+    if (noise == "gaussian") != (dl > 0):
+        raise ConfigError("Gaussian noise needs delta > 0, and Laplace noise delta = 0")
+    chosen = select_strategy(workload, noise=noise) if strategy is None else strategy
     if not isinstance(chosen, Strategy):
         raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(chosen).__name__}")
     if chosen.domain != workload.domain:
@@ -100,17 +118,25 @@ def answer(
             f"strategy domain {chosen.domain} does not match workload domain {workload.domain}"
         )
     factor = cached_error_factor(workload, chosen)
-    meas = measure(chosen, hist, epsilon=eps, rng=rng)
+    if noise == "gaussian":
+        meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng)
+        variance, sensitivity = meas.noise_scale**2, chosen.l2_sensitivity
+    else:
+        meas = measure(chosen, hist, epsilon=eps, rng=rng)
+        variance, sensitivity = 2.0 * meas.noise_scale**2, chosen.sensitivity
     del hist  # from here on only the noisy measurement is used (post-processing)
     estimate = reconstruct(meas, workload, method=method)
     return WorkloadAnswer(
         answers=workload @ estimate,
         estimate=estimate,
         strategy=chosen.name,
-        sensitivity=chosen.sensitivity,
+        sensitivity=sensitivity,
         noise_scale=meas.noise_scale,
-        expected_rmse=math.sqrt(2.0 * meas.noise_scale**2 * factor / workload.m),
+        measured=chosen,
+        expected_rmse=math.sqrt(variance * factor / workload.m),
         svd_bound_rmse=svd_bound_rmse(workload, eps),
         epsilon=eps,
         reconstruction=method,
+        delta=dl,
+        noise=noise,
     )

@@ -2,7 +2,10 @@
 
 The histogram over the declared domain comes from the run's shared scan; the strategy is chosen
 data-independently by expected error (or fixed in the config), measured with Laplace noise of
-scale ``||A||_1 / epsilon`` and reconstructed (post-processing only).
+scale ``||A||_1 / epsilon`` -- or, with ``noise: gaussian`` (or a ``rho`` budget), the analytic
+Gaussian mechanism on its L2 sensitivity at ``(epsilon, delta)`` -- and reconstructed
+(post-processing only). The answers are published with their labels and 95% intervals
+(:mod:`dp.matrix.intervals`, post-processing too) in ``answers.parquet`` and ``answers.csv``.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dp import matrix
+from dp.budget import PrivacyCost
 from dp.engine import Aggregate, HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.histogram import Axis
 from dp.matrix.cache import cached_select_strategy
+from dp.matrix.intervals import answer_intervals
+from dp.matrix.labels import query_labels
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
 from dp.pipeline.domains import histogram_axis
@@ -31,6 +37,9 @@ from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
+
+INTERVAL_SECONDS = 60.0
+"""Time budget of a release's bootstrap intervals (beyond it: exact least-squares widths)."""
 
 
 class AxisModel(Model):
@@ -48,6 +57,37 @@ class WorkloadModel(Cost):
     marginal_k: int = Field(default=1, ge=1)
     strategy: Literal["auto", "identity", "hierarchical"] = "auto"
     reconstruction: Literal["nonneg-l1", "least-squares", "l1"] = "nonneg-l1"
+    noise: Literal["laplace", "gaussian"] = "laplace"
+    """``gaussian``: the analytic Gaussian mechanism at ``(epsilon, delta)``, which wins for
+    many overlapping queries (marginals); it needs ``delta > 0``."""
+    rho: float | None = Field(default=None, gt=0, le=1e6)
+    """A zCDP budget instead of ``epsilon``: with ``delta``, charged as the ``(epsilon, delta)``
+    of the standard conversion (Bun & Steinke 2016, Prop. 1.3); implies Gaussian noise."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rho(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("rho") is None:
+            return data
+        if "epsilon" in data:
+            raise ValueError("give either epsilon or rho, not both")
+        if data.get("noise", "gaussian") != "gaussian":
+            raise ValueError("a rho budget is for Gaussian noise (noise: gaussian)")
+        delta = data.get("delta")
+        if not isinstance(delta, int | float) or isinstance(delta, bool) or not 0 < delta < 1:
+            raise ValueError("a rho budget needs delta in (0, 1), to charge it as (epsilon, delta)")
+        rho = data["rho"]
+        if not isinstance(rho, int | float) or isinstance(rho, bool) or not 0 < rho <= 1e6:
+            raise ValueError(f"rho must be a number in (0, 1e6], got {rho!r}")
+        return {**data, "noise": "gaussian", "epsilon": matrix.zcdp_cost(rho, delta).epsilon}
+
+    @model_validator(mode="after")
+    def _noise(self) -> WorkloadModel:
+        if self.noise == "gaussian" and self.delta == 0:
+            raise ValueError("noise: gaussian needs delta > 0 (or a rho budget with delta)")
+        if self.noise == "laplace" and self.delta > 0:
+            raise ValueError("delta is spent only by Gaussian noise: add noise: gaussian")
+        return self
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -62,11 +102,20 @@ class WorkloadSpec:
     strategy: matrix.Strategy | None
     """None: chosen by expected error (data-independent) when answering."""
     reconstruction: str
+    noise: str = "laplace"
 
     def chosen(self) -> matrix.Strategy:
         """The strategy to measure: the fixed one, or the best by expected error (remembered
-        on disk across processes: it depends on the workload only)."""
-        return self.strategy or cached_select_strategy(self.workload)
+        on disk across processes: it depends on the workload and the noise only)."""
+        return self.strategy or cached_select_strategy(self.workload, noise=self.noise)
+
+    def expected_rmse(self, cost: PrivacyCost) -> float:
+        """Expected per-query RMSE of the least-squares answers at ``cost``."""
+        if self.noise == "gaussian":
+            return matrix.expected_rmse_gaussian(
+                self.workload, self.chosen(), epsilon=cost.epsilon, delta=cost.delta
+            )
+        return matrix.expected_rmse(self.workload, self.chosen(), cost.epsilon)
 
 
 def workload_operator(w: WorkloadModel, axes: Sequence[Axis]) -> tuple[Any, Any | None]:
@@ -123,11 +172,12 @@ class WorkloadKind:
             workload=W,
             strategy=A,
             reconstruction=item.reconstruction,
+            noise=item.noise,
         )
         return ReleasePlan(
             name=item.name,
             kind=self.label,
-            mechanism="laplace",
+            mechanism=item.noise,
             cost=item.cost,
             is_dp=True,
             bounding=bounding_for(cfg),
@@ -143,31 +193,52 @@ class WorkloadKind:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
         spec: WorkloadSpec = plan.spec
-        W = spec.workload
-        strategy = spec.chosen()
-        eps = plan.mechanism_cost.epsilon  # row-level: the unit bound's price is in the error
+        cost = plan.mechanism_cost  # row-level: the unit bound's price is in the error
         out: dict[str, JSON] = {
-            "strategy": strategy.name,
-            "expected_rmse": matrix.expected_rmse(W, strategy, eps),
-            "svd_bound_rmse": matrix.svd_bound_rmse(W, eps),
+            "strategy": spec.chosen().name,
+            "noise": spec.noise,
+            "expected_rmse": spec.expected_rmse(cost),
+            "svd_bound_rmse": matrix.svd_bound_rmse(spec.workload, cost.epsilon),
         }
         if plan.bounding.unit is not None:
-            out["expected_rmse_one_row"] = matrix.expected_rmse(W, strategy, plan.cost.epsilon)
+            out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost)
         return out
 
     def execute(
         self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
     ) -> Executed:
         spec: WorkloadSpec = plan.spec
+        cost = plan.mechanism_cost
         result = matrix.answer(
             spec.workload,
             exact[0],
-            epsilon=plan.mechanism_cost.epsilon,
+            epsilon=cost.epsilon,
+            delta=cost.delta,
+            noise=spec.noise,
             strategy=spec.chosen(),
             reconstruction=spec.reconstruction,
         )
-        answers = pd.DataFrame({"query": np.arange(len(result.answers)), "answer": result.answers})
-        out.write_frame(plan.name, "answers.parquet", answers)
+        # Post-processing of the released estimate and public facts only.
+        intervals = answer_intervals(
+            spec.workload,
+            result.measured,
+            result.estimate,
+            noise_scale=result.noise_scale,
+            reconstruction=spec.reconstruction,
+            noise=spec.noise,
+            max_seconds=INTERVAL_SECONDS,
+        )
+        answers = pd.DataFrame(
+            {
+                "query": np.arange(len(result.answers)),
+                "label": query_labels(spec.kind, spec.axes, marginal_k=spec.marginal_k),
+                "answer": result.answers,
+                "std_error": intervals.std_error,
+                "ci_low": intervals.ci_low,
+                "ci_high": intervals.ci_high,
+            }
+        )
+        out.write_table(plan.name, "answers", answers)
         cells = list(itertools.product(*(a.labels for a in spec.axes)))
         estimate = pd.DataFrame(cells, columns=[a.column for a in spec.axes])
         estimate["estimate"] = result.estimate
@@ -180,7 +251,12 @@ class WorkloadKind:
             "cells": len(result.estimate),
             "expected_rmse": float(result.expected_rmse),
             "svd_bound_rmse": float(result.svd_bound_rmse),
+            "noise": spec.noise,
+            **intervals.describe(),
         }
+        if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
+            l2 = plan.bounding.rows_per_unit * result.sensitivity
+            details["zcdp_rho"] = (l2 / result.noise_scale) ** 2 / 2.0
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
         unit_sensitivity = plan.bounding.rows_per_unit * float(result.sensitivity)
         return Executed(details=details, sensitivity=unit_sensitivity)
@@ -189,7 +265,9 @@ class WorkloadKind:
         d = summary.details
         return [
             f"{d['queries']} queries over {d['cells']} cells; strategy `{d['strategy']}`, "
-            f"reconstruction `{d['reconstruction']}`. Expected per-query RMSE of the "
-            f"least-squares answers: {d['expected_rmse']:.4g} (SVD lower bound for any "
-            f"strategy: {d['svd_bound_rmse']:.4g})."
+            f"{d.get('noise', 'laplace')} noise, reconstruction `{d['reconstruction']}`. "
+            f"Expected per-query RMSE of the least-squares answers: {d['expected_rmse']:.4g} "
+            f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). Each answer has "
+            f"a {100 * float(d.get('interval_level', 0.95)):g}% interval "
+            f"({d.get('interval_method', 'none')}) in `answers.csv`."
         ]

@@ -81,6 +81,14 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert trace["neighbours"] == "add/remove one record"
     answers = pd.read_parquet(run_dir / "age_cdf" / "answers.parquet")
     assert len(answers) == 90 - 17 + 1  # one prefix query per declared year
+    assert list(answers.columns) == ["query", "label", "answer", "std_error", "ci_low", "ci_high"]
+    assert answers["label"].iloc[0] == "age <= 17" and answers["label"].iloc[-1] == "age <= 90"
+    assert (answers["ci_low"] <= answers["answer"]).all()
+    assert (answers["answer"] <= answers["ci_high"]).all()
+    assert (answers["std_error"] > 0).all()
+    pd.testing.assert_frame_equal(pd.read_csv(run_dir / "age_cdf" / "answers.csv"), answers)
+    details = json.loads((run_dir / "age_cdf" / "release.json").read_text())["details"]
+    assert details["interval_level"] == 0.95 and "bootstrap" in details["interval_method"]
 
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts()}

@@ -50,7 +50,7 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
 ) -> None:
     data = tmp_path / "data.parquet"
     _households(census_frame).to_parquet(data, index=False)
-    sensitivities = {}
+    sensitivities, published_rows = {}, {}
     for m in (1, 3):
         run_id = publish(
             str(_config(tmp_path, data, m)), str(tmp_path / "l.sqlite"), str(tmp_path / "out")
@@ -61,7 +61,16 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
         kinds = {r["kind"] for r in manifest["releases"]}
         assert kinds == {"k-anonymity", "workload", "regression", "clustering"}
         for r in manifest["releases"]:
-            assert r["neighbours"].startswith(f"all rows of one household (at most {m} read")
+            if r["is_dp"]:
+                assert r["neighbours"].startswith(f"all rows of one household (at most {m} read")
+        (table,) = [
+            f
+            for r in manifest["releases"]
+            if not r["is_dp"]
+            for f in r["files"]
+            if f.endswith(".parquet")
+        ]
+        published_rows[m] = len(pd.read_parquet(tmp_path / "out" / "census_demo" / run_id / table))
         assert (
             "neighbours differ by all rows of one household" in manifest["guarantee"]["statement"]
         )
@@ -70,6 +79,8 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
         }
     for name, one in sensitivities[1].items():
         assert sensitivities[3][name] == pytest.approx(3 * one)
+    # The k-anonymous table is not DP: a unit bound does not thin it.
+    assert published_rows[1] == published_rows[3] > 0
     rows = [r for r in Ledger(tmp_path / "l.sqlite").history() if r["event"] == "release"]
     assert {r["neighbours"] for r in rows} >= {"all rows of one household (at most 3 read)"}
 

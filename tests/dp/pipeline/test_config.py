@@ -169,3 +169,56 @@ def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     assert task_runner(build_plan(remote, "stream")) is None
     # How the aggregates are computed is not part of what the config releases.
     assert remote.config_hash == pandas.config_hash
+
+
+def _marginals(**budget: object) -> dict:  # type: ignore[type-arg]
+    raw = _demo_raw()
+    raw["dataset"]["budget"]["delta"] = 1e-5
+    raw["workloads"] = [
+        {
+            "name": "m",
+            "attributes": [
+                {"column": "age", "level": 2},
+                {"column": "sex"},
+                {"column": "race"},
+                {"column": "education"},
+                {"column": "marital"},
+                {"column": "hours", "bins": 10},
+                {"column": "income", "bins": 10},
+            ],
+            "workload": "marginals",
+            "marginal_k": 2,
+            **budget,
+        }
+    ]
+    return raw
+
+
+def test_a_rho_budget_is_charged_as_its_epsilon_delta_and_measured_with_gaussian_noise(
+    tmp_path: Path,
+) -> None:
+    from dp.matrix import zcdp_cost
+
+    plan = build_plan(load_config(_write(tmp_path, _marginals(rho=0.02, delta=1e-6))))
+    (release,) = (r for r in plan.releases if r.name == "m")
+    assert release.mechanism == "gaussian"
+    assert release.cost == zcdp_cost(0.02, 1e-6)
+    laplace = build_plan(load_config(_write(tmp_path, _marginals(epsilon=release.cost.epsilon))))
+    (same_eps,) = (r for r in laplace.releases if r.name == "m")
+    # 21 overlapping marginals: at the same (epsilon, delta) Gaussian noise answers better.
+    assert release.spec.expected_rmse(release.cost) < same_eps.spec.expected_rmse(same_eps.cost)
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({"rho": 0.02}, r"needs delta in \(0, 1\)"),
+        ({"rho": 0.02, "epsilon": 1.0, "delta": 1e-6}, "either epsilon or rho"),
+        ({"rho": 0.02, "delta": 1e-6, "noise": "laplace"}, "for Gaussian noise"),
+        ({"epsilon": 1.0, "noise": "gaussian"}, "needs delta > 0"),
+        ({"epsilon": 1.0, "delta": 1e-6}, "only by Gaussian noise"),
+    ],
+)
+def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ConfigError, match=message):
+        load_config(_write(tmp_path, _marginals(**budget)))

@@ -86,12 +86,6 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     demo: Demo, tmp_path: Path
 ) -> None:
     folder = _copy_run(demo, tmp_path)
-    answers = pd.read_parquet(folder / "age_cdf" / "answers.parquet")
-    answers["label"] = [f"age <= {17 + i}" for i in range(len(answers))]
-    answers["std_error"] = 10.0
-    answers["ci_low"] = answers["answer"] - 20.0
-    answers["ci_high"] = answers["answer"] + 20.0
-    answers.to_parquet(folder / "age_cdf" / "answers.parquet")
     table = pd.DataFrame(
         {
             "feature": ["age", "hours", "intercept"],
@@ -126,8 +120,12 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     assert "(≈1200)" in clusters
 
 
-def test_without_intervals_the_report_says_so(demo: Demo) -> None:
-    page = _page(demo)
+def test_without_intervals_the_report_says_so(demo: Demo, tmp_path: Path) -> None:
+    folder = _copy_run(demo, tmp_path)
+    path = folder / "age_cdf" / "answers.parquet"
+    pd.read_parquet(path)[["query", "answer"]].to_parquet(path)  # as published before intervals
+    summaries = demo.published.summaries
+    page = render_report_html(manifest=demo.published.manifest, summaries=summaries, folder=folder)
     age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
     assert BAND not in age
     assert "No intervals were published with these answers." in age
