@@ -2,7 +2,7 @@
 
 Each axis of the domain is defined without looking at the data: equal-width bins over declared
 numeric bounds, a declared category list, or the labels of a hierarchy at a level fixed in the
-configuration (SPEC §3.2: a DP stage never reads a data-chosen generalization). Adding or
+configuration (a DP stage never reads a data-chosen generalization). Adding or
 removing one record changes exactly one cell by one, so the histogram's L1 sensitivity is 1.
 """
 

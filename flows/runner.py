@@ -7,7 +7,8 @@ certificates so no other local process can join or submit work). The releases ar
 independent, so they are all submitted at once; each is one Prefect task, inside which the
 engine partitions the work over the Parquet files as dask tasks on the same cluster
 (:class:`dp.engine.dask.DaskBackend`) and merges the exact partials before any noise is drawn.
-One Prefect task per partition would be overhead, not parallelism (issue 7's measurements).
+One Prefect task per partition would be overhead, not parallelism (measured: 17 such tasks
+took 14 s for what pyarrow does in 0.12 s).
 
 With a remote scheduler, the workers must see the dataset path and the publication folder at
 the same paths as the machine running ``dppub`` (shared storage): they read the Parquet files

@@ -1,4 +1,4 @@
-"""k-anonymity by full-domain generalization (SPEC 3.2): hierarchies, optimal lattice search,
+"""k-anonymity by full-domain generalization: hierarchies, optimal lattice search,
 utility and risk metrics.
 
 A k-anonymous table is a syntactic, *not* differentially private release. DP stages may read

@@ -1,6 +1,6 @@
 """Full-domain generalization at config-fixed levels (the data-independent path).
 
-This is what DP stages use (SPEC 3.2): the levels come from the config, never from the data, so
+This is what DP stages use: the levels come from the config, never from the data, so
 the generalized column's domain is :meth:`Hierarchy.labels` at that level and reading it costs no
 extra privacy budget. Levels chosen by :func:`dp.anonymity.anonymize` are data-dependent and must
 not be fed back here for a DP release.

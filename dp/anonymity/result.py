@@ -1,6 +1,6 @@
 """The outcome of :func:`dp.anonymity.anonymize`: released table, chosen levels, review metrics.
 
-A k-anonymous table is a *syntactic* release, not a differentially private one (SPEC 3.2): the
+A k-anonymous table is a *syntactic* release, not a differentially private one: the
 levels were chosen by looking at the data, so DP stages must not read this table's generalized
 columns unless the same levels are fixed in the config. The report says so explicitly.
 """

@@ -13,7 +13,7 @@ Two passes over the source, never a whole column in memory:
    if the source changed between the passes, nothing is released.
 
 The rows and their order equal the in-memory release's. This release is *not* differentially
-private (SPEC 3.2); it adds no noise and reads no budget.
+private (its levels are chosen by looking at the data); it adds no noise and reads no budget.
 """
 
 from __future__ import annotations

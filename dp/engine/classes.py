@@ -250,7 +250,8 @@ def leaf_counts_stream(
 class DistinctValuesAggregate:
     """The distinct values of one column, as text (for a prefix-mask hierarchy's leaves).
 
-    Only the k-anonymity release (not DP) may take a hierarchy from the data (SPEC 3.2).
+    Only the k-anonymity release (not DP) may take a hierarchy from the data; a DP release's
+    domains come from the config alone.
     """
 
     column: str

@@ -9,7 +9,7 @@ fragment order here. The arithmetic and its order are those of
 
 Noise is never added here or on a worker: the caller adds it once to the merged result.
 
-Measured pitfalls (issue 7) this design avoids: one *Prefect* task per partition is overhead, not
+Measured pitfalls this design avoids: one *Prefect* task per partition is overhead, not
 parallelism (17 tasks on the DaskTaskRunner took 14 s for what pyarrow does in 0.12 s), so the
 partitioning is done by dask inside one caller; and ``get_dask_client()`` inside a Prefect task
 hung with ``threads_per_worker=1`` (it connects a second client, which does not secede from the

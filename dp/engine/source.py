@@ -1,8 +1,9 @@
-"""A private table as a stage sees it: an in-memory frame, or a Parquet source and an engine.
+"""A private table as a stage sees it: a Parquet source, its declared schema and its engine.
 
-With the ``pandas`` engine the flow reads the declared columns into one frame. With ``stream``
-or ``dask`` the data-touching stages receive a :class:`TableSource` and compute their exact
-aggregates through the engine, so memory is bounded by the domain, not by the row count.
+Every engine is a :class:`~dp.engine.aggregate.Backend` behind a :class:`TableSource`: the
+in-memory one (:mod:`dp.engine.memory`), the streaming one (record batches: memory bounded by
+the domain, not by the row count) and Dask (one task per Parquet file). A stage asks the source
+for its exact aggregates and never knows which engine computes them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""End-to-end workload answering with the matrix mechanism (SPEC 3.3).
+"""End-to-end workload answering with the matrix mechanism (Li et al. 2015).
 
 ``answer`` selects a strategy without looking at the data, measures it once with Laplace noise
 (or Gaussian noise for an ``(epsilon, delta)`` release; the only step that touches ``x``, in

@@ -4,7 +4,7 @@ Rows: the total, plus for each internal node ``v`` of the binary split used by
 :func:`dp.matrix.strategy.intervals` the row ``|v|/2 (1_L/|L| - 1_R/|R|)``. Each such row sums
 to zero over its support, so all rows are orthogonal even when ``n`` is not a power of two, and
 least squares is ``A^+ = A^T diag(1 / ||a_k||^2)``. For ``n = 2^k`` the rows are the classic
-``1_L - 1_R``; for ``n = 2`` this is the SPEC's seed example ``[[1, 1], [1, -1]]``.
+``1_L - 1_R``; for ``n = 2`` this is ``[[1, 1], [1, -1]]``.
 """
 
 from __future__ import annotations

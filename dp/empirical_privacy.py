@@ -1,4 +1,7 @@
-"""Black-box statistical privacy audits: a confidence lower bound on a mechanism's privacy loss.
+"""Empirical privacy: a confidence lower bound on a mechanism's privacy loss, from samples.
+
+This is black-box privacy auditing in the literature's sense, used by the tests to refute a
+mechanism's claimed epsilon; it has nothing to do with ``dppub audit`` (the budget ledger check).
 
 A mechanism ``M`` is ``(epsilon, delta)``-DP when, for every pair of neighbouring inputs ``D``,
 ``D'`` (add or remove one record, the dppub-wide convention) and every event ``E``,

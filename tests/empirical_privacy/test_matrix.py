@@ -7,7 +7,7 @@ that this sampler *is* ``measure`` (bit for bit) and that ``answer`` is a post-p
 which cannot increase the privacy loss (Dwork & Roth 2014, Prop. 2.1).
 
 False-failure rate: each audit of a correct strategy is rejected with probability <= 2e-6
-(``dp.audit`` at confidence 1 - 1e-6); 6 strategies -> <= 1.2e-5 for the file. The twins
+(``dp.empirical_privacy`` at confidence 1 - 1e-6); 6 strategies -> <= 1.2e-5 for the file. The twins
 (sensitivity halved) have true loss 2 eps on the corner event; measured eps_lb >= ~1.5.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import dp.matrix as mx
-from dp.audit import audit
+from dp.empirical_privacy import audit
 from dp.mechanisms import laplace
 
 EPS = 1.0

@@ -1,4 +1,5 @@
-"""Unit tests of the auditor itself (dp.audit): intervals, bounds, event selection, validation."""
+"""Unit tests of the privacy auditor itself (dp.empirical_privacy): intervals, bounds, event
+selection, validation."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.audit import audit, clopper_pearson, looped, loss_lower_bound
+from dp.empirical_privacy import audit, clopper_pearson, looped, loss_lower_bound
 from dp.errors import ConfigError, InputError
 
 

@@ -4,7 +4,7 @@
 added (L1 sensitivity 1), for every row of the declared domain: a property test (hypothesis)
 over random tables and added rows. The noisy histogram ``h + Lap(1 / eps)`` is then audited on
 a table and the same table plus one row, against its twin (sensitivity 1/2). False-failure rate
-of the audit of the correct release: <= 2e-6 (``dp.audit`` at confidence 1 - 1e-6).
+of the audit of the correct release: <= 2e-6 (``dp.empirical_privacy`` at confidence 1 - 1e-6).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.audit import audit
+from dp.empirical_privacy import audit
 from dp.histogram import category_axis, histogram, numeric_axis
 from dp.mechanisms import laplace
 from dp.schema import ColumnSpec
