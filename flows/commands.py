@@ -182,6 +182,7 @@ def audit_lines(payload: dict[str, JSON]) -> list[str]:
         out.append(
             line.format(name, f"{d['budget_epsilon']:g}", f"{spent:g}", f"{left:g}", *counts)
         )
+        out.append(f"  neighbours: {'; '.join(d['neighbours']) or 'nothing published yet'}")
         for a in d["amendments"]:
             out.append(f"  amended {a['ts']} by {a['who']}: {'; '.join(a['changes'])} ({a['why']})")
     state = "ok" if payload["chain_ok"] else "BROKEN"

@@ -29,7 +29,8 @@ def _tally(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def spending_summary(ledger: Ledger, name: str | None = None) -> dict[str, dict[str, Any]]:
     """Per dataset (by current name): its declaration, amendments, lifetime and current
-    spending, what is left, spending per calendar period, and runs charged but not published.
+    spending, what is left, spending per calendar period, runs charged but not published, and
+    the neighbouring relations its published DP releases were stated for.
 
     A run counts what it finally cost: committed runs their reservation, charged runs the
     composition of their draws, pending runs their whole hold, aborted runs nothing.
@@ -58,8 +59,14 @@ def spending_summary(ledger: Ledger, name: str | None = None) -> dict[str, dict[
         by_period: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in runs:
             by_period[str(r["period"])].append(r)
+        published = [
+            h
+            for h in ledger.history(d.key)
+            if h["event"] == "release" and h["state"] == "committed" and h["is_dp"]
+        ]
         out[d.name] = {
             "source": d.path,
+            "neighbours": sorted({str(h["neighbours"] or "one row") for h in published}),
             "budget": policy.to_json(),
             "budget_text": policy.describe(),
             "budget_epsilon": policy.total.epsilon,

@@ -83,12 +83,14 @@ def release_labels(
         row = rows[keys[str(h["source"])]].setdefault(
             label,
             {"label": label, "kind": h["kind"], "mechanism": h["mechanism"], "runs": 0,
-             "epsilon": 0.0, "first": h["ts"], "is_dp": bool(h["is_dp"])},
+             "epsilon": 0.0, "first": h["ts"], "is_dp": bool(h["is_dp"]),
+             "neighbours": h.get("neighbours") or "one row"},
         )  # fmt: skip
         row["runs"] += 1
         row["epsilon"] += float(h["epsilon"])
         row["last"] = h["ts"]
         row["last_epsilon"] = float(h["epsilon"])
+        row["neighbours"] = h.get("neighbours") or "one row"  # as of the latest release
     return {name: list(labels.values()) for name, labels in rows.items()}
 
 

@@ -17,6 +17,7 @@ from dp.errors import ConfigError
 from dp.ledger import Ledger
 from dp.pipeline.plan import load_plan
 from dp.pipeline.units import row_level_cost
+from flows.commands import audit_lines, audit_payload, write_audit_page
 from flows.publish import publish
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,13 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
     assert published_rows[1] == published_rows[3] > 0
     rows = [r for r in Ledger(tmp_path / "l.sqlite").history() if r["event"] == "release"]
     assert {r["neighbours"] for r in rows} >= {"all rows of one household (at most 3 read)"}
+    # The audit, in text, JSON and HTML, says which neighbours each guarantee was stated for.
+    payload = audit_payload(str(tmp_path / "l.sqlite"), None)
+    stated = payload["datasets"]["census_demo"]["neighbours"]
+    assert "all rows of one household (at most 3 read)" in stated
+    assert any("neighbours: " in line and "at most 3 read" in line for line in audit_lines(payload))
+    write_audit_page(str(tmp_path / "l.sqlite"), payload, tmp_path / "audit.html")
+    assert "all rows of one household (at most 3 read)" in (tmp_path / "audit.html").read_text()
 
 
 def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
