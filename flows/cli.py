@@ -73,13 +73,23 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
         typer.echo(json.dumps(payload, indent=2))
         return
     typer.echo(f"dataset {payload['dataset']}")
+    if payload["privacy_unit"] is None:
+        typer.echo("  privacy unit: one row (neighbours differ by one row)")
+    else:
+        typer.echo(
+            f"  privacy unit: {payload['privacy_unit']} (neighbours differ by all its rows); "
+            f"at most {payload['max_rows_per_unit']} row(s) per unit are read, in at most "
+            f"{payload['max_partitions_per_unit']} partition(s) of a partitioned release"
+        )
     for r in payload["releases"]:
         line = f"  {r['name']:<22} {r['kind']:<12} epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
         if "expected_rmse" in r:
             line += (
-                f"  {r['queries']} queries, {r['strategy']}: expected RMSE "
+                f"  {r['queries']} queries, {r['strategy']}, {r['noise']} noise: expected RMSE "
                 f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
             )
+            if "expected_rmse_one_row" in r:
+                line += f"; {r['expected_rmse_one_row']:.4g} if no unit had more than one row"
         elif "method" in r:
             line += f"  method {r['method']}"
         typer.echo(line)

@@ -58,9 +58,15 @@ def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
             **r.facts,
             **plan.kind(r).describe(r),
         }
+        if r.is_dp:
+            entry["neighbours"] = r.bounding.neighbours
         releases.append(entry)
+    ds = cfg.dataset
     return {
-        "dataset": cfg.dataset.name,
+        "dataset": ds.name,
+        "privacy_unit": ds.privacy_unit,
+        "max_rows_per_unit": ds.max_rows_per_unit if ds.privacy_unit else None,
+        "max_partitions_per_unit": ds.max_partitions_per_unit if ds.privacy_unit else None,
         "releases": releases,
         "total_epsilon": plan.total.epsilon,
         "total_delta": plan.total.delta,

@@ -2,6 +2,7 @@
 scale with the bound, and removing one unit moves the answers by at most the bound."""
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,21 @@ def test_group_privacy_turns_a_unit_level_cost_into_the_mechanism_cost() -> None
     # (m e, m e^((m-1) e) d) at the row-level cost gives back the unit-level one.
     assert 4 * np.exp(3 * row.epsilon) * row.delta == pytest.approx(unit.delta)
     assert row_level_cost(unit, 1) == unit
+
+
+def test_plan_shows_the_unit_its_bounds_and_their_price(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows import cli
+
+    config = _config(tmp_path, tmp_path / "not-read.parquet", 4)
+    result = CliRunner().invoke(
+        cli.app, ["plan", str(config), "--ledger", str(tmp_path / "none.sqlite")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "privacy unit: household (neighbours differ by all its rows); at most 4 row(s)" in (
+        result.stdout
+    )
+    age_cdf = next(line for line in result.stdout.splitlines() if "age_cdf" in line)
+    costly, one_row = (float(x) for x in re.findall(r"([\d.]+)(?: \(SVD|\sif no unit)", age_cdf))
+    assert costly == pytest.approx(4 * one_row, rel=1e-3)  # Laplace error scales with m
