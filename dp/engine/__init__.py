@@ -41,7 +41,7 @@ from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.logistic import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.memory import MemoryBackend, estimate_bytes
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
-from dp.engine.source import EngineName, TableSource, exact_histogram, make_backend
+from dp.engine.source import TableSource
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -50,7 +50,6 @@ __all__ = [
     "Batch",
     "DaskBackend",
     "DistinctValuesAggregate",
-    "EngineName",
     "Fused",
     "HistogramAggregate",
     "LeafCounts",
@@ -69,7 +68,6 @@ __all__ = [
     "batch_leaf_codes",
     "distinct_values_stream",
     "estimate_bytes",
-    "exact_histogram",
     "fold",
     "fragment_partial",
     "histogram_stream",
@@ -77,7 +75,6 @@ __all__ = [
     "leaf_counts_stream",
     "lloyd_statistics_stream",
     "logistic_sums_stream",
-    "make_backend",
     "merge_partials",
     "node_class_sizes",
     "open_scan",
