@@ -66,6 +66,11 @@ def _mix(values: U64, key: int) -> U64:
         return z ^ (z >> np.uint64(31))
 
 
+def fresh_key() -> int:
+    """A run's secret row-selection key, from the OS's randomness."""
+    return int.from_bytes(os.urandom(8), "big")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnitBound:
     """How a release's rows are bounded per privacy unit."""
@@ -80,7 +85,7 @@ class UnitBound:
     """The partitioning column of a partitioned release (a trace regression's tasks)."""
     content: tuple[str, ...] = ()
     """The columns whose values key each row's priority (the run's columns)."""
-    key: int = field(default_factory=lambda: int.from_bytes(os.urandom(8), "big"), repr=False)
+    key: int = field(default_factory=lambda: fresh_key(), repr=False)  # looked up per call
     """The run's secret hash key (OS randomness; never stored or published)."""
 
     @property
