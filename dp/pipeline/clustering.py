@@ -24,7 +24,6 @@ from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
-from dp.pipeline.regressions import write_table
 from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 from dp.regression.uncertainty import cluster_table
@@ -114,7 +113,7 @@ class ClusteringKind:
             size_scale=scale,
             level=level,
         )
-        write_table(out, plan.name, "clusters", table)
+        out.write_table(plan.name, "clusters", table)
         details = {
             "features": list(item.features),
             "k": item.k,

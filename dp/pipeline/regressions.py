@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, model_validator
 
 from dp.budget import PlannedCost, PrivacyCost
@@ -224,7 +223,7 @@ class RegressionKind:
         out.write_json(plan.name, "model.json", model)
         features = [str(f) for f in model.get("features", item.features)]
         table = _table(item, estimator, features, plan)
-        write_table(out, plan.name, "coefficients", table.to_frame())
+        out.write_table(plan.name, "coefficients", table.to_frame())
         details = {
             "model": item.model,
             "target": item.target,
@@ -273,18 +272,6 @@ def _table(
         tasks=tasks,
         replicates=_REPLICATES[item.model],
     )
-
-
-def write_table(out: Staging, name: str, stem: str, frame: pd.DataFrame) -> None:
-    """``<stem>.parquet`` and the same rows as ``<stem>.csv`` in release ``name``'s folder.
-
-    The CSV goes beside the Parquet file through the staging folder's release directory, so
-    the release's file list, its output hash and the manifest cover both. Floats are written
-    as Python's shortest round-trip repr (they read back equal to the Parquet values); NaN is
-    an empty cell.
-    """
-    out.write_frame(name, f"{stem}.parquet", frame)
-    frame.to_csv(out.release_dir(name) / f"{stem}.csv", index=False)
 
 
 def estimator_labels(plan: ReleasePlan) -> list[str]:
