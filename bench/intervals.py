@@ -24,9 +24,9 @@ privacy error, not the sampling error of the rows.
 
 Noise. Workload measurements are simulated with numpy's Laplace sampler (``A x + Lap(b)``,
 same distribution as the release, far faster than OpenDP's sampler); models are fitted by
-their own ``fit_statistics`` with a seeded generator (dp.mechanisms' reproducible sampler).
-The released noisy statistics are recorded by wrapping ``SufficientStatistics.with_parts``
-(the models do not keep them yet).
+their own ``fit_statistics`` with a seeded generator (dp.mechanisms' reproducible sampler),
+and each table is made from the noisy statistics the fitted model kept (``released_``), as
+the pipeline makes it.
 
 Data. The demo table (``data/generate.py``, 50,000 rows, generated as the Makefile does if
 missing) with the demo config's workloads and models, and DPBench 1-D histograms
@@ -51,7 +51,6 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -227,24 +226,6 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@contextmanager
-def recorded_releases() -> Any:
-    """Record the noisy statistics each mechanism builds (``with_parts`` makes them)."""
-    seen: list[SufficientStatistics] = []
-    original = SufficientStatistics.with_parts
-
-    def recording(self: SufficientStatistics, parts: Any) -> SufficientStatistics:
-        out = original(self, parts)
-        seen.append(out)
-        return out
-
-    SufficientStatistics.with_parts = recording  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        SufficientStatistics.with_parts = original  # type: ignore[method-assign]
-
-
 def _ols(exact: SufficientStatistics, model: Any, factor: float = 1.0) -> np.ndarray:
     coef, intercept = model.design(2).unshift(factor * np.linalg.solve(exact.gram, exact.moment))
     return np.asarray(np.r_[coef, intercept])
@@ -317,25 +298,21 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
     rng = np.random.default_rng(job["seed"])
     hits, se2, err2 = [], [], []
     start = time.perf_counter()
-    with recorded_releases() as seen:
-        for _ in range(job["runs"]):
-            seen.clear()
-            fitted = copy.copy(model).fit_statistics(exact, d=2, rng=rng)
-            released = seen[-blocks:] if blocks > 1 else seen[-1]
-            seen.clear()
-            table = coefficient_table(
-                fitted,
-                released,
-                features=["age", "hours"],
-                tasks=EDUCATION if blocks > 1 else None,
-                replicates=job["replicates"],
-                rng=rng,
-            )
-            if blocks > 1:
-                truth = same_penalty_fit(fitted, exact)
-            hits.append((table.ci_low <= truth) & (truth <= table.ci_high))
-            se2.append(table.std_error**2)
-            err2.append((table.coefficient - truth) ** 2)
+    for _ in range(job["runs"]):
+        fitted = copy.copy(model).fit_statistics(exact, d=2, rng=rng)
+        table = coefficient_table(
+            fitted,
+            fitted.released_,
+            features=["age", "hours"],
+            tasks=EDUCATION if blocks > 1 else None,
+            replicates=job["replicates"],
+            rng=rng,
+        )
+        if blocks > 1:
+            truth = same_penalty_fit(fitted, exact)
+        hits.append((table.ci_low <= truth) & (truth <= table.ci_high))
+        se2.append(table.std_error**2)
+        err2.append((table.coefficient - truth) ** 2)
     return summarize(
         job | {"strategy": "-", "queries": truth.size, "interval": table.method},
         np.asarray(hits),

@@ -140,6 +140,9 @@ class KMeans:
         self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.n_iter = n_iter
         self.cluster_centers_: FloatArray = np.zeros((0, 0))
+        self.cluster_sizes_: FloatArray = np.zeros(0)
+        """The last iteration's noisy counts: the noisy size of the cluster whose noisy sum
+        each centre divides (below 1 when the centre was re-seeded)."""
         self._record: dict[str, Any] | None = None
 
     @property
@@ -207,6 +210,7 @@ class KMeans:
                 centred.clip(noisy_sums / safe[:, None]),  # post-processing: stay in the domain
             )
         self.cluster_centers_ = centres + shift
+        self.cluster_sizes_ = np.asarray(noisy_counts, dtype=np.float64)
         self._record = {
             "laplace_scale": {"counts": COUNT_SENSITIVITY / eps_half, "sums": s_sum / eps_half},
             "epsilon_per_release": eps_half,

@@ -3,6 +3,10 @@
 Each of the ``iterations`` Lloyd steps folds the exact per-cluster counts and sums in one pass
 through the engine (over the held batches with the in-memory engine); the estimator adds
 Laplace noise to each step's aggregates (``epsilon / (2 T)`` per part and iteration).
+
+Besides ``model.json`` it publishes ``clusters.parquet`` and ``clusters.csv``: each centre
+with the last iteration's noisy size of its cluster and that size's exact Laplace interval
+(:func:`dp.regression.uncertainty.cluster_table`, post-processing).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
 from dp.pipeline.units import bounding_for
 from dp.publication import Staging
+from dp.regression.uncertainty import cluster_table
 
 __all__ = ["ClusteringKind", "ClusteringModel"]
 
@@ -97,13 +102,31 @@ class ClusteringKind:
             )
 
         estimator.fit_steps(step, d=d)
-        out.write_json(plan.name, "model.json", {**estimator.to_dict(), "features": item.features})
-        return Executed(details={"features": list(item.features), "k": item.k})
+        model = {**estimator.to_dict(), "features": item.features}
+        out.write_json(plan.name, "model.json", model)
+        scale = float(model["laplace_scale"]["counts"])
+        level = 0.95
+        table = cluster_table(
+            estimator.cluster_centers_,
+            estimator.cluster_sizes_,
+            features=item.features,
+            size_scale=scale,
+            level=level,
+        )
+        out.write_table(plan.name, "clusters", table)
+        details = {
+            "features": list(item.features),
+            "k": item.k,
+            "interval_method": "exact Laplace interval of each noisy size (centres: none)",
+            "interval_level": level,
+        }
+        return Executed(details=details)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         d = summary.details
         features = ", ".join(f"`{f}`" for f in d["features"])
         return [
             f"k-means with k = {d['k']} on {features} ({summary.mechanism}); bounds from the "
-            "config, centres and noisy cluster sizes in `model.json`."
+            "config and parameters in `model.json`, centres and noisy cluster sizes with "
+            "95% intervals on the sizes in `clusters.csv` (and `.parquet`)."
         ]

@@ -5,6 +5,13 @@ features one-hot from their declared categories (a reference level dropped), so 
 never depend on the data. Linear and trace models (and logistic with the functional mechanism)
 fit from exact sufficient statistics folded in the run's shared scan; objective perturbation
 evaluates its Newton iterates with one pass each through the engine.
+
+Every model also publishes ``coefficients.parquet`` and ``coefficients.csv`` (``task`` for a
+trace regression, ``feature``, ``coefficient``, ``std_error``, ``ci_low``, ``ci_high``): 95%
+intervals by a parametric bootstrap of the noisy statistics the model released
+(:mod:`dp.regression.uncertainty`), post-processing that spends no budget. Objective
+perturbation releases only its minimiser: its table has the coefficients and empty intervals,
+and the release details say why.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
+from dp.regression.uncertainty import (
+    DEFAULT_REPLICATES,
+    CoefficientTable,
+    coefficient_table,
+    point_table,
+)
 
 __all__ = ["RegressionKind", "RegressionModel"]
 
@@ -33,6 +46,10 @@ _METHODS = {
     "trace": ("functional",),
 }
 _DEFAULT = {"linear": "auto", "logistic": "objective", "trace": "functional"}
+# Bootstrap replicates per model: a trace-regression replicate is a cvxpy solve (~50 ms), and
+# 40 of them cover 0.94 on the demo (bench/intervals.py, bench/RESULTS.md); the others are
+# closed-form solves (< 5 ms).
+_REPLICATES = {"linear": DEFAULT_REPLICATES, "logistic": DEFAULT_REPLICATES, "trace": 40}
 _MECHANISM = {
     "auto": "linear-auto",
     "functional": "functional-laplace",
@@ -204,12 +221,16 @@ class RegressionKind:
         if item.tasks is not None:
             model["tasks"] = {"column": item.tasks, "labels": list(estimator_labels(plan))}
         out.write_json(plan.name, "model.json", model)
+        features = [str(f) for f in model.get("features", item.features)]
+        table = _table(item, estimator, features, plan)
+        out.write_table(plan.name, "coefficients", table.to_frame())
         details = {
             "model": item.model,
             "target": item.target,
-            "features": list(model.get("features", item.features)),
+            "features": features,
             "tasks": len(plan.parts),
             "zcdp_rho": getattr(estimator, "zcdp_rho", None),
+            **table.describe(),
         }
         return Executed(details=details)
 
@@ -217,11 +238,40 @@ class RegressionKind:
         d = summary.details
         features = ", ".join(f"`{f}`" for f in d["features"])
         parts = f"; {d['tasks']} disjoint tasks" if d["tasks"] else ""
-        return [
+        lines = [
             f"{d['model'].capitalize()} regression of `{d['target']}` on {features} "
             f"({summary.mechanism}{parts}); bounds from the config, parameters and per-part "
             "sensitivities in `model.json`."
         ]
+        level = d.get("interval_level")
+        if level is not None:
+            lines.append(
+                f"Coefficients with standard errors and {level:.0%} intervals in "
+                f"`coefficients.csv` (and `.parquet`): {d['interval_method']}, "
+                f"{d['bootstrap_replicates']} replicates, no extra budget."
+            )
+        elif "interval_method" in d:
+            lines.append(
+                "Coefficients in `coefficients.csv` (and `.parquet`) without intervals "
+                f"({d['interval_method']}); method `functional` publishes intervals."
+            )
+        return lines
+
+
+def _table(
+    item: RegressionModel, estimator: Any, features: list[str], plan: ReleasePlan
+) -> CoefficientTable:
+    """The fitted model's coefficient table, from the statistics it released (module doc)."""
+    tasks = estimator_labels(plan) if item.tasks is not None else None
+    if estimator.released_ is None:  # objective perturbation: nothing but the minimiser
+        return point_table(estimator, features=features, tasks=tasks)
+    return coefficient_table(
+        estimator,
+        estimator.released_,
+        features=features,
+        tasks=tasks,
+        replicates=_REPLICATES[item.model],
+    )
 
 
 def estimator_labels(plan: ReleasePlan) -> list[str]:

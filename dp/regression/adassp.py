@@ -79,6 +79,8 @@ class AdaSSPRelease:
 
     theta: FloatArray
     """Solution in the shifted frame."""
+    noisy: SufficientStatistics
+    """The perturbed statistics the solve read (for post-processing, e.g. intervals)."""
     ridge: float
     """The privately chosen ridge ``lambda``."""
     sensitivity: BlockSensitivity
@@ -161,6 +163,7 @@ def adassp_fit(
     )
     return AdaSSPRelease(
         theta=theta,
+        noisy=rel.noisy,
         ridge=rel.ridge,
         sensitivity=rel.sensitivity,
         gram_sigma=rel.gram_sigma,

@@ -133,6 +133,9 @@ class LinearRegression:
         self._fitted: dict[str, Any] | None = None
         self.coef_: FloatArray = np.zeros(0)
         self.intercept_: float = 0.0
+        self.released_: SufficientStatistics | None = None
+        """The noisy statistics the last fit released and solved from (post-processing input,
+        e.g. :func:`dp.regression.uncertainty.coefficient_table`)."""
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -241,7 +244,7 @@ class LinearRegression:
         check_statistics(exact, design)
         info: dict[str, Any] = {"sampler": "opendp" if rng is None else "seeded-test-only"}
         if self.method == "auto":
-            theta, more = self._fit_auto(exact, design, rng)
+            theta, released, more = self._fit_auto(exact, design, rng)
             info |= more
         elif self.method == "functional":
             rel = functional_release(
@@ -252,6 +255,7 @@ class LinearRegression:
                 quadratic_weight=SHRUNK_QUADRATIC_WEIGHT,
             )
             floor = eigenvalue_floor(rel.scales, design.features.dim)
+            released = rel.noisy
             theta, spec = shrunk_solve(
                 rel.noisy, quadratic_scale=rel.scales["quadratic"], floor=floor
             )
@@ -266,7 +270,7 @@ class LinearRegression:
             }
         else:
             ada = adassp_fit(exact, design, epsilon=self.epsilon, delta=self.delta, rng=rng)
-            theta, trimmed = ada.theta, ada.trimmed
+            theta, trimmed, released = ada.theta, ada.trimmed, ada.noisy
             info |= {
                 "l2_sensitivity": _parts_dict(ada.sensitivity),
                 "epsilon_split": "thirds: lambda_min, gram, moment",
@@ -277,6 +281,7 @@ class LinearRegression:
             }
         coef, intercept = design.unshift(theta)
         self.coef_, self.intercept_ = coef, intercept
+        self.released_ = released
         info["feature_bounds"] = design.features.to_dict()
         if self.encoding is not None:
             info |= self.encoding.to_dict()
@@ -285,7 +290,7 @@ class LinearRegression:
 
     def _fit_auto(
         self, exact: SufficientStatistics, design: Design, rng: np.random.Generator | None
-    ) -> tuple[FloatArray, dict[str, Any]]:
+    ) -> tuple[FloatArray, SufficientStatistics, dict[str, Any]]:
         choice = choose_release(design, epsilon=self.epsilon, delta=self.delta)
         d = design.features.dim
         if choice.release == "functional":
@@ -327,7 +332,7 @@ class LinearRegression:
             "spectrum_shrinkage": sol.rho,
             "mean_shrinkage": sol.alpha,
         }
-        return sol.theta, info
+        return sol.theta, noisy, info
 
     def predict(self, X: object) -> FloatArray:
         """Predictions ``X coef + intercept``, clipped to ``bounds_y``."""

@@ -125,6 +125,9 @@ class LogisticRegression:
         self._fitted: dict[str, Any] | None = None
         self.coef_: FloatArray = np.zeros(0)
         self.intercept_: float = 0.0
+        self.released_: SufficientStatistics | None = None
+        """The noisy statistics the last functional fit released and solved from (None for
+        objective perturbation, which releases only its minimiser)."""
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -275,6 +278,7 @@ class LogisticRegression:
         rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
         floor = eigenvalue_floor(rel.scales, design.features.dim)
         theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
+        self.released_ = rel.noisy
         info = {
             "sampler": _sampler(rng),
             "l1_sensitivity": {k: rel.sensitivity.part(k) for k in PARTS},

@@ -140,6 +140,8 @@ class TraceRegression:
         self.penalty_scale = check_positive(penalty_scale, name="penalty_scale")
         self.coef_: FloatArray = np.zeros((0, n_tasks))
         self.independent_coef_: FloatArray = np.zeros((0, n_tasks))
+        self.released_: tuple[SufficientStatistics, ...] | None = None
+        """The noisy statistics of each block the last fit released and solved from."""
         self._fitted: dict[str, Any] | None = None
 
     @property
@@ -290,6 +292,7 @@ class TraceRegression:
         # Rank 0: no shared direction stands above the noise; the per-block shrunk solutions
         # are then a better estimate than 0 (module doc).
         self.coef_, self.independent_coef_ = (ind if rank == 0 else B), ind
+        self.released_ = tuple(rel.noisy for rel in releases)
         self._fitted = {
             "design": "multi-task" if multitask else "matrix covariates",
             "composition": (

@@ -31,7 +31,8 @@ follows and a fixed ``1.96 se`` would not.
 
 Objective perturbation (:mod:`dp.regression.objective`) releases only its minimiser. Its
 spread is ``(H + lam I)^-1 b`` for the data's Hessian ``H``, which is not released, so no
-post-processing interval exists for it; :func:`coefficient_table` refuses it with that reason.
+post-processing interval exists for it; :func:`coefficient_table` refuses it with that reason,
+and :func:`point_table` publishes its coefficients with the interval columns empty (NaN).
 
 DP k-means publishes centres and the last iteration's noisy cluster sizes
 (:func:`cluster_table`); a size is its count plus one Laplace draw, so its interval is exact.
@@ -57,12 +58,24 @@ from dp.regression.statistics import SufficientStatistics
 from dp.regression.trace import TraceRegression
 from dp.validation import check_positive
 
-__all__ = ["DEFAULT_REPLICATES", "CoefficientTable", "cluster_table", "coefficient_table"]
+__all__ = [
+    "DEFAULT_REPLICATES",
+    "NO_INTERVALS",
+    "CoefficientTable",
+    "cluster_table",
+    "coefficient_table",
+    "point_table",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Released = SufficientStatistics | Sequence[SufficientStatistics]
 DEFAULT_REPLICATES = 200
 """Bootstrap replicates by default."""
+NO_INTERVALS = (
+    "none: objective perturbation releases only its minimiser; its spread depends on the "
+    "data's Hessian, which is not released, so it has no post-processing intervals"
+)
+"""The interval method recorded for an objective-perturbation model (:func:`point_table`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,10 +94,10 @@ class CoefficientTable:
     """Upper ends of the intervals."""
     method: str
     """How the intervals were made (for the release record)."""
-    level: float
-    """Nominal coverage of each interval."""
+    level: float | None
+    """Nominal coverage of each interval (None: no intervals, :func:`point_table`)."""
     replicates: int
-    """Bootstrap replicates used."""
+    """Bootstrap replicates used (0: no intervals)."""
     task: tuple[str, ...] | None = None
     """Task of each coefficient (trace regression only)."""
 
@@ -174,9 +187,8 @@ def coefficient_table(
     """
     if isinstance(model, LogisticRegression) and model.method != "functional":
         raise ConfigError(
-            "objective perturbation releases only its minimiser; its spread depends on the "
-            "data's Hessian, which is not released, so it has no post-processing intervals "
-            "(use method 'functional' for a coefficient table)"
+            f"{NO_INTERVALS.removeprefix('none: ')} (use method 'functional' for a coefficient "
+            "table with intervals)"
         )
     if not isinstance(model, LinearRegression | LogisticRegression | TraceRegression):
         raise ConfigError(f"no coefficient table for {type(model).__name__}")
@@ -204,6 +216,37 @@ def coefficient_table(
         method="parametric bootstrap of the released statistics: symmetric intervals",
         level=lvl,
         replicates=replicates,
+        task=task_names,
+    )
+
+
+def point_table(
+    model: LinearRegression | LogisticRegression | TraceRegression,
+    *,
+    features: Sequence[str],
+    tasks: Sequence[str] | None = None,
+    method: str = NO_INTERVALS,
+) -> CoefficientTable:
+    """The published coefficients in the table's layout, without intervals.
+
+    For a model whose released values do not determine its spread (objective perturbation):
+    ``std_error``, ``ci_low`` and ``ci_high`` are NaN (empty cells in a CSV), ``method`` says
+    why, and the level is None.
+    """
+    names, task_names = _labels(model, features, tasks)
+    point = _coefficients(model)
+    if point.shape != (len(names),):
+        raise ConfigError(f"features must name the model's {point.size} columns, got {names}")
+    empty = np.full(point.size, np.nan)
+    return CoefficientTable(
+        feature=names,
+        coefficient=point,
+        std_error=empty,
+        ci_low=empty.copy(),
+        ci_high=empty.copy(),
+        method=method,
+        level=None,
+        replicates=0,
         task=task_names,
     )
 

@@ -126,6 +126,11 @@ def test_recovers_separated_clusters() -> None:
     for c in truth:
         assert np.min(np.linalg.norm(found - c, axis=1)) < 0.1
     assert len(set(model.predict(truth).tolist())) == 3
+    # The published sizes are the last step's noisy counts (Laplace scale 5 on 10,000 rows:
+    # 50 is 10 scales, probability e^-10 per cluster).
+    sizes = model.cluster_sizes_
+    assert sizes.shape == (3,)
+    assert np.abs(np.sort(sizes) - 10_000.0).max() < 50.0
 
 
 def test_tiny_data_reseeds_and_stays_in_domain() -> None:

@@ -64,7 +64,10 @@ def coefficient_frame(summary: ReleaseSummary, folder: Path) -> pd.DataFrame:
 def _forest(ax: Any, rows: pd.DataFrame, names: list[str], colour: str) -> bool:
     y = np.arange(len(rows), dtype=float)[::-1]
     x = rows["coefficient"].to_numpy(float)
-    banded = set(INTERVAL_COLUMNS) <= set(rows.columns)
+    # An objective-perturbation table has the interval columns, empty: no band to draw.
+    banded = set(INTERVAL_COLUMNS) <= set(rows.columns) and bool(
+        np.isfinite(rows["ci_low"].to_numpy(float)).any()
+    )
     if banded:
         lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
         ax.hlines(y, lo, hi, color=colour, linewidth=1.6)

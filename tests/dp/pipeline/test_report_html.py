@@ -4,7 +4,6 @@ said to be absent when it does not; a failing plot never stops the report."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import re
@@ -86,38 +85,22 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     demo: Demo, tmp_path: Path
 ) -> None:
     folder = _copy_run(demo, tmp_path)
-    table = pd.DataFrame(
-        {
-            "feature": ["age", "hours", "intercept"],
-            "coefficient": [700.0, 300.0, 20000.0],
-            "std_error": [50.0, 40.0, 900.0],
-            "ci_low": [600.0, 220.0, 18200.0],
-            "ci_high": [800.0, 380.0, 21800.0],
-        }
-    )
-    table.to_parquet(folder / "income_model" / "coefficients.parquet")
-    sizes = pd.DataFrame({"cluster": [0, 1, 2], "size": [900.0, 1200.0, 700.0]})
-    sizes.to_parquet(folder / "work_patterns" / "clusters.parquet")
-    extra = {
-        "income_model": "income_model/coefficients.parquet",
-        "work_patterns": "work_patterns/clusters.parquet",
-    }
-    summaries = [
-        dataclasses.replace(s, files=(*s.files, extra[s.name])) if s.name in extra else s
-        for s in demo.published.summaries
-    ]
+    summaries = demo.published.summaries
     page = render_report_html(manifest=demo.published.manifest, summaries=summaries, folder=folder)
     age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
     assert BAND in age  # the band is drawn in its colour
     assert "cumulative counts (CDF)" in age  # the labels say it is a prefix workload
     assert "published interval" in age
     assert "age &lt;= 17" in age  # the labelled answers are listed
+    # The models' own published tables: coefficients with intervals, clusters with sizes.
     model = page[page.index('id="income_model"') : page.index('id="high_income"')]
     assert "line is its published interval" in model
-    assert "18200" in model  # the intercept's interval is in the table
+    coefficients = pd.read_parquet(folder / "income_model" / "coefficients.parquet")
+    assert f"{coefficients['ci_high'].iloc[-1]:.6g}" in model  # the intercept's interval
     clusters = page[page.index('id="work_patterns"') :]
     assert "marker area follows the published noisy cluster size" in clusters
-    assert "(≈1200)" in clusters
+    sizes = pd.read_parquet(folder / "work_patterns" / "clusters.parquet")["size"]
+    assert f"(≈{sizes.iloc[0]:.0f})" in clusters
 
 
 def test_without_intervals_the_report_says_so(demo: Demo, tmp_path: Path) -> None:
@@ -129,7 +112,21 @@ def test_without_intervals_the_report_says_so(demo: Demo, tmp_path: Path) -> Non
     age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
     assert BAND not in age
     assert "No intervals were published with these answers." in age
-    assert "no interval was published for this model" in page
+    # A coefficient table with empty intervals (what objective perturbation publishes).
+    for name in ("coefficients.parquet", "coefficients.csv"):
+        path = folder / "income_model" / name
+        table = pd.read_parquet(path) if name.endswith(".parquet") else pd.read_csv(path)
+        table[["std_error", "ci_low", "ci_high"]] = float("nan")
+        if name.endswith(".parquet"):
+            table.to_parquet(path)
+        else:
+            table.to_csv(path, index=False)
+    page = render_report_html(
+        manifest=demo.published.manifest, summaries=demo.published.summaries, folder=folder
+    )
+    model = page[page.index('id="income_model"') : page.index('id="high_income"')]
+    assert "no interval was published for this model" in model
+    assert "line is its published interval" not in model
 
 
 def test_a_plot_that_fails_leaves_a_note_and_the_report(demo: Demo, tmp_path: Path) -> None:

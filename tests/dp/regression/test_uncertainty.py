@@ -14,7 +14,12 @@ import pytest
 from dp.errors import ConfigError, InputError
 from dp.regression import LinearRegression, LogisticRegression, TraceRegression
 from dp.regression.statistics import SufficientStatistics, sufficient_statistics
-from dp.regression.uncertainty import cluster_table, coefficient_table
+from dp.regression.uncertainty import (
+    NO_INTERVALS,
+    cluster_table,
+    coefficient_table,
+    point_table,
+)
 
 
 @pytest.fixture
@@ -149,8 +154,73 @@ def test_objective_perturbation_has_no_post_processing_intervals() -> None:
     model = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"]).fit(
         X, (y > 3.0).astype(float), rng=np.random.default_rng(0)
     )
+    assert model.released_ is None  # it released nothing but its minimiser
     with pytest.raises(ConfigError, match="Hessian, which is not released"):
         coefficient_table(model, [], features=["a", "b"])
+    table = point_table(model, features=["a", "b"])
+    np.testing.assert_array_equal(table.coefficient, np.r_[model.coef_, model.intercept_])
+    frame = table.to_frame()
+    assert frame[["std_error", "ci_low", "ci_high"]].isna().all().all()
+    assert table.describe() == {
+        "interval_method": NO_INTERVALS,
+        "interval_level": None,
+        "bootstrap_replicates": 0,
+    }
+
+
+def _ball_stats(model: Any, d: int, n: int = 3000) -> SufficientStatistics:
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
+    y = np.clip(X @ rng.uniform(-0.5, 0.5, d) + rng.normal(0, 0.1, n), -1.0, 1.0)
+    return sufficient_statistics(X, y, model.design(d))
+
+
+@pytest.mark.parametrize(
+    ("method", "d", "release"),
+    [
+        ("auto", 2, "functional"),
+        ("auto", 30, "adassp"),
+        ("functional", 2, None),
+        ("adassp", 2, None),
+    ],
+)
+def test_every_linear_fit_keeps_what_it_released(
+    method: str, d: int, release: str | None, capture: list[Any]
+) -> None:
+    # Whichever release ``auto`` chooses, the model keeps exactly the statistics its
+    # mechanism built, and they give a coefficient table.
+    delta = 0.0 if method == "functional" else 1e-6
+    model = LinearRegression(1.0, data_norm=1.0, bounds_y=(-1.0, 1.0), method=method, delta=delta)
+    if release is not None:
+        assert model.release_choice(d).release == release
+    exact = _ball_stats(model, d)
+    capture.clear()
+    model.fit_statistics(exact, d=d, rng=np.random.default_rng(2))
+    assert model.released_ is capture[-1]
+    names = [f"x{j}" for j in range(d)]
+    table = coefficient_table(model, model.released_, features=names, replicates=20)
+    assert np.all(np.isfinite(table.std_error)) and np.all(table.std_error > 0)
+    assert np.all((table.ci_low <= table.coefficient) & (table.coefficient <= table.ci_high))
+
+
+def test_logistic_and_trace_fits_keep_what_they_released(capture: list[Any]) -> None:
+    X, y = _data(2000, seed=3)
+    log = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"], method="functional")
+    exact = sufficient_statistics(X, log.response((y > 3.0).astype(float)), log.design(2))
+    capture.clear()
+    log.fit_statistics(exact, d=2, rng=np.random.default_rng(1))
+    assert log.released_ is capture[-1]
+    trace = TraceRegression(1.0, n_tasks=2, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
+    half = len(y) // 2
+    blocks = [
+        sufficient_statistics(X[s], y[s], trace.design(2))
+        for s in (slice(0, half), slice(half, None))
+    ]
+    capture.clear()
+    trace.fit_statistics(blocks, d=2, rng=np.random.default_rng(1))
+    assert trace.released_ is not None
+    assert all(a is b for a, b in zip(trace.released_, capture[-2:], strict=True))
 
 
 def test_cluster_table_size_intervals_are_exact() -> None:
