@@ -242,8 +242,7 @@ def test_streaming_engines_publish_the_same_statistics(
     )
     assert centres.shape == (3, 2)
     assert (centres >= [17, 1]).all() and (centres <= [90, 99]).all()
-    # income_model and income_by_education are fitted from streamed statistics, high_income
-    # from streamed loss sums (one engine pass per Newton iterate).
+    # Every model is fitted from statistics folded over the streamed batches.
     for model in ("income_model", "high_income", "income_by_education"):
         assert json.loads((run_dir / model / "model.json").read_text())["coefficients"]
     answers = pd.read_parquet(
