@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import dp.matrix as mx  # noqa: E402
+from dp.errors import SolverError  # noqa: E402
 from dp.histogram import histogram  # noqa: E402
 from dp.pipeline.domains import histogram_axis  # noqa: E402
 from dp.pipeline.plan import load_config  # noqa: E402
@@ -87,17 +88,22 @@ def reconstruction(with_hours: bool, draws: int) -> dict[str, Any]:
     mat = project.sparse_workload(w)
     times: dict[str, list[float]] = {"least_squares": [], "projection": [], "nonneg_l1": []}
     worst = 0.0
+    failures: list[str] = []  # draws whose reconstruction raised (a run would fail on them)
     for seed in range(draws):
         meas = mx.measure(a, x, epsilon=EPSILON, rng=np.random.default_rng(seed))
         t = time.perf_counter()
         x_ls = mx.least_squares(meas)
         times["least_squares"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        project.workload_projection(w, x_ls)
-        times["projection"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        est = mx.reconstruct(meas, w)
-        times["nonneg_l1"].append(time.perf_counter() - t)
+        try:
+            t = time.perf_counter()
+            project.workload_projection(w, x_ls)
+            times["projection"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            est = mx.reconstruct(meas, w)
+            times["nonneg_l1"].append(time.perf_counter() - t)
+        except SolverError as exc:
+            failures.append(f"seed {seed}: {exc}")
+            continue
         ratio = np.linalg.norm(mat @ (est - x)) / np.linalg.norm(mat @ (x_ls - x))
         worst = max(worst, float(ratio))
     return {
@@ -105,7 +111,8 @@ def reconstruction(with_hours: bool, draws: int) -> dict[str, Any]:
         "queries": w.m,
         "strategy": a.name,
         "draws": draws,
-        "seconds": {k: [min(v), max(v)] for k, v in times.items()},
+        "seconds": {k: [min(v), max(v)] if v else None for k, v in times.items()},
+        "failed_draws": failures,
         "worst_error_ratio": worst,
         "guarantee_held": bool(worst <= 1.0 + 1e-9),
     }
@@ -274,8 +281,10 @@ def main() -> None:
             f"{s['projection'][0]:.2f}-{s['projection'][1]:.2f}  nonneg-l1 "
             f"{s['nonneg_l1'][0]:.2f}-{s['nonneg_l1'][1]:.2f}  worst error / least squares "
             f"{r['worst_error_ratio']:.4f} ({'held' if r['guarantee_held'] else 'VIOLATED'}"
-            f" on {r['draws']} draws)"
+            f" on {r['draws'] - len(r['failed_draws'])} of {r['draws']} draws)"
         )
+        for failure in r["failed_draws"]:
+            print(f"    FAILED {failure}")
     for cells, r in result["run"].items():
         limit = "<= 30 s" if cells == "3600" else "<= 60 s, <= 2048 MiB"
         failed = "" if r["ok"] else f" FAILED {r['error']}"
