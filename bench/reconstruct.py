@@ -20,6 +20,7 @@ Prints one table and writes ``bench/results/reconstruct.json``. Not run by the t
 
     .venv/bin/python bench/reconstruct.py            # ~2-3 min
     .venv/bin/python bench/reconstruct.py --quick    # fewer draws, no dppub run (~40 s)
+    .venv/bin/python bench/reconstruct.py --plan-only  # item 3 alone (~20 s), to *_plan.json
 """
 
 from __future__ import annotations
@@ -312,9 +313,10 @@ def main() -> None:
             f"<= 1.2), OpenDP default grid {r['opendp_default_ms']:.1f} ms"
         )
     print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2))
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    out = OUT.with_name("reconstruct_plan.json") if args.plan_only else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
