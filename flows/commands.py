@@ -17,12 +17,17 @@ from typing import TYPE_CHECKING, cast
 from dp.errors import DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dp.ledger.summary import spending_summary
-from dp.pipeline.kinds import JSON
-from dp.pipeline.plan import Plan, load_plan
-from dp.runs import Recovered, Run, recover, settle
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
+
+    from dp.pipeline.kinds import JSON
+    from dp.pipeline.plan import Plan
+    from dp.runs import Recovered, Run
+
+# The pipeline (and with it the engines, the estimators and their solvers, ~1.3 s) is imported
+# by the commands that plan, the run protocol (pandas) by those that run or settle: `dppub
+# audit` needs only the ledger.
 
 __all__ = [
     "Opened",
@@ -40,6 +45,8 @@ __all__ = [
 
 def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
+    from dp.pipeline.plan import load_plan
+
     plan = load_plan(config)
     cfg = plan.config
     remaining = cfg.budget
@@ -88,6 +95,9 @@ class Opened:
 
 def open_run(config: Path, ledger: str, out: Path, engine: str | None, timeout: float) -> Opened:
     """Load the plan, check the input's structure, open the run (no value read yet)."""
+    from dp.pipeline.plan import load_plan
+    from dp.runs import Run
+
     plan = load_plan(config, engine)
     plan.check_structure(out)  # before the ledger is even opened
     book = Ledger(ledger, timeout=timeout)
@@ -149,6 +159,8 @@ def execute_opened(
 
 def settle_held(opened: Opened) -> None:
     """Settle the run with SIGTERM/SIGINT held back, so a second signal cannot cut it short."""
+    from dp.runs import settle
+
     held = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
@@ -160,6 +172,8 @@ def settle_held(opened: Opened) -> None:
 
 def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
     """Settle every pending run of a dead process (of one dataset, or all)."""
+    from dp.runs import recover
+
     book = Ledger(ledger, create=False)
     keys = [d.key for d in book.declarations() if dataset in (None, d.name)]
     return [r for k in keys for r in recover(book, key=k)]
@@ -207,6 +221,8 @@ def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> Non
 
 def amend(config: Path, ledger: str, reason: str, timeout: float) -> Declaration:
     """Record the config's budget, name and source for its data (``budget amend``)."""
+    from dp.pipeline.plan import load_plan
+
     cfg = load_plan(config).config
     book = Ledger(ledger, timeout=timeout, create=False)
     return book.amend(
@@ -219,6 +235,7 @@ def serve_schedules(
 ) -> None:
     """Serve each config's schedule until interrupted (``dppub serve``)."""
     from dp.errors import ConfigError
+    from dp.pipeline.plan import load_plan
     from flows.server import STATE, local_server, prefect_env, stop_server
 
     plans = [(c, load_plan(c)) for c in configs]
