@@ -50,11 +50,11 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
 
 from dp.errors import ConfigError
 from dp.matrix.measure import Measurement
@@ -126,7 +126,7 @@ def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> F
     2.1183
     """
     alpha = 1.0 - _check_level(level)
-    z = float(norm.ppf(1.0 - alpha / 2.0))
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
     if kurtosis is None:
         return np.asarray(max(math.log(1.0 / alpha) / math.sqrt(2.0), z))
     g = np.clip(np.asarray(kurtosis, dtype=np.float64), 0.0, 3.0)
@@ -182,7 +182,7 @@ def _least_squares_widths(
     scale = check_positive(noise_scale, name="noise_scale")
     if _check_noise(noise) == "gaussian":
         se = scale * np.sqrt(query_noise_moments(workload, strategy).second)
-        z = float(norm.ppf(0.5 + _check_level(level) / 2.0))
+        z = NormalDist().inv_cdf(0.5 + _check_level(level) / 2.0)
         return se, z * se, "Gaussian"
     moments = query_noise_moments(workload, strategy)
     se = math.sqrt(2.0) * scale * np.sqrt(moments.second)

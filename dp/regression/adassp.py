@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
 
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import gaussian
@@ -113,7 +113,7 @@ def adassp_release(
     lam_sens = r2 * (1.0 + 3.0 * CONVERSION_ALLOWANCE)
     sig_l = gaussian_sigma(l2_sensitivity=lam_sens, epsilon=eps3, delta=delta3)
     noisy_l = float(gaussian(lam_min, l2_sensitivity=lam_sens, epsilon=eps3, delta=delta3, rng=rng))
-    lam_min_low = max(0.0, noisy_l - sig_l * float(norm.ppf(1.0 - _RHO)))
+    lam_min_low = max(0.0, noisy_l - sig_l * NormalDist().inv_cdf(1.0 - _RHO))
 
     parts = exact.parts()
     c = COUNT_WEIGHT

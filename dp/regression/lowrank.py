@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import cvxpy
 import numpy as np
 import numpy.typing as npt
 
@@ -17,8 +16,16 @@ from dp.errors import SolverError
 __all__ = ["SOLVER", "refit_in_subspace", "solve_nuclear"]
 
 FloatArray = npt.NDArray[np.float64]
-# cvxpy ships incomplete type information (atoms are re-exported dynamically): treat it as Any.
-cp: Any = cvxpy
+
+
+def _cvxpy() -> Any:
+    """cvxpy, imported on first use (planning never needs it). It ships incomplete type
+    information (atoms are re-exported dynamically): treated as Any."""
+    import cvxpy
+
+    return cvxpy
+
+
 SOLVER = "CLARABEL"
 """Pinned conic solver (ships with cvxpy); results depend on it only to solver tolerance."""
 # Singular values below this fraction of the largest, or below _ZERO_TOL outright, are solver
@@ -46,6 +53,7 @@ def solve_nuclear(
     >>> np.round(B, 4).tolist() == [[1.0, 1.0], [0.0, 0.0]]
     True
     """
+    cp = _cvxpy()
     d, t = shape
     B = cp.Variable((d, t))
     scale = max(1.0, max(float(np.linalg.norm(g, 2)) for g in grams))  # conditioning only
