@@ -51,7 +51,7 @@ P = TypeVar("P")
 R = TypeVar("R")
 
 U64 = npt.NDArray[np.uint64]
-SPILL_ROWS = 1 << 24
+SPILL_ROWS = 1 << 22
 """(unit, priority) pairs held in memory by the bounding pass before they spill to disk."""
 _BUCKETS = 64
 
