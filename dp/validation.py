@@ -15,6 +15,7 @@ __all__ = [
     "check_bounds",
     "check_delta",
     "check_epsilon",
+    "check_level",
     "check_positive",
     "check_probability",
 ]
@@ -64,6 +65,14 @@ def check_positive(value: object, *, name: str) -> float:
     if not math.isfinite(v) or v <= 0.0:
         raise ConfigError(f"{name} must be finite and > 0, got {v!r}")
     return v
+
+
+def check_level(level: object) -> float:
+    """Return a confidence ``level`` as a float if it lies in ``(0, 1)``."""
+    value = check_positive(level, name="level")
+    if not value < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level!r}")
+    return value
 
 
 def check_probability(value: object, *, name: str) -> float:

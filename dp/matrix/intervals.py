@@ -62,7 +62,7 @@ from dp.matrix.reconstruct import check_reconstruction, reconstruct
 from dp.matrix.strategy import Strategy
 from dp.matrix.variance import query_noise_moments
 from dp.matrix.workload import AllRange, FloatArray, Workload
-from dp.validation import check_positive
+from dp.validation import check_level, check_positive
 
 __all__ = [
     "AnswerIntervals",
@@ -106,13 +106,6 @@ class AnswerIntervals:
         }
 
 
-def _check_level(level: float) -> float:
-    value = check_positive(level, name="level")
-    if not value < 1.0:
-        raise ConfigError(f"level must be in (0, 1), got {level!r}")
-    return value
-
-
 def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> FloatArray:
     """Half-widths in standard errors of ``level`` intervals for weighted Laplace sums.
 
@@ -125,7 +118,7 @@ def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> F
     >>> float(laplace_multiplier(0.95).round(4))
     2.1183
     """
-    alpha = 1.0 - _check_level(level)
+    alpha = 1.0 - check_level(level)
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
     if kurtosis is None:
         return np.asarray(max(math.log(1.0 / alpha) / math.sqrt(2.0), z))
@@ -162,7 +155,7 @@ def least_squares_intervals(
         ci_low=answers - half,
         ci_high=answers + half,
         method=f"least-squares: exact variance, {quantile} quantile",
-        level=_check_level(level),
+        level=check_level(level),
     )
 
 
@@ -182,7 +175,7 @@ def _least_squares_widths(
     scale = check_positive(noise_scale, name="noise_scale")
     if _check_noise(noise) == "gaussian":
         se = scale * np.sqrt(query_noise_moments(workload, strategy).second)
-        z = NormalDist().inv_cdf(0.5 + _check_level(level) / 2.0)
+        z = NormalDist().inv_cdf(0.5 + check_level(level) / 2.0)
         return se, z * se, "Gaussian"
     moments = query_noise_moments(workload, strategy)
     se = math.sqrt(2.0) * scale * np.sqrt(moments.second)
@@ -252,7 +245,7 @@ def bootstrap_intervals(
         The intervals; ``replicates`` says how many replicates they rest on.
     """
     scale = check_positive(noise_scale, name="noise_scale")
-    lvl = _check_level(level)
+    lvl = check_level(level)
     gaussian = _check_noise(noise) == "gaussian"
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
         raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")

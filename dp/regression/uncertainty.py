@@ -56,7 +56,7 @@ from dp.regression.linear import LinearRegression
 from dp.regression.logistic import LogisticRegression
 from dp.regression.statistics import SufficientStatistics
 from dp.regression.trace import TraceRegression
-from dp.validation import check_positive
+from dp.validation import check_level, check_positive
 
 __all__ = [
     "DEFAULT_REPLICATES",
@@ -123,13 +123,6 @@ class CoefficientTable:
         }
 
 
-def _check_level(level: float) -> float:
-    value = check_positive(level, name="level")
-    if not value < 1.0:
-        raise ConfigError(f"level must be in (0, 1), got {level!r}")
-    return value
-
-
 def _coefficients(model: Any) -> FloatArray:
     """Coefficients in table order (trace: task by task; others: features, then intercept)."""
     if isinstance(model, TraceRegression):
@@ -192,7 +185,7 @@ def coefficient_table(
         )
     if not isinstance(model, LinearRegression | LogisticRegression | TraceRegression):
         raise ConfigError(f"no coefficient table for {type(model).__name__}")
-    lvl = _check_level(level)
+    lvl = check_level(level)
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
         raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")
     names, task_names = _labels(model, features, tasks)
@@ -284,7 +277,7 @@ def cluster_table(
             f"centres must be k x {len(features)} and sizes length k, got {c.shape}, {s.shape}"
         )
     b = check_positive(size_scale, name="size_scale")
-    half = b * math.log(1.0 / (1.0 - _check_level(level)))
+    half = b * math.log(1.0 / (1.0 - check_level(level)))
     frame = pd.DataFrame({"cluster": np.arange(c.shape[0])})
     for j, f in enumerate(features):
         frame[f] = c[:, j]
