@@ -26,7 +26,7 @@ from dp.engine import Aggregate, HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.histogram import Axis
 from dp.matrix.cache import cached_select_strategy
-from dp.matrix.intervals import answer_intervals
+from dp.matrix.intervals import AnswerIntervals, answer_intervals
 from dp.matrix.labels import query_labels
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
@@ -38,8 +38,11 @@ from dp.publication import Staging
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
 
-INTERVAL_SECONDS = 60.0
+INTERVAL_SECONDS = 10.0
 """Time budget of a release's bootstrap intervals (beyond it: exact least-squares widths)."""
+MAX_INTERVAL_CELLS = 2048
+"""Workloads over more cells publish answers without intervals: their variances need the
+strategy's Gram inverse (seconds to minutes, or no structured form at all)."""
 
 
 class AxisModel(Model):
@@ -147,6 +150,29 @@ def workload_operator(w: WorkloadModel, axes: Sequence[Axis]) -> tuple[Any, Any 
     return W, matrix.hierarchical(n, 2)
 
 
+_NO_INTERVALS: dict[str, JSON] = {
+    "interval_method": f"none: intervals are computed for up to {MAX_INTERVAL_CELLS} cells",
+    "interval_level": None,
+    "bootstrap_replicates": 0,
+}
+
+
+def _intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
+    """The answers' 95% intervals, or None where they are not computed (the same for every
+    dataset: it depends on the workload's size only)."""
+    if spec.workload.n > MAX_INTERVAL_CELLS:
+        return None
+    return answer_intervals(
+        spec.workload,
+        result.measured,
+        result.estimate,
+        noise_scale=result.noise_scale,
+        reconstruction=spec.reconstruction,
+        noise=spec.noise,
+        max_seconds=INTERVAL_SECONDS,
+    )
+
+
 class WorkloadKind:
     """See the module docstring."""
 
@@ -219,23 +245,16 @@ class WorkloadKind:
             reconstruction=spec.reconstruction,
         )
         # Post-processing of the released estimate and public facts only.
-        intervals = answer_intervals(
-            spec.workload,
-            result.measured,
-            result.estimate,
-            noise_scale=result.noise_scale,
-            reconstruction=spec.reconstruction,
-            noise=spec.noise,
-            max_seconds=INTERVAL_SECONDS,
-        )
+        intervals = _intervals(spec, result)
+        nan = np.full(len(result.answers), np.nan)
         answers = pd.DataFrame(
             {
                 "query": np.arange(len(result.answers)),
                 "label": query_labels(spec.kind, spec.axes, marginal_k=spec.marginal_k),
                 "answer": result.answers,
-                "std_error": intervals.std_error,
-                "ci_low": intervals.ci_low,
-                "ci_high": intervals.ci_high,
+                "std_error": nan if intervals is None else intervals.std_error,
+                "ci_low": nan if intervals is None else intervals.ci_low,
+                "ci_high": nan if intervals is None else intervals.ci_high,
             }
         )
         out.write_table(plan.name, "answers", answers)
@@ -252,7 +271,7 @@ class WorkloadKind:
             "expected_rmse": float(result.expected_rmse),
             "svd_bound_rmse": float(result.svd_bound_rmse),
             "noise": spec.noise,
-            **intervals.describe(),
+            **(_NO_INTERVALS if intervals is None else intervals.describe()),
         }
         if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
             l2 = plan.bounding.rows_per_unit * result.sensitivity
@@ -263,11 +282,16 @@ class WorkloadKind:
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         d = summary.details
+        level = d.get("interval_level")
+        intervals = (
+            f"Each answer has a {100 * float(level):g}% interval ({d['interval_method']})"
+            if level is not None
+            else f"No intervals ({d.get('interval_method', 'none')})"
+        )
         return [
             f"{d['queries']} queries over {d['cells']} cells; strategy `{d['strategy']}`, "
             f"{d.get('noise', 'laplace')} noise, reconstruction `{d['reconstruction']}`. "
             f"Expected per-query RMSE of the least-squares answers: {d['expected_rmse']:.4g} "
-            f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). Each answer has "
-            f"a {100 * float(d.get('interval_level', 0.95)):g}% interval "
-            f"({d.get('interval_method', 'none')}) in `answers.csv`."
+            f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). {intervals} in "
+            "`answers.csv`."
         ]

@@ -222,3 +222,26 @@ def test_a_rho_budget_is_charged_as_its_epsilon_delta_and_measured_with_gaussian
 def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=message):
         load_config(_write(tmp_path, _marginals(**budget)))
+
+
+def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
+    tmp_path: Path,
+) -> None:
+    from dp.pipeline import workloads
+    from dp.pipeline.kinds import ReleaseSummary
+
+    plan = build_plan(load_config(_write(tmp_path, _marginals(epsilon=1.0))))
+    (release,) = (r for r in plan.releases if r.name == "m")
+    assert release.spec.workload.n > workloads.MAX_INTERVAL_CELLS
+    # Decided by the workload's size alone: no estimate is even looked at.
+    assert workloads._intervals(release.spec, result=None) is None  # type: ignore[arg-type]
+    details = {
+        "queries": 1, "cells": 2, "strategy": "s", "reconstruction": "nonneg-l1",
+        "expected_rmse": 1.0, "svd_bound_rmse": 0.5, **workloads._NO_INTERVALS,
+    }  # fmt: skip
+    summary = ReleaseSummary(
+        name="m", kind="workload", mechanism="laplace", cost=release.cost, is_dp=True,
+        sensitivity=1.0, parts=(), files=(), output_hash="", details=details,
+    )  # fmt: skip
+    (line,) = workloads.WorkloadKind().report(summary)
+    assert "No intervals (none: intervals are computed for up to 2048 cells)" in line
