@@ -144,9 +144,7 @@ def end_to_end(tmp: Path, with_hours: bool) -> dict[str, Any]:
     """``dppub run`` in a child process: wall time, the largest single process's peak RSS and
     the largest sum of resident memory over the process tree (Prefect's server included),
     sampled every 0.1 s."""
-    import psutil
-
-    from bench.scale import _tree_rss
+    from bench.scale import watched_run
 
     cfg = _config(tmp, with_hours)
     env = {
@@ -154,26 +152,16 @@ def end_to_end(tmp: Path, with_hours: bool) -> dict[str, Any]:
         "PREFECT_HOME": os.environ.get("PREFECT_HOME", str(ROOT / ".state/prefect")),
     }
     cmd = [*DPPUB, "run", str(cfg), "--ledger", str(tmp / "l.sqlite"), "--out", str(tmp / "o")]
-    tree = 0
     with tempfile.TemporaryFile("w+") as err:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        watched = psutil.Process(proc.pid)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            tree = max(tree, _tree_rss(watched))
-            time.sleep(0.1)
-        wall = time.perf_counter() - t
+        run = watched_run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         err.seek(0)
         tail = err.read().strip().splitlines()[-1:]
-    ok = os.waitstatus_to_exitcode(status) == 0
+    ok = run.code == 0
     return {
         "ok": ok,
-        "seconds": wall,
-        "peak_rss_mib": usage.ru_maxrss / 1024.0,
-        "tree_peak_rss_mib": tree / 2**20,
+        "seconds": run.seconds,
+        "peak_rss_mib": run.peak_kib / 1024.0,
+        "tree_peak_rss_mib": run.tree_peak / 2**20,
         "error": [] if ok else tail,
     }
 

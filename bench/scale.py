@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,9 +142,37 @@ def _tree_rss(proc: Any) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class Watched:
+    """A finished child process: wall seconds, exit code, the largest single process's peak
+    RSS (KiB, ``ru_maxrss``) and the largest sum of resident bytes over its process tree."""
+
+    seconds: float
+    code: int
+    peak_kib: int
+    tree_peak: int
+
+
+def watched_run(cmd: list[str], *, stdout: Any, stderr: Any, env: Any = None) -> Watched:
+    """Run ``cmd`` from the repository root, sampling its tree's memory every 0.1 s."""
+    import psutil
+
+    tree = 0
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
+    watched = psutil.Process(proc.pid)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        tree = max(tree, _tree_rss(watched))
+        time.sleep(0.1)
+    seconds = time.perf_counter() - start
+    return Watched(seconds, os.waitstatus_to_exitcode(status), usage.ru_maxrss, tree)
+
+
 def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> dict[str, Any]:
     """One ``dppub run`` of the demo flow on ``path``; wall seconds, peak RSS and a digest."""
-    import psutil
     import yaml
 
     from dp.pipeline.plan import load_plan
@@ -171,20 +200,9 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     ]
     cmd += ["--out", str(work / "out")]
     cmd += [] if engine == "auto" else ["--engine", engine]
-    tree_peak = 0
     with (work / "stdout").open("w") as out, (work / "stderr").open("w") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
-        watched = psutil.Process(proc.pid)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            tree_peak = max(tree_peak, _tree_rss(watched))
-            time.sleep(0.1)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+        run = watched_run(cmd, stdout=out, stderr=err)
+    if run.code != 0:
         tail = (work / "stderr").read_text().strip().splitlines()[-1:] or ["?"]
         raise RuntimeError(f"demo flow ({engine}) on {path.name} failed: {tail[0]}")
     name = raw["anonymize"]["name"]
@@ -194,9 +212,9 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     shutil.rmtree(work / "out", ignore_errors=True)  # the released table can be large
     return {
         "engine": resolved,
-        "seconds": seconds,
-        "peak_mib": usage.ru_maxrss / 1024,
-        "tree_peak_mib": tree_peak / 2**20,
+        "seconds": run.seconds,
+        "peak_mib": run.peak_kib / 1024,
+        "tree_peak_mib": run.tree_peak / 2**20,
         "digest": hashlib.sha256(key).hexdigest()[:16],
     }
 

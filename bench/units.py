@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.scale import _dataset, _tree_rss  # noqa: E402
+from bench.scale import _dataset, watched_run  # noqa: E402
 from dp.engine import HistogramAggregate, StreamingBackend, TableSource  # noqa: E402
 from dp.engine.units import BoundingAggregate, UnitBound  # noqa: E402
 from dp.histogram import Axis, numeric_axis  # noqa: E402
@@ -172,28 +172,20 @@ def accuracy(rows: int, units: int, epsilon: float, scratch: Path) -> dict[str, 
 
 
 def _run(cfg: Path, work: Path) -> dict[str, Any]:
-    import psutil
-
     cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg)]
     cmd += ["--ledger", str(work / "ledger.sqlite"), "--out", str(work / "out")]
-    peak = 0
     with (work / "stderr").open("w") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
-        watched = psutil.Process(proc.pid)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            peak = max(peak, _tree_rss(watched))
-            time.sleep(0.1)
-        seconds = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
+        run = watched_run(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    code = run.code
     if code != 0:
         tail = (work / "stderr").read_text().strip().splitlines()[-1:] or ["?"]
         raise RuntimeError(f"dppub run {cfg.name} failed ({code}): {tail[0]}")
     shutil.rmtree(work / "out", ignore_errors=True)
-    return {"seconds": seconds, "peak_mib": usage.ru_maxrss / 1024, "tree_peak_mib": peak / 2**20}
+    return {
+        "seconds": run.seconds,
+        "peak_mib": run.peak_kib / 1024,
+        "tree_peak_mib": run.tree_peak / 2**20,
+    }
 
 
 def scale(rows: int, units: int, data_dir: Path) -> dict[str, Any]:
