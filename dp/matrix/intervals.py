@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError
+from dp.errors import ConfigError, SolverError
 from dp.matrix.measure import Measurement
 from dp.matrix.reconstruct import check_reconstruction, reconstruct
 from dp.matrix.strategy import Strategy
@@ -266,10 +266,15 @@ def bootstrap_intervals(
             noise_scale=scale,
             mechanism=noise,
         )
-        xs.append(reconstruct(meas, workload, method=reconstruction))
+        try:
+            xs.append(reconstruct(meas, workload, method=reconstruction))
+        except SolverError:  # a replicate, not the release: fall back to the exact widths
+            why = "a bootstrap replicate's reconstruction failed"
+            return _over_budget(workload, strategy, x_bar, scale, lvl, noise, why)
         spent = time.perf_counter() - start
         if max_seconds is not None and b == 0 and spent * _MIN_REPLICATES > max_seconds:
-            return _over_budget(workload, strategy, x_bar, scale, lvl, noise)
+            why = "the bootstrap did not fit its time budget"
+            return _over_budget(workload, strategy, x_bar, scale, lvl, noise, why)
         if max_seconds is not None and spent > max_seconds and b + 1 >= _MIN_REPLICATES:
             break
     reps = np.column_stack(xs)
@@ -299,6 +304,7 @@ def _over_budget(
     scale: float,
     level: float,
     noise: str,
+    why: str,
 ) -> AnswerIntervals:
     answers = workload @ x_bar
     se, half, quantile = _least_squares_widths(workload, strategy, scale, level, noise)
@@ -306,10 +312,7 @@ def _over_budget(
         std_error=se,
         ci_low=np.maximum(answers - half, 0.0),
         ci_high=answers + half,
-        method=(
-            f"least-squares widths ({quantile} quantile) around the released answers: "
-            "the bootstrap did not fit its time budget"
-        ),
+        method=(f"least-squares widths ({quantile} quantile) around the released answers: {why}"),
         level=level,
     )
 

@@ -243,3 +243,21 @@ def test_gaussian_bootstrap_redraws_gaussian_noise() -> None:
     np.testing.assert_allclose(boot.std_error[8:], expected[8:], rtol=0.25)
     with pytest.raises(ConfigError, match="noise must be"):
         iv.least_squares_intervals(w, a, estimate, noise_scale=1.0, noise="cauchy")
+
+
+def test_a_failed_replicate_falls_back_to_the_exact_widths(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dp.errors import SolverError
+
+    w, a = matrix.prefix(16), matrix.identity_strategy(16)
+    estimate = np.arange(16, dtype=float)
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise SolverError("not certified")
+
+    monkeypatch.setattr(iv, "reconstruct", fails)
+    out = iv.bootstrap_intervals(
+        w, a, estimate, noise_scale=2.0, reconstruction="nonneg-l1", replicates=200
+    )
+    exact = iv.least_squares_intervals(w, a, estimate, noise_scale=2.0)
+    assert "replicate's reconstruction failed" in out.method and out.replicates == 0
+    np.testing.assert_allclose(out.std_error, exact.std_error)
