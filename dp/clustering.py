@@ -1,4 +1,4 @@
-"""DP k-means: Lloyd's algorithm with Laplace noise on counts and sums (SPEC §3.4, seed 003).
+"""DP k-means: Lloyd's algorithm with Laplace noise on counts and sums.
 
 Each of ``T`` iterations assigns rows to the nearest current centre and releases, per cluster, a
 noisy count and a noisy coordinate sum; the new centre is ``noisy sum / noisy count``, or a fresh

@@ -1,4 +1,4 @@
-"""The matrix mechanism: workloads, strategies, error analysis and reconstruction (SPEC 3.3).
+"""The matrix mechanism: workloads, strategies, error analysis and reconstruction.
 
 Typical use::
 

@@ -1,4 +1,4 @@
-"""Differentially private logistic regression with a scikit-learn-like interface (SPEC §3.4).
+"""Differentially private logistic regression with a scikit-learn-like interface.
 
 Two pure epsilon-DP methods, add/remove-one neighbours, rows clipped into declared bounds:
 

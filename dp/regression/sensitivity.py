@@ -1,7 +1,7 @@
 """Global sensitivities of the regression sufficient statistics, derived from declared bounds.
 
 Neighbouring datasets differ by **adding or removing one record** (unbounded DP, the dppub-wide
-convention, SPEC §2): the row count ``n`` is *not* public. A row contributes ``x`` (already
+convention): the row count ``n`` is *not* public. A row contributes ``x`` (already
 clipped, shifted and scaled into the declared domain) and ``y`` (clipped, shifted). The released
 statistics are
 

@@ -1,4 +1,4 @@
-"""Differentially private trace regression with a nuclear-norm penalty (SPEC §3.4, seed 000).
+"""Differentially private trace regression with a nuclear-norm penalty.
 
 Model: ``y_i = tr(X_i^T B) + e_i`` with a low-rank ``d x T`` coefficient matrix ``B``, estimated by
 
