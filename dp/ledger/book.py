@@ -15,7 +15,7 @@ from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
 from dp.ledger.chain import TERMINAL, partition_text
 from dp.ledger.datasets import amendment_row, check_declared, current_declarations, identity_key
-from dp.ledger.history import STATES, history_rows, run_rows
+from dp.ledger.history import STATES, history_rows, published_neighbours, run_rows
 from dp.ledger.log import ChainedLog
 from dp.ledger.policy import BudgetPolicy, DataIdentity
 from dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
@@ -391,6 +391,10 @@ class Ledger:
     def runs(self, key: str | None = None) -> list[dict[str, Any]]:
         """Every run (of identity ``key``, or all): its reservation, state and final cost."""
         return run_rows(self.store, key)
+
+    def published_neighbours(self, key: str) -> list[str]:
+        """The neighbouring relations stated by the committed DP releases of identity ``key``."""
+        return published_neighbours(self.store, key)
 
     def history(self, key: str | None = None) -> list[dict[str, object]]:
         """Every reservation, draw and release row, oldest first, with its run's state."""

@@ -12,10 +12,24 @@ from typing import Any
 from dp.ledger.chain import TERMINAL
 from dp.ledger.store import Store
 
-__all__ = ["STATES", "history_rows", "run_rows"]
+__all__ = ["STATES", "history_rows", "published_neighbours", "run_rows"]
 
 STATES = {"commit": "committed", "charge": "charged", "abort": "aborted"}
 """The state a run's terminal event puts it in."""
+
+
+def published_neighbours(store: Store, key: str) -> list[str]:
+    """The neighbouring relations the committed DP releases of identity ``key`` were stated
+    for (one DISTINCT query: an audit of many releases reads no release row twice)."""
+    with store.connect() as con:
+        rows = con.execute(
+            """SELECT DISTINCT e.note
+               FROM entries e JOIN entries t ON t.run_id = e.run_id AND t.event = 'commit'
+               WHERE e.event = 'release' AND e.is_dp = 1 AND e.source = ?""",
+            (key,),
+        ).fetchall()
+    notes = [json.loads(r["note"]) if r["note"] else {} for r in rows]
+    return sorted({str(n.get("neighbours") or "one row") for n in notes})
 
 
 def run_rows(store: Store, key: str | None = None) -> list[dict[str, Any]]:

@@ -59,14 +59,9 @@ def spending_summary(ledger: Ledger, name: str | None = None) -> dict[str, dict[
         by_period: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in runs:
             by_period[str(r["period"])].append(r)
-        published = [
-            h
-            for h in ledger.history(d.key)
-            if h["event"] == "release" and h["state"] == "committed" and h["is_dp"]
-        ]
         out[d.name] = {
             "source": d.path,
-            "neighbours": sorted({str(h["neighbours"] or "one row") for h in published}),
+            "neighbours": ledger.published_neighbours(d.key),
             "budget": policy.to_json(),
             "budget_text": policy.describe(),
             "budget_epsilon": policy.total.epsilon,
