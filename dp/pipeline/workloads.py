@@ -112,13 +112,15 @@ class WorkloadSpec:
         on disk across processes: it depends on the workload and the noise only)."""
         return self.strategy or cached_select_strategy(self.workload, noise=self.noise)
 
-    def expected_rmse(self, cost: PrivacyCost) -> float:
-        """Expected per-query RMSE of the least-squares answers at ``cost``."""
+    def expected_rmse(self, cost: PrivacyCost, strategy: matrix.Strategy | None = None) -> float:
+        """Expected per-query RMSE of the least-squares answers at ``cost`` (``strategy``:
+        :meth:`chosen`, if the caller has it already)."""
+        a = strategy or self.chosen()
         if self.noise == "gaussian":
             return matrix.expected_rmse_gaussian(
-                self.workload, self.chosen(), epsilon=cost.epsilon, delta=cost.delta
+                self.workload, a, epsilon=cost.epsilon, delta=cost.delta
             )
-        return matrix.expected_rmse(self.workload, self.chosen(), cost.epsilon)
+        return matrix.expected_rmse(self.workload, a, cost.epsilon)
 
 
 def workload_operator(w: WorkloadModel, axes: Sequence[Axis]) -> tuple[Any, Any | None]:
@@ -220,14 +222,15 @@ class WorkloadKind:
         least-squares answers, and the SVD lower bound for any strategy."""
         spec: WorkloadSpec = plan.spec
         cost = plan.mechanism_cost  # row-level: the unit bound's price is in the error
+        strategy = spec.chosen()
         out: dict[str, JSON] = {
-            "strategy": spec.chosen().name,
+            "strategy": strategy.name,
             "noise": spec.noise,
-            "expected_rmse": spec.expected_rmse(cost),
+            "expected_rmse": spec.expected_rmse(cost, strategy),
             "svd_bound_rmse": matrix.svd_bound_rmse(spec.workload, cost.epsilon),
         }
         if plan.bounding.unit is not None:
-            out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost)
+            out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost, strategy)
         return out
 
     def execute(
