@@ -43,8 +43,6 @@ class WorkloadAnswer:
     """Noisy workload answers ``W x_bar``, one per workload row."""
     estimate: FloatArray
     """Reconstructed histogram ``x_bar`` (flat, C order for multi-dimensional domains)."""
-    strategy: str
-    """Name of the measured strategy."""
     sensitivity: float
     """``||A||_1`` of the strategy (``||A||_{1->2}`` with Gaussian noise)."""
     noise_scale: float
@@ -64,6 +62,11 @@ class WorkloadAnswer:
     """Approximate-DP parameter spent (0 with Laplace noise)."""
     noise: str = "laplace"
     """``"laplace"`` or ``"gaussian"``."""
+
+    @property
+    def strategy(self) -> str:
+        """Name of the measured strategy."""
+        return self.measured.name
 
     @property
     def cost(self) -> PrivacyCost:
@@ -129,7 +132,6 @@ def answer(
     return WorkloadAnswer(
         answers=workload @ estimate,
         estimate=estimate,
-        strategy=chosen.name,
         sensitivity=sensitivity,
         noise_scale=meas.noise_scale,
         measured=chosen,

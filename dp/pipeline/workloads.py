@@ -267,7 +267,7 @@ class WorkloadKind:
         out.write_frame(plan.name, "estimate.parquet", estimate)
         details = {
             "workload": spec.kind,
-            "strategy": str(result.strategy),
+            "strategy": result.strategy,
             "reconstruction": spec.reconstruction,
             "queries": len(result.answers),
             "cells": len(result.estimate),
