@@ -97,24 +97,14 @@ class UnitBound:
         if self.column in batch.numeric:
             values = np.asarray(batch.numeric[self.column]).astype(np.int64).view(np.uint64)
             return _mix(values, self.key)
-        column = batch.text[self.column]
-        salt = self.key.to_bytes(8, "big").hex()[:16]
-        distinct = pd.util.hash_array(
-            np.asarray(column.dictionary.to_pylist(), dtype=object), hash_key=salt
-        )
-        codes = column.indices.to_numpy(zero_copy_only=False)
-        return np.asarray(np.asarray(distinct, dtype=np.uint64)[codes], dtype=np.uint64)
+        return _hashed(batch.text[self.column], self.key.to_bytes(8, "big").hex()[:16])
 
     def parts(self, batch: Batch, units: U64) -> U64:
         """Each row's (unit, partition) pair, hashed (zeros without a partition)."""
         if self.partition is None:
             return np.zeros(len(units), dtype=np.uint64)
-        column = batch.text[self.partition]
-        codes = np.asarray(column.indices.to_numpy(zero_copy_only=False), dtype=np.uint64)
-        labels = pd.util.hash_array(
-            np.asarray(column.dictionary.to_pylist(), dtype=object), hash_key="dppub-partitions"
-        )
-        return _mix(units ^ np.asarray(labels, dtype=np.uint64)[codes], self.key)
+        labels = _hashed(batch.text[self.partition], "dppub-partitions")
+        return _mix(units ^ labels, self.key)
 
     def priorities(self, batch: Batch, units: U64) -> U64:
         """Each row's priority: a keyed hash of its unit and its values (never its position,
@@ -124,11 +114,7 @@ class UnitBound:
             if name in batch.numeric:
                 values = np.asarray(batch.numeric[name], dtype=np.float64).view(np.uint64)
             else:
-                column = batch.text[name]
-                distinct = np.asarray(column.dictionary.to_pylist(), dtype=object)
-                words = pd.util.hash_array(distinct, hash_key="dppub-values-001")
-                codes = pc_fill(column)
-                values = np.append(np.asarray(words, dtype=np.uint64), np.uint64(0))[codes]
+                values = _hashed(batch.text[name], "dppub-values-001")
             mark = batch.missing.get(name)
             if mark is not None:
                 values = np.where(mark, np.uint64(1), values)
@@ -136,12 +122,17 @@ class UnitBound:
         return _mix(h, self.key ^ 0x5DEECE66D)
 
 
-def pc_fill(column: Any) -> npt.NDArray[np.int64]:
-    """Dictionary codes with nulls as the last (extra) code."""
+def _hashed(column: Any, hash_key: str) -> U64:
+    """Each row's value of a dictionary column, hashed under ``hash_key`` (16 characters); a
+    null hashes to 0. Only the dictionary's distinct values are hashed."""
     import pyarrow.compute as pc
 
-    size = len(column.dictionary)
-    return np.asarray(pc.fill_null(column.indices, size).to_numpy(zero_copy_only=False), np.int64)
+    words = pd.util.hash_array(
+        np.asarray(column.dictionary.to_pylist(), dtype=object), hash_key=hash_key
+    )
+    table = np.append(np.asarray(words, dtype=np.uint64), np.uint64(0))
+    codes = pc.fill_null(column.indices, len(column.dictionary)).to_numpy(zero_copy_only=False)
+    return np.asarray(table[np.asarray(codes, dtype=np.int64)], dtype=np.uint64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
