@@ -15,7 +15,10 @@ the error).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -31,12 +34,14 @@ __all__ = [
     "Fused",
     "StreamingBackend",
     "fold",
+    "fold_fragments",
     "fragment_partial",
     "merge_partials",
 ]
 
 P = TypeVar("P")
 R = TypeVar("R")
+F = TypeVar("F")
 R_co = TypeVar("R_co", covariant=True)
 
 
@@ -115,12 +120,75 @@ def fold(aggregate: Aggregate[P, R], acc: P, batch: Batch) -> P:
     return aggregate.update(acc, batch.complete(aggregate.columns))
 
 
-def fragment_partial(aggregate: Aggregate[P, R], scan: Scan, fragment: pads.Fragment) -> P:
-    """One fragment's accumulator: its batches folded in order (the unit a worker computes)."""
+def fragment_partial(
+    aggregate: Aggregate[P, R],
+    scan: Scan,
+    fragment: pads.Fragment,
+    stop: threading.Event | None = None,
+) -> P:
+    """One fragment's accumulator: its batches folded in order (the unit a worker computes).
+    A set ``stop`` ends the fold early (its partial is then discarded by the caller)."""
+    return fold_batches(aggregate, iter_batches(scan, fragment), stop)
+
+
+def fold_batches(
+    aggregate: Aggregate[P, R], batches: Iterable[Batch], stop: threading.Event | None = None
+) -> P:
+    """``batches`` folded in order into a fresh accumulator (early out when ``stop`` is set)."""
     acc = aggregate.empty()
-    for batch in iter_batches(scan, fragment):
+    for batch in batches:
+        if stop is not None and stop.is_set():
+            break
         acc = fold(aggregate, acc, batch)
     return acc
+
+
+def fold_fragments(
+    aggregate: Aggregate[P, R],
+    fragments: Sequence[F],
+    partial: Callable[[F, threading.Event], P],
+    workers: int,
+) -> R:
+    """Every fragment's ``partial``, computed on up to ``workers`` threads, merged in fragment
+    order and finished.
+
+    The merge order is the fragments' whatever the threads' timing, so the result is the one a
+    sequential fold gives, bit for bit. At most ``workers`` partials are pending at a time.
+    When a fragment fails (or the caller is interrupted), the others stop at their next batch
+    and the error propagates.
+    """
+    acc = aggregate.empty()
+    if workers <= 1 or len(fragments) <= 1:
+        for fragment in fragments:
+            acc = aggregate.merge(acc, partial(fragment, threading.Event()))
+        return aggregate.finish(acc)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dppub-fold")
+    pending: deque[Future[P]] = deque()
+    try:
+        for fragment in fragments:
+            pending.append(pool.submit(partial, fragment, stop))
+            if len(pending) >= workers:
+                # Merge each partial as soon as its turn comes: few are alive at once.
+                acc = aggregate.merge(acc, _next_in_order(pending))
+        while pending:
+            acc = aggregate.merge(acc, _next_in_order(pending))
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return aggregate.finish(acc)
+
+
+def _next_in_order(pending: deque[Future[P]]) -> P:
+    """The oldest pending partial, once done; an error in any of them is raised at once."""
+    while not pending[0].done():
+        wait(pending, return_when=FIRST_EXCEPTION)
+        for future in pending:
+            if future.done() and future.exception() is not None:
+                future.result()
+    return pending.popleft().result()
 
 
 def merge_partials(aggregate: Aggregate[P, R], partials: Sequence[P]) -> R:
@@ -133,23 +201,27 @@ def merge_partials(aggregate: Aggregate[P, R], partials: Sequence[P]) -> R:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamingBackend:
-    """One process, one batch in memory at a time (plus Arrow's bounded read-ahead).
+    """One process, one batch in memory per worker thread at a time (plus Arrow's bounded
+    read-ahead).
 
-    Peak memory is about ``batch_size`` rows of the columns read, plus the accumulator (domain or
-    model size); it does not grow with the row count.
+    Peak memory is about ``workers * batch_size`` rows of the columns read, plus the
+    accumulators (domain or model size); it does not grow with the row count.
     """
 
     batch_size: int = DEFAULT_BATCH_SIZE
     """Upper bound on rows per batch."""
+    workers: int = 1
+    """Fragments (Parquet files) folded at once, one thread each (numpy and Arrow release the
+    GIL); the result does not depend on it."""
 
     def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
         """Stream ``source`` fragment by fragment; see the module docstring for the order."""
         scan = open_scan(source, schema, aggregate.columns, batch_size=self.batch_size)
-        acc = aggregate.empty()
-        for fragment in scan.fragments:
-            # Merge each fragment's partial as soon as it is done: only one partial is alive.
-            acc = aggregate.merge(acc, fragment_partial(aggregate, scan, fragment))
-        return aggregate.finish(acc)
+
+        def partial(fragment: pads.Fragment, stop: threading.Event) -> Any:
+            return fragment_partial(aggregate, scan, fragment, stop)
+
+        return fold_fragments(aggregate, scan.fragments, partial, self.workers)
 
     def batches(
         self, source: str | Path, schema: TableSchema, columns: Sequence[str]

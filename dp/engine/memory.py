@@ -13,14 +13,16 @@ Memory: the validated columns of every row (numbers as 8-byte arrays, text dicti
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pyarrow.dataset as pads
 
-from dp.engine.aggregate import Aggregate, fold
+from dp.engine.aggregate import Aggregate, fold_batches, fold_fragments
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
 from dp.errors import InvariantError
 from dp.schema import TableSchema
@@ -41,6 +43,8 @@ class MemoryBackend:
     """The columns held (every column the run reads)."""
     fragments: tuple[tuple[Batch, ...], ...]
     """Marked batches, per fragment, in scan order."""
+    workers: int = 1
+    """Fragments folded at once, one thread each; the result does not depend on it."""
 
     @classmethod
     def load(
@@ -50,11 +54,15 @@ class MemoryBackend:
         columns: Sequence[str],
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        workers: int = 1,
     ) -> MemoryBackend:
         """Read and validate ``columns`` of ``source`` once."""
         scan = open_scan(source, schema, columns, batch_size=batch_size)
-        held = tuple(tuple(iter_batches(scan, f)) for f in scan.fragments)
-        return cls(source=Path(source), columns=tuple(scan.columns), fragments=held)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dppub-load") as pool:
+            held = tuple(pool.map(lambda f: tuple(iter_batches(scan, f)), scan.fragments))
+        return cls(
+            source=Path(source), columns=tuple(scan.columns), fragments=held, workers=workers
+        )
 
     def _check(self, source: str | Path, columns: Sequence[str]) -> None:
         if Path(source) != self.source or not set(columns) <= set(self.columns):
@@ -66,13 +74,11 @@ class MemoryBackend:
     def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
         """Fold ``aggregate`` over the held batches, fragment by fragment, merged in order."""
         self._check(source, aggregate.columns)
-        acc = aggregate.empty()
-        for batches in self.fragments:
-            part = aggregate.empty()
-            for batch in batches:
-                part = fold(aggregate, part, batch)
-            acc = aggregate.merge(acc, part)
-        return aggregate.finish(acc)
+
+        def partial(batches: tuple[Batch, ...], stop: threading.Event) -> P:
+            return fold_batches(aggregate, batches, stop)
+
+        return fold_fragments(aggregate, self.fragments, partial, self.workers)
 
     def batches(
         self, source: str | Path, schema: TableSchema, columns: Sequence[str]

@@ -111,8 +111,10 @@ class DatasetModel(Model):
     ``DPPUB_MEMORY_BUDGET_MB`` environment variable)."""
     scheduler: str | None = None
     """dask scheduler address (tcp://host:8786); omitted = a local cluster of ``workers``."""
-    workers: int = Field(default=2, ge=1)
-    """Worker processes of the local dask cluster started when no ``scheduler`` is given."""
+    workers: int = Field(default=2, ge=1, le=64)
+    """Parallelism: the memory and stream engines read and fold this many Parquet files at
+    once (one thread each; memory grows with it); the dask engine starts this many worker
+    processes when no ``scheduler`` is given. Results never depend on it."""
     batch_size: int | None = Field(default=None, ge=1)
     """Rows per record batch for the stream and dask engines (default 2^20)."""
     privacy_unit: str | None = None

@@ -112,14 +112,17 @@ class Plan:
         cfg = self.config
         path = cfg.data_path(period)
         size = cfg.dataset.batch_size or DEFAULT_BATCH_SIZE
+        workers = cfg.dataset.workers
         engine = self.resolved_engine(period)
         backend: Any
         if engine == "memory":
-            backend = MemoryBackend.load(path, cfg.table_schema, self.columns, batch_size=size)
+            backend = MemoryBackend.load(
+                path, cfg.table_schema, self.columns, batch_size=size, workers=workers
+            )
         elif engine == "dask":
             backend = DaskBackend(batch_size=size, address=cfg.dataset.scheduler)
         else:
-            backend = StreamingBackend(batch_size=size)
+            backend = StreamingBackend(batch_size=size, workers=workers)
         return TableSource(path=path, schema=cfg.table_schema, backend=backend)
 
 
