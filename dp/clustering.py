@@ -270,13 +270,21 @@ def _nearest(X: FloatArray, centres: FloatArray) -> npt.NDArray[np.int64]:
 
 
 def lloyd_partial(
-    rows: FloatArray, domain: FeatureDomain, centres: FloatArray
+    rows: FloatArray,
+    domain: FeatureDomain,
+    centres: FloatArray,
+    weights: npt.NDArray[np.int64] | None = None,
 ) -> tuple[IntArray, IntArray]:
     """Per-cluster row counts and quantised coordinate sums of centred ``rows``, as integers.
 
     ``rows`` are clipped into ``domain``'s uncentred version and shifted by its midpoint, so
     ``domain`` is the centred domain (:meth:`KMeans.fit_steps`). Each row is assigned to its
     nearest centre, then quantised (module doc); sums of disjoint row sets add exactly.
+    ``weights``: how many equal rows each row stands for (the integers are those of the rows
+    repeated).
+
+    Raises:
+        InputError: the weights add up to more than :data:`MAX_ROWS` rows.
     """
     a = _magnitudes(domain)
     V = quantise(rows, a)
@@ -284,6 +292,8 @@ def lloyd_partial(
         check_norms(V)
     k = centres.shape[0]
     label = _nearest(rows, centres)
+    if weights is not None:
+        return _weighted_sums(V, label, np.asarray(weights, dtype=np.int64), k)
     counts = np.bincount(label, minlength=k).astype(object)
     sums = int_zeros(centres.shape)
     chunk = 2 ** (53 - FRACTION_BITS)  # float partial sums of |V| <= 2^16 stay exact
@@ -293,6 +303,21 @@ def lloyd_partial(
             column = np.bincount(lab, weights=part[:, j], minlength=k)
             sums[:, j] += column.astype(np.int64).astype(object)
     return np.asarray(counts, dtype=object), sums
+
+
+def _weighted_sums(
+    V: FloatArray, label: npt.NDArray[np.int64], weights: npt.NDArray[np.int64], k: int
+) -> tuple[IntArray, IntArray]:
+    """Weighted counts and sums in int64: exact, as sum(w) <= 2^36 and |V| <= 2^16."""
+    check_rows(int(weights.sum()))
+    counts = int_zeros(k)
+    sums = int_zeros((k, V.shape[1]))
+    scaled = V.astype(np.int64) * weights[:, None]
+    for c in range(k):
+        mine = label == c
+        counts[c] = int(weights[mine].sum())
+        sums[c, :] = [int(v) for v in scaled[mine].sum(axis=0)]
+    return counts, sums
 
 
 def lloyd_finish(

@@ -1,8 +1,9 @@
 """Exact aggregates of Parquet sources computed batch by batch (local stream or a cluster).
 
 The data-touching steps of a publication -- value policies and clamping, histograms, regression
-sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums, the
-logistic loss sums at each Newton iterate of objective perturbation -- are single-pass folds,
+sufficient statistics, k-anonymity leaf counts, DP k-means' per-iteration counts and sums (or a
+projected, bounded copy of its rows folded once, :mod:`dp.engine.projection`), the logistic loss
+sums at each Newton iterate of objective perturbation -- are single-pass folds,
 so they run over bounded batches instead of a whole in-memory frame; the k-anonymous table is
 written batch by batch (:func:`anonymize_stream`). Every function returns *exact* aggregates; DP
 noise is added once by the caller, never here.
@@ -35,11 +36,12 @@ from dp.engine.classes import (
     leaf_counts_stream,
     node_class_sizes,
 )
-from dp.engine.clustering import LloydAggregate, lloyd_statistics_stream
+from dp.engine.clustering import LloydAggregate, lloyd_statistics_stream, projected_lloyd_step
 from dp.engine.dask import DaskBackend
 from dp.engine.histogram import HistogramAggregate, axis_codes, histogram_stream
 from dp.engine.logistic import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.memory import MemoryBackend, estimate_bytes
+from dp.engine.projection import Projection, ProjectionAggregate
 from dp.engine.regression import Response, StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import TableSource
 
@@ -57,6 +59,8 @@ __all__ = [
     "LloydAggregate",
     "LogisticLossAggregate",
     "MemoryBackend",
+    "Projection",
+    "ProjectionAggregate",
     "Response",
     "Scan",
     "StatisticsAggregate",
@@ -78,5 +82,6 @@ __all__ = [
     "merge_partials",
     "node_class_sizes",
     "open_scan",
+    "projected_lloyd_step",
     "regression_statistics_stream",
 ]

@@ -6,14 +6,17 @@ the very :func:`dp.clustering.lloyd_partial` of the in-memory fit, and the per-b
 are added, then rounded once by :func:`dp.clustering.lloyd_finish`: the result is bit for bit
 the whole-table computation, whatever the batches. :meth:`dp.clustering.KMeans.fit_steps` calls
 :func:`lloyd_statistics_stream` once per iteration and adds the noise to the combined result,
-once.
+once. When the run's shared scan could hold the features' weighted distinct rows
+(:class:`~dp.engine.projection.Projection`), :func:`projected_lloyd_step` computes the very
+same integers from them instead, without reading the source again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,12 +24,13 @@ import numpy.typing as npt
 from dp.clustering import lloyd_finish, lloyd_partial
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dp.engine.projection import Projection
 from dp.errors import ConfigError
 from dp.regression.domain import FeatureDomain
 from dp.regression.fixedpoint import IntArray, int_zeros
 from dp.schema import TableSchema
 
-__all__ = ["LloydAggregate", "lloyd_statistics_stream"]
+__all__ = ["LloydAggregate", "lloyd_statistics_stream", "projected_lloyd_step"]
 
 FloatArray = npt.NDArray[np.float64]
 _Acc = tuple[IntArray, IntArray]
@@ -62,9 +66,9 @@ class LloydAggregate:
         """Add one batch's integer counts and sums."""
         if batch.num_rows == 0:
             return acc
-        X = np.column_stack([batch.numeric[f].astype(np.float64) for f in self.features])
-        rows = self.domain.clip(X) - self.domain.midpoint()
-        counts, sums = lloyd_partial(rows, self._centred, self.centres)
+        counts, sums = lloyd_partial(
+            _centred_rows(self, batch.numeric), self._centred, self.centres
+        )
         return self.merge(acc, (counts, sums))
 
     @property
@@ -112,3 +116,28 @@ def lloyd_statistics_stream(
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
     result: tuple[FloatArray, FloatArray] = runner.run(agg, source, schema)
     return result
+
+
+def _centred_rows(agg: LloydAggregate, numeric: Mapping[str, Any]) -> FloatArray:
+    """The feature rows clipped into the declared domain, shifted by its midpoint."""
+    X = np.column_stack([numeric[f].astype(np.float64) for f in agg.features])
+    return agg.domain.clip(X) - agg.domain.midpoint()
+
+
+def projected_lloyd_step(
+    projection: Projection, *, features: Sequence[str], domain: FeatureDomain
+) -> Callable[[FloatArray], tuple[FloatArray, FloatArray]]:
+    """A :data:`dp.clustering.Step` over ``projection`` (the weighted distinct rows of
+    ``features``): for any centres, the exact counts and sums :func:`lloyd_statistics_stream`
+    gives on the source, bit for bit, without reading it."""
+    probe = LloydAggregate(
+        features=tuple(features), domain=domain, centres=np.zeros((1, len(features)))
+    )
+    rows = _centred_rows(probe, projection.values)  # clipped once for every iteration
+
+    def step(centres: FloatArray) -> tuple[FloatArray, FloatArray]:
+        agg = LloydAggregate(features=probe.features, domain=domain, centres=centres)
+        counts, sums = lloyd_partial(rows, agg._centred, agg.centres, projection.weights)
+        return agg.finish((counts, sums))
+
+    return step

@@ -1,8 +1,10 @@
 """Release kind ``clustering``: DP k-means (DP Lloyd) over declared numeric features.
 
-Each of the ``iterations`` Lloyd steps folds the exact per-cluster counts and sums in one pass
-through the engine (over the held batches with the in-memory engine); the estimator adds
-Laplace noise to each step's aggregates (``epsilon / (2 T)`` per part and iteration).
+Each of the ``iterations`` Lloyd steps needs the exact per-cluster counts and sums for its
+centres. The run's shared scan keeps the features' weighted distinct rows when they fit
+(:class:`~dp.engine.ProjectionAggregate`), and every step is computed from them; otherwise each
+step is one pass through the engine. The estimator adds Laplace noise to each step's
+aggregates (``epsilon / (2 T)`` per part and iteration).
 
 Besides ``model.json`` it publishes ``clusters.parquet`` and ``clusters.csv``: each centre
 with the last iteration's noisy size of its cluster and that size's exact Laplace interval
@@ -17,8 +19,14 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from dp.clustering import KMeans
-from dp.engine import Aggregate, TableSource, lloyd_statistics_stream
+from dp.clustering import KMeans, Step
+from dp.engine import (
+    Aggregate,
+    ProjectionAggregate,
+    TableSource,
+    lloyd_statistics_stream,
+    projected_lloyd_step,
+)
 from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
@@ -82,7 +90,7 @@ class ClusteringKind:
         return plan.facts
 
     def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
-        return []  # one pass per Lloyd iteration, in execute
+        return [ProjectionAggregate(columns=plan.columns)]  # the Lloyd steps' rows, if they fit
 
     def execute(
         self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
@@ -91,7 +99,7 @@ class ClusteringKind:
         d = len(item.features)
         domain = estimator.domain(d)
 
-        def step(centres: np.ndarray) -> Any:
+        def streamed(centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return lloyd_statistics_stream(
                 data.path,
                 data.schema,
@@ -101,6 +109,10 @@ class ClusteringKind:
                 backend=data.backend,
             )
 
+        (projection,) = exact
+        step: Step = streamed
+        if projection is not None:  # the same integers, without reading the source again
+            step = projected_lloyd_step(projection, features=item.features, domain=domain)
         estimator.fit_steps(step, d=d)
         model = {**estimator.to_dict(), "features": item.features}
         out.write_json(plan.name, "model.json", model)
