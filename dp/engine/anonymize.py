@@ -7,8 +7,9 @@ Two passes over the source, never a whole column in memory:
    :func:`dp.anonymity.anonymize.anonymize_counts` searches the lattice on them: the same base rows,
    hence the same node, levels and metrics as :func:`dp.anonymity.anonymize` on the whole table.
 2. The release is written batch by batch (locally, in source order): each batch's records are
-   generalized at the chosen levels by :func:`dp.anonymity.release.release_rows`, those of the
-   suppressed classes (known from the counts) dropped, and the rest appended to one Parquet file.
+   generalized at the chosen levels by :func:`dp.anonymity.release.release_rows` (on worker
+   threads, a few batches ahead), those of the suppressed classes (known from the counts)
+   dropped, and the rest appended to one Parquet file.
    The input digest of the report is computed in the same pass, and every class is recounted:
    if the source changed between the passes, nothing is released.
 
@@ -19,10 +20,13 @@ private (its levels are chosen by looking at the data); it adds no noise and rea
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -31,13 +35,17 @@ from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, batch_frame
-from dp.engine.classes import batch_leaf_codes, leaf_counts_stream
+from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, batch_frame
+from dp.engine.classes import IntArray, batch_leaf_codes, leaf_counts_stream
 from dp.errors import ConfigError, InputError
 from dp.io import empty_frame
 from dp.schema import TableSchema
 
 __all__ = ["anonymize_stream"]
+
+_AHEAD = 2
+"""Batches generalized ahead of the one being written (worker threads)."""
+_Prepared = tuple[IntArray, pd.DataFrame, IntArray, pa.Table]
 
 
 def anonymize_stream(
@@ -102,21 +110,37 @@ def anonymize_stream(
     digest = InputDigest()
     writer: pq.ParquetWriter | None = None
     seen = np.zeros(len(leaf.counts), dtype=np.int64)  # records per counted class, recounted
+
+    def prepare(marked: Batch) -> _Prepared:
+        batch = marked.complete(columns)
+        codes = np.column_stack([batch_leaf_codes(h, batch, c) for c, h in hier.items()]).reshape(
+            batch.num_rows, len(hier)
+        )
+        others = batch_frame(batch, rest_specs)
+        rows = leaf.row_of(codes)
+        released = release_rows(others, columns, hier, codes, found.levels, keep[rows])
+        return codes, others, rows, pa.Table.from_pandas(released, preserve_index=False)
+
+    def write_oldest() -> None:
+        nonlocal writer
+        codes, others, rows, table = pending.popleft().result()
+        digest.update(codes, others)
+        seen[:] += np.bincount(rows, minlength=len(seen))
+        if writer is None:
+            writer = pq.ParquetWriter(partial, table.schema)
+        writer.write_table(table)
+
+    # Batches are generalized on worker threads, a few ahead, while this thread reads, hashes
+    # and writes them in order (numpy, Arrow, hashlib and Parquet release the GIL).
+    pool = ThreadPoolExecutor(max_workers=_AHEAD, thread_name_prefix="dppub-anonymize")
+    pending: deque[Future[_Prepared]] = deque()
     try:
         for marked in runner.batches(source, schema, columns):
-            batch = marked.complete(columns)
-            codes = np.column_stack(
-                [batch_leaf_codes(h, batch, c) for c, h in hier.items()]
-            ).reshape(batch.num_rows, len(hier))
-            others = batch_frame(batch, rest_specs)
-            digest.update(codes, others)
-            rows = leaf.row_of(codes)
-            seen += np.bincount(rows, minlength=len(seen))
-            released = release_rows(others, columns, hier, codes, found.levels, keep[rows])
-            table = pa.Table.from_pandas(released, preserve_index=False)
-            if writer is None:
-                writer = pq.ParquetWriter(partial, table.schema)
-            writer.write_table(table)
+            pending.append(pool.submit(prepare, marked))
+            if len(pending) > _AHEAD:
+                write_oldest()
+        while pending:
+            write_oldest()
         if not np.array_equal(seen, leaf.counts):
             # The classes the search saw are not the ones written: k could be broken.
             raise InputError(f"{source} changed while it was being anonymized; nothing released")
@@ -125,6 +149,8 @@ def anonymize_stream(
             writer.close()
         partial.unlink(missing_ok=True)
         raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if writer is None:  # no rows at all: an empty table with the released columns
         none = np.zeros((0, len(hier)), dtype=np.int64)
         empty = release_rows(empty_frame(rest_specs), columns, hier, none, found.levels, keep[:0])
