@@ -99,9 +99,7 @@ def test_weights_beyond_the_row_limit_are_refused() -> None:
 
 
 @pytest.mark.parametrize("engine", ["stream", "memory"])
-def test_kmeans_from_the_projection_equals_the_streamed_fit(
-    partitioned: Path, engine: str
-) -> None:
+def test_kmeans_from_the_projection_equals_the_streamed_fit(partitioned: Path, engine: str) -> None:
     backend: Any = StreamingBackend(batch_size=100, workers=2)
     if engine == "memory":
         backend = MemoryBackend.load(partitioned, SCHEMA, FEATURES, batch_size=100)
