@@ -10,13 +10,15 @@ computed on the weighted rows.
 
 Memory is bounded by :data:`PROJECTION_ROWS`: when the distinct rows outgrow it the aggregate
 gives up (its result is ``None``) and the stage reads the source once per iteration as before.
+A fragment's distinct rows are a subset of the whole source's, so once one fragment's partial
+gives up, the others stop collecting too (the result is ``None`` either way).
 Exact data: never log or persist a :class:`Projection`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -49,14 +51,27 @@ class Projection:
         return int(self.weights.sum())
 
 
+class _GaveUp:
+    """Set once any partial of one projection outgrew its bound (a copy sent to another
+    process starts unset: it only saves work)."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def __reduce__(self) -> tuple[type[_GaveUp], tuple[()]]:
+        return _GaveUp, ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectionAggregate:
-    """The weighted distinct complete rows of numeric ``columns`` (see the module docstring)."""
+    """The weighted distinct complete rows of numeric ``columns`` (see the module docstring).
+    One instance serves one scan: once it has given up, it stays given up."""
 
     columns: tuple[str, ...]
     """Numeric columns, without repeats."""
     max_rows: int = PROJECTION_ROWS
     """Distinct rows held at most; past this the result is ``None``."""
+    _gave_up: _GaveUp = field(default_factory=_GaveUp, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.columns or len(set(self.columns)) != len(self.columns):
@@ -68,7 +83,9 @@ class ProjectionAggregate:
 
     def update(self, acc: _Held, batch: Batch) -> _Held:
         """Add the batch's rows, grouped (a no-op once given up)."""
-        if acc is None or batch.num_rows == 0:
+        if acc is None or self._gave_up.value:
+            return None
+        if batch.num_rows == 0:
             return acc
         table = pa.table({c: batch.numeric[c] for c in self.columns})
         grouped = table.group_by(list(self.columns), use_threads=False).aggregate(
@@ -96,7 +113,10 @@ class ProjectionAggregate:
         if sum(t.num_rows for t in tables) <= self.max_rows:
             return tables
         merged = _regroup(tables, self.columns)
-        return [merged] if merged.num_rows <= self.max_rows else None
+        if merged.num_rows <= self.max_rows:
+            return [merged]
+        self._gave_up.value = True
+        return None
 
 
 def _regroup(tables: list[pa.Table], columns: tuple[str, ...]) -> pa.Table:

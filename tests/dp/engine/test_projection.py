@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dp.engine.projection as projection_module
 from dp.clustering import KMeans, lloyd_partial
 from dp.engine import (
     MemoryBackend,
@@ -61,6 +62,25 @@ def test_a_projection_that_outgrows_its_bound_gives_up(partitioned: Path) -> Non
     assert over.merge([], None) is None and over.merge(None, []) is None
     with pytest.raises(ConfigError):
         ProjectionAggregate(columns=("age", "age"))
+
+
+def test_once_one_fragment_gives_up_the_others_stop_collecting(
+    partitioned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grouped: list[int] = []
+    named = projection_module._named
+
+    def counting(*args: Any) -> Any:
+        grouped.append(1)
+        return named(*args)
+
+    monkeypatch.setattr(projection_module, "_named", counting)
+    # 1,301 rows in the first file: 64-row batches outgrow 100 distinct rows within it.
+    got = StreamingBackend(batch_size=64).run(
+        ProjectionAggregate(columns=FEATURES, max_rows=100), partitioned, SCHEMA
+    )
+    assert got is None
+    assert 0 < len(grouped) <= 4  # the later files' 12 batches were never grouped
 
 
 def test_an_empty_source_projects_to_no_rows(partitioned: Path) -> None:
