@@ -1,14 +1,17 @@
 """The budget is a lifetime total on the data, and a damaged ledger is never trusted."""
 
+import json
 import multiprocessing as mp
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost
 from dp.errors import BudgetExceededError, ConfigError, LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
+from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, chain
 from dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
 
@@ -244,3 +247,37 @@ def test_an_integer_sensitivity_keeps_the_chain_verifiable(
     led.record_releases(run_id="r1", releases=[release])
     assert led.verify().ok
     led.commit(run_id="r1", output_hash="h")  # a write re-verifies the rows since the checkpoint
+
+
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SCALAR, max_size=24))
+def test_the_row_encoder_is_the_canonical_json(row: list[object]) -> None:
+    assert chain._encode_row(row) == chain._ENCODER.encode(row)
+
+
+def test_without_the_c_encoder_rows_use_the_plain_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    assert chain._row_encoder() == chain._ENCODER.encode
+
+
+def test_a_head_is_checked_wherever_it_is_in_the_chain() -> None:
+    rows = []
+    prev = chain.GENESIS
+    for seq in range(1, 6):
+        values = [seq, *[None] * (len(chain.FIELDS) - 2), prev]
+        prev = chain._hash_values(values)
+        rows.append((*values, prev))
+    heads = [(seq, row[-1]) for seq, row in enumerate(rows, start=1)]
+    assert all(chain.verify_rows(rows, expected_head=h).ok for h in heads)
+    assert not chain.verify_rows(rows, expected_head=(3, heads[2][1][::-1])).ok
+    assert not chain.verify_rows(rows[:2], expected_head=heads[2]).ok
+    assert chain.verify_rows(rows, expected_head=(0, chain.GENESIS)).ok
