@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -177,12 +178,20 @@ class _Rows:
             return
         if self.folder is None:
             self.folder = tempfile.mkdtemp(prefix="dppub-units-")
-        units, parts, prio, pos = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
-        bucket = units % np.uint64(_BUCKETS)
-        table = np.stack([units, parts, prio, pos.view(np.uint64)], axis=1)
-        for b in range(_BUCKETS):
-            with Path(self.folder, f"{b}.bin").open("ab") as fh:
-                fh.write(table[bucket == b].tobytes())
+        with ExitStack() as files:
+            out = [
+                files.enter_context(Path(self.folder, f"{b}.bin").open("ab"))
+                for b in range(_BUCKETS)
+            ]
+            for units, parts, prio, pos in self.arrays:  # one batch at a time: no copy of all
+                bucket = (units % np.uint64(_BUCKETS)).astype(np.uint8)
+                order = np.argsort(bucket, kind="stable")  # a radix sort, rows kept in order
+                edges = np.searchsorted(bucket[order], np.arange(_BUCKETS + 1))
+                for b in range(_BUCKETS):
+                    at = order[edges[b] : edges[b + 1]]
+                    if len(at):
+                        quad = (units[at], parts[at], prio[at], pos[at].view(np.uint64))
+                        out[b].write(np.stack(quad, axis=1).tobytes())
         self.arrays, self.held = [], 0
 
     def buckets(self) -> Iterator[Quad]:
@@ -264,10 +273,15 @@ def _member(values: U64, sorted_set: U64) -> Mask:
 
 def _keep_partitions(units: U64, parts: U64, limit: int) -> Mask:
     """Rows whose (unit, partition) is among the unit's ``limit`` lowest-hash partitions."""
-    pairs = np.unique(np.stack([units, parts], axis=1), axis=0)
-    first = np.flatnonzero(np.r_[True, pairs[1:, 0] != pairs[:-1, 0]])
-    rank = np.arange(len(pairs)) - np.repeat(first, np.diff(np.r_[first, len(pairs)]))
-    return _member(parts, np.sort(pairs[rank < limit, 1]))
+    if not len(units):
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((parts, units))  # by unit, then partition hash
+    u, p = units[order], parts[order]
+    distinct = np.r_[True, (u[1:] != u[:-1]) | (p[1:] != p[:-1])]
+    u, p = u[distinct], p[distinct]  # the distinct (unit, partition) pairs, sorted
+    first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
+    rank = np.arange(len(u)) - np.repeat(first, np.diff(np.r_[first, len(u)]))
+    return _member(parts, np.sort(p[rank < limit]))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -156,3 +156,39 @@ def test_a_fresh_key_per_run_chooses_a_uniform_subset(tmp_path: Path) -> None:
         seen[kept] += 1
     assert seen.sum() == 2_000
     assert seen.min() >= 140 and seen.max() <= 260
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 7)), max_size=60),
+    st.integers(1, 4),
+)
+def test_kept_partitions_are_each_units_lowest_hashes(pairs: list[tuple[int, int]], m: int) -> None:
+    units = np.array([u for u, _ in pairs], dtype=np.uint64)
+    parts = np.array([u * 100 + p for u, p in pairs], dtype=np.uint64)  # distinct per unit
+    lowest: set[int] = set()
+    for u in set(units.tolist()):
+        lowest |= set(sorted(set(parts[units == u].tolist()))[:m])
+    want = np.array([int(p) in lowest for p in parts], dtype=bool)
+    assert np.array_equal(units_module._keep_partitions(units, parts, m), want)
+
+
+def test_a_spilled_partitioned_pass_on_two_threads_chooses_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(8)
+    rows = [
+        (f"p{rng.integers(40)}", int(rng.integers(10)), "abc"[int(rng.integers(3))])
+        for _ in range(1_500)
+    ]
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i in range(3):
+        _write(folder, _table(rows[i * 500 : (i + 1) * 500]), f"p{i}.parquet")
+    bound = UnitBound(column="person", max_rows=3, partition="group", content=COLUMNS, key=5)
+    reference = StreamingBackend(batch_size=64).run(BoundingAggregate(bound), folder, SCHEMA)
+    monkeypatch.setattr(units_module, "SPILL_ROWS", 50)  # buckets on disk, several spills
+    threaded = StreamingBackend(batch_size=64, workers=2)
+    got = threaded.run(BoundingAggregate(bound), folder, SCHEMA)
+    assert np.array_equal(got.dropped, reference.dropped)
+    assert len(reference.dropped) > 0
