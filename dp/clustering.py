@@ -141,6 +141,8 @@ class KMeans:
         self.n_iter = n_iter
         self.cluster_centers_: FloatArray = np.zeros((0, 0))
         self.cluster_sizes_: FloatArray = np.zeros(0)
+        self.reseeded_: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        """Clusters whose centre the last iteration re-drew at random (noisy size below 1)."""
         """The last iteration's noisy counts: the noisy size of the cluster whose noisy sum
         each centre divides (below 1 when the centre was re-seeded)."""
         self._record: dict[str, Any] | None = None
@@ -211,6 +213,7 @@ class KMeans:
             )
         self.cluster_centers_ = centres + shift
         self.cluster_sizes_ = np.asarray(noisy_counts, dtype=np.float64)
+        self.reseeded_ = np.asarray(small, dtype=bool)
         self._record = {
             "laplace_scale": {"counts": COUNT_SENSITIVITY / eps_half, "sums": s_sum / eps_half},
             "epsilon_per_release": eps_half,

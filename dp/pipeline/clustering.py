@@ -7,7 +7,8 @@ step is one pass through the engine. The estimator adds Laplace noise to each st
 aggregates (``epsilon / (2 T)`` per part and iteration).
 
 Besides ``model.json`` it publishes ``clusters.parquet`` and ``clusters.csv``: each centre
-with the last iteration's noisy size of its cluster and that size's exact Laplace interval
+with the last iteration's noisy size of its cluster, that size's exact Laplace interval, and
+whether the centre was re-drawn at random because that size was below 1
 (:func:`dp.regression.uncertainty.cluster_table`, post-processing).
 """
 
@@ -124,6 +125,7 @@ class ClusteringKind:
             features=item.features,
             size_scale=scale,
             level=level,
+            reseeded=estimator.reseeded_,
         )
         out.write_table(plan.name, "clusters", table)
         details = {
@@ -140,5 +142,6 @@ class ClusteringKind:
         return [
             f"k-means with k = {d['k']} on {features} ({summary.mechanism}); bounds from the "
             "config and parameters in `model.json`, centres and noisy cluster sizes with "
-            "95% intervals on the sizes in `clusters.csv` (and `.parquet`)."
+            "95% intervals on the sizes in `clusters.csv` (and `.parquet`); a centre marked "
+            "`reseeded` is a random point (its noisy size was below 1), not an estimate."
         ]

@@ -251,6 +251,7 @@ def cluster_table(
     features: Sequence[str],
     size_scale: float,
     level: float = 0.95,
+    reseeded: npt.ArrayLike | None = None,
 ) -> pd.DataFrame:
     """DP k-means centres and noisy cluster sizes as one table.
 
@@ -265,10 +266,13 @@ def cluster_table(
         features: the ``d`` feature names.
         size_scale: Laplace scale of the counts.
         level: nominal coverage of the size intervals.
+        reseeded: which clusters' centres the last iteration re-drew uniformly at random
+            because their noisy size was below 1 (default: none). Such a centre is a random
+            point of the domain, not an estimate.
 
     Returns:
         Columns ``cluster``, one per feature, ``size``, ``size_std_error``, ``size_ci_low``,
-        ``size_ci_high``.
+        ``size_ci_high``, ``reseeded``.
     """
     c = np.asarray(centres, dtype=np.float64)
     s = np.asarray(sizes, dtype=np.float64)
@@ -285,4 +289,8 @@ def cluster_table(
     frame["size_std_error"] = math.sqrt(2.0) * b
     frame["size_ci_low"] = np.maximum(s - half, 0.0)
     frame["size_ci_high"] = s + half
+    flags = np.zeros(len(s), dtype=bool) if reseeded is None else np.asarray(reseeded, dtype=bool)
+    if flags.shape != s.shape:
+        raise InputError(f"reseeded must have one flag per cluster, got shape {flags.shape}")
+    frame["reseeded"] = flags
     return frame

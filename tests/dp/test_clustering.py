@@ -139,6 +139,9 @@ def test_tiny_data_reseeds_and_stays_in_domain() -> None:
     doc = model.to_dict()
     assert doc["reseeded"] > 0  # counts of ~1 row under Laplace(60) noise are mostly < 1
     assert np.all(np.linalg.norm(model.cluster_centers_, axis=1) <= 1.0 + 1e-12)
+    # The last iteration's re-drawn centres are flagged: exactly the clusters sized below 1.
+    assert model.reseeded_.tolist() == (model.cluster_sizes_ < 1.0).tolist()
+    assert model.reseeded_.any()
 
 
 def test_fit_steps_is_fit_from_aggregates() -> None:

@@ -90,8 +90,10 @@ def test_k_means_publishes_centres_with_noisy_sizes(demo: Demo) -> None:
         "size_std_error",
         "size_ci_low",
         "size_ci_high",
+        "reseeded",
     ]
     np.testing.assert_array_equal(table[["age", "hours"]].to_numpy(), model["centres"])
+    assert table["reseeded"].tolist() == (table["size"] < 1.0).tolist()
     scale = model["laplace_scale"]["counts"]
     np.testing.assert_allclose(table["size_std_error"], np.sqrt(2.0) * scale)
     # A noisy count can be negative (its cluster was then re-seeded); the interval stops at 0.

@@ -225,7 +225,11 @@ def test_logistic_and_trace_fits_keep_what_they_released(capture: list[Any]) -> 
 
 def test_cluster_table_size_intervals_are_exact() -> None:
     table = cluster_table(
-        [[1.0, 2.0], [3.0, 4.0]], [10.0, 0.5], features=["age", "hours"], size_scale=2.0
+        [[1.0, 2.0], [3.0, 4.0]],
+        [10.0, 0.5],
+        features=["age", "hours"],
+        size_scale=2.0,
+        reseeded=[False, True],
     )
     assert list(table.columns) == [
         "cluster",
@@ -235,7 +239,9 @@ def test_cluster_table_size_intervals_are_exact() -> None:
         "size_std_error",
         "size_ci_low",
         "size_ci_high",
+        "reseeded",
     ]
+    assert table["reseeded"].tolist() == [False, True]
     half = 2.0 * math.log(20.0)
     assert table["size_ci_high"].tolist() == pytest.approx([10.0 + half, 0.5 + half])
     assert table["size_ci_low"].tolist() == pytest.approx([10.0 - half, 0.0])
@@ -247,3 +253,5 @@ def test_cluster_table_size_intervals_are_exact() -> None:
     assert 0.944 <= covered.mean() <= 0.956
     with pytest.raises(InputError, match="centres must be k x 2"):
         cluster_table([[1.0]], [1.0], features=["a", "b"], size_scale=1.0)
+    with pytest.raises(InputError, match="one flag per cluster"):
+        cluster_table([[1.0]], [1.0], features=["a"], size_scale=1.0, reseeded=[True, False])
