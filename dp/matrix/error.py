@@ -55,13 +55,14 @@ def expected_rmse(workload: Workload, strategy: Strategy, epsilon: float) -> flo
 
 
 def expected_rmse_gaussian(
-    workload: Workload, strategy: Strategy, *, epsilon: float, delta: float
+    workload: Workload, strategy: Strategy, *, epsilon: float, delta: float, group: int = 1
 ) -> float:
     """Expected per-query RMSE of least-squares answers measured by
     :func:`dp.matrix.measure.measure_gaussian`: ``sigma sqrt(||W A^+||_F^2 / m)`` with the
-    analytic Gaussian ``sigma`` for the strategy's L2 sensitivity."""
+    analytic Gaussian ``sigma`` for ``group`` times the strategy's L2 sensitivity."""
     _check_pair(workload, strategy)
-    sigma = gaussian_sigma(l2_sensitivity=strategy.l2_sensitivity, epsilon=epsilon, delta=delta)
+    l2 = group * strategy.l2_sensitivity
+    sigma = gaussian_sigma(l2_sensitivity=l2, epsilon=epsilon, delta=delta)
     return sigma * math.sqrt(strategy.squared_error_factor(workload) / workload.m)
 
 

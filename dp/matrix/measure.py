@@ -80,15 +80,21 @@ def check_histogram(x: npt.ArrayLike, n: int) -> FloatArray:
     return arr
 
 
-def _validated(strategy: Strategy, x: npt.ArrayLike, *, l2: bool) -> tuple[FloatArray, float]:
-    """The histogram and the strategy's L1 (or L2) sensitivity, checked before any noise."""
+def _validated(
+    strategy: Strategy, x: npt.ArrayLike, *, l2: bool, group: int
+) -> tuple[FloatArray, float]:
+    """The histogram and the L1 (or L2) sensitivity of ``A x`` when neighbours differ by up to
+    ``group`` records (``group`` times the strategy's, by the triangle inequality), checked
+    before any noise."""
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(strategy).__name__}")
+    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+        raise ConfigError(f"group must be a positive integer, got {group!r}")
     hist = check_histogram(x, strategy.n)
     sens = strategy.l2_sensitivity if l2 else strategy.sensitivity
     if not math.isfinite(sens) or sens <= 0:
         raise ConfigError(f"strategy sensitivity must be finite and > 0, got {sens!r}")
-    return hist, sens
+    return hist, group * sens
 
 
 def measure(
@@ -97,6 +103,7 @@ def measure(
     *,
     epsilon: float,
     rng: np.random.Generator | None = None,
+    group: int = 1,
 ) -> Measurement:
     """Answer ``strategy`` on histogram ``x`` with Laplace noise (the only private step).
 
@@ -105,12 +112,13 @@ def measure(
         x: histogram over the strategy's domain (finite, >= 0).
         epsilon: privacy parameter (> 0).
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+        group: neighbours differ by up to this many records (a privacy unit's bound).
 
     Returns:
         The :class:`Measurement`.
     """
     eps = check_epsilon(epsilon)
-    hist, sens = _validated(strategy, x, l2=False)
+    hist, sens = _validated(strategy, x, l2=False, group=group)
     noisy = laplace(strategy @ hist, sensitivity=sens, epsilon=eps, rng=rng)
     return Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=sens / eps)
 
@@ -122,6 +130,7 @@ def measure_gaussian(
     epsilon: float,
     delta: float,
     rng: np.random.Generator | None = None,
+    group: int = 1,
 ) -> Measurement:
     """Answer ``strategy`` on histogram ``x`` with Gaussian noise (``(epsilon, delta)``-DP).
 
@@ -136,13 +145,16 @@ def measure_gaussian(
         epsilon: privacy parameter (> 0).
         delta: privacy parameter (in (0, 1)).
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.
+        group: neighbours differ by up to this many records: the noise is calibrated to
+            ``group`` times the L2 sensitivity, which is tighter than group privacy over an
+            ``(epsilon / group, ...)`` measurement.
 
     Returns:
         The :class:`Measurement` (``mechanism="gaussian"``, ``noise_scale`` = sigma).
     """
     eps = check_epsilon(epsilon)
     dl = check_delta(delta)
-    hist, sens = _validated(strategy, x, l2=True)
+    hist, sens = _validated(strategy, x, l2=True, group=group)
     sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
     noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
     return Measurement(

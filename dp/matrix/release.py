@@ -84,6 +84,7 @@ def answer(
     rng: np.random.Generator | None = None,
     noise: str = "laplace",
     delta: float = 0.0,
+    group: int = 1,
 ) -> WorkloadAnswer:
     """Answer ``workload`` on histogram ``x`` with the matrix mechanism (``epsilon``-DP, or
     ``(epsilon, delta)``-DP with Gaussian noise).
@@ -98,9 +99,11 @@ def answer(
         noise: ``"laplace"`` (default) or ``"gaussian"`` (the analytic Gaussian mechanism on
             the strategy's L2 sensitivity, :func:`dp.matrix.measure.measure_gaussian`).
         delta: the Gaussian release's delta (in (0, 1)); 0 with Laplace noise.
+        group: neighbours differ by up to this many records (a privacy unit's bound): the
+            sensitivity, hence the noise, is ``group`` times the strategy's.
 
     Returns:
-        The :class:`WorkloadAnswer`.
+        The :class:`WorkloadAnswer` (its ``sensitivity`` is the group's).
     """
     # Validate everything before the measurement, so a bad argument never spends budget.
     if not isinstance(workload, Workload):
@@ -122,11 +125,11 @@ def answer(
         )
     factor = cached_error_factor(workload, chosen)
     if noise == "gaussian":
-        meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng)
-        variance, sensitivity = meas.noise_scale**2, chosen.l2_sensitivity
+        meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng, group=group)
+        variance, sensitivity = meas.noise_scale**2, group * chosen.l2_sensitivity
     else:
-        meas = measure(chosen, hist, epsilon=eps, rng=rng)
-        variance, sensitivity = 2.0 * meas.noise_scale**2, chosen.sensitivity
+        meas = measure(chosen, hist, epsilon=eps, rng=rng, group=group)
+        variance, sensitivity = 2.0 * meas.noise_scale**2, group * chosen.sensitivity
     del hist  # from here on only the noisy measurement is used (post-processing)
     estimate = reconstruct(meas, workload, method=method)
     return WorkloadAnswer(
@@ -136,7 +139,7 @@ def answer(
         noise_scale=meas.noise_scale,
         measured=chosen,
         expected_rmse=math.sqrt(variance * factor / workload.m),
-        svd_bound_rmse=svd_bound_rmse(workload, eps),
+        svd_bound_rmse=svd_bound_rmse(workload, eps / group),
         epsilon=eps,
         reconstruction=method,
         delta=dl,

@@ -55,11 +55,6 @@ class ReleasePlan:
     """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
 
     @property
-    def mechanism_cost(self) -> PrivacyCost:
-        """What its mechanism runs at on the bounded rows (the cost itself without a unit)."""
-        return self.bounding.cost(self.cost)
-
-    @property
     def planned_costs(self) -> tuple[PlannedCost, ...]:
         """What composition adds up for this release (nothing for a non-DP one)."""
         if not self.is_dp:

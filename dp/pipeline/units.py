@@ -12,7 +12,10 @@ delta)`` runs its mechanism at the row-level ``(epsilon / m, delta / (m e^((m-1)
 on the bounded rows: for Laplace noise this is exactly a noise scale ``m`` times larger, i.e. a
 sensitivity ``m`` times the row sensitivity, which is what the manifest declares. Rows of one
 unit spread over several partitions still total at most ``m``, so the same bound covers a
-partitioned release's parallel composition.
+partitioned release's parallel composition. Workloads use that sensitivity directly: they are
+measured at the unit-level cost with ``m`` times the row sensitivity (the bounded tables of two
+unit-neighbours differ by at most ``m`` rows). With Laplace noise the result is the same. With
+Gaussian noise it is tighter than group privacy.
 """
 
 from __future__ import annotations

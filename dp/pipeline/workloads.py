@@ -112,15 +112,17 @@ class WorkloadSpec:
         on disk across processes: it depends on the workload and the noise only)."""
         return self.strategy or cached_select_strategy(self.workload, noise=self.noise)
 
-    def expected_rmse(self, cost: PrivacyCost, strategy: matrix.Strategy | None = None) -> float:
-        """Expected per-query RMSE of the least-squares answers at ``cost`` (``strategy``:
-        :meth:`chosen`, if the caller has it already)."""
+    def expected_rmse(
+        self, cost: PrivacyCost, strategy: matrix.Strategy | None = None, group: int = 1
+    ) -> float:
+        """Expected per-query RMSE of the least-squares answers at ``cost`` when neighbours
+        differ by up to ``group`` rows (``strategy``: :meth:`chosen`, if the caller has it)."""
         a = strategy or self.chosen()
         if self.noise == "gaussian":
             return matrix.expected_rmse_gaussian(
-                self.workload, a, epsilon=cost.epsilon, delta=cost.delta
+                self.workload, a, epsilon=cost.epsilon, delta=cost.delta, group=group
             )
-        return matrix.expected_rmse(self.workload, a, cost.epsilon)
+        return matrix.expected_rmse(self.workload, a, cost.epsilon / group)
 
 
 def workload_operator(w: WorkloadModel, axes: Sequence[Axis]) -> tuple[Any, Any | None]:
@@ -221,13 +223,13 @@ class WorkloadKind:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
         spec: WorkloadSpec = plan.spec
-        cost = plan.mechanism_cost  # row-level: the unit bound's price is in the error
+        m = plan.bounding.rows_per_unit
         strategy = spec.chosen()
         out: dict[str, JSON] = {
             "strategy": strategy.name,
             "noise": spec.noise,
-            "expected_rmse": spec.expected_rmse(cost, strategy),
-            "svd_bound_rmse": matrix.svd_bound_rmse(spec.workload, cost.epsilon),
+            "expected_rmse": spec.expected_rmse(plan.cost, strategy, group=m),
+            "svd_bound_rmse": matrix.svd_bound_rmse(spec.workload, plan.cost.epsilon / m),
         }
         if plan.bounding.unit is not None:
             out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost, strategy)
@@ -237,15 +239,17 @@ class WorkloadKind:
         self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
     ) -> Executed:
         spec: WorkloadSpec = plan.spec
-        cost = plan.mechanism_cost
+        # At the unit-level cost, with the sensitivity of m rows of one unit: for Laplace noise
+        # the same scale as group privacy, for Gaussian noise less.
         result = matrix.answer(
             spec.workload,
             exact[0],
-            epsilon=cost.epsilon,
-            delta=cost.delta,
+            epsilon=plan.cost.epsilon,
+            delta=plan.cost.delta,
             noise=spec.noise,
             strategy=spec.chosen(),
             reconstruction=spec.reconstruction,
+            group=plan.bounding.rows_per_unit,
         )
         # Post-processing of the released estimate and public facts only.
         intervals = _intervals(spec, result)
@@ -277,11 +281,9 @@ class WorkloadKind:
             **(_NO_INTERVALS if intervals is None else intervals.describe()),
         }
         if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
-            l2 = plan.bounding.rows_per_unit * result.sensitivity
-            details["zcdp_rho"] = (l2 / result.noise_scale) ** 2 / 2.0
+            details["zcdp_rho"] = (result.sensitivity / result.noise_scale) ** 2 / 2.0
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
-        unit_sensitivity = plan.bounding.rows_per_unit * float(result.sensitivity)
-        return Executed(details=details, sensitivity=unit_sensitivity)
+        return Executed(details=details, sensitivity=float(result.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         d = summary.details

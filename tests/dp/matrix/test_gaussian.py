@@ -90,6 +90,66 @@ def test_neighbours_move_the_measurement_by_at_most_the_declared_sensitivities(
     assert np.sum(np.abs(diff)) <= a.sensitivity * (1 + 1e-9) + 1e-12
 
 
+@settings(max_examples=200, deadline=None)
+@given(_neighbours(), st.integers(1, 6), st.data())
+def test_m_records_move_the_measurement_by_at_most_m_sensitivities(
+    case: tuple[mx.Strategy, np.ndarray, int], m: int, data: st.DataObject
+) -> None:
+    # A unit-neighbour of a bounded table: up to m records added, in any cells.
+    a, x, _ = case
+    cells = data.draw(st.lists(st.integers(0, a.n - 1), min_size=m, max_size=m))
+    x_nb = x.copy()
+    np.add.at(x_nb, cells, 1.0)
+    diff = a @ x_nb - a @ x
+    assert np.linalg.norm(diff) <= m * a.l2_sensitivity * (1 + 1e-9) + 1e-12
+    assert np.sum(np.abs(diff)) <= m * a.sensitivity * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("m", [2, 5, 20])
+def test_a_group_is_measured_at_its_own_sensitivity_with_less_noise_than_group_privacy(
+    m: int,
+) -> None:
+    w = mx.marginals((4, 3, 5), 2)
+    a = mx.residual_planner(w)
+    x = np.arange(w.n, dtype=float)
+    eps, delta = 1.0, 1e-6
+    meas = mx.measure_gaussian(
+        a, x, epsilon=eps, delta=delta, group=m, rng=np.random.default_rng(0)
+    )
+    assert meas.noise_scale == gaussian_sigma(
+        l2_sensitivity=m * a.l2_sensitivity, epsilon=eps, delta=delta
+    )
+    assert meas.cost == PrivacyCost(epsilon=eps, delta=delta)
+    # Group privacy would run the mechanism at (eps / m, delta / (m e^((m-1) eps / m))).
+    row_delta = delta / (m * math.exp((m - 1) * eps / m))
+    grouped = gaussian_sigma(l2_sensitivity=a.l2_sensitivity, epsilon=eps / m, delta=row_delta)
+    assert meas.noise_scale < grouped
+    got = mx.answer(
+        w,
+        x,
+        epsilon=eps,
+        delta=delta,
+        noise="gaussian",
+        group=m,
+        strategy=a,
+        reconstruction="least-squares",
+        rng=np.random.default_rng(0),
+    )
+    assert got.sensitivity == m * a.l2_sensitivity
+    assert got.noise_scale == meas.noise_scale
+    assert got.expected_rmse == pytest.approx(
+        mx.expected_rmse_gaussian(w, a, epsilon=eps, delta=delta, group=m)
+    )
+    # Laplace: a group of m at epsilon is the scale of one record at epsilon / m.
+    lap = mx.answer(w, x, epsilon=eps, group=m, strategy=a, rng=np.random.default_rng(0))
+    one = mx.answer(w, x, epsilon=eps / m, strategy=a, rng=np.random.default_rng(0))
+    assert lap.noise_scale == pytest.approx(one.noise_scale)
+    assert lap.sensitivity == m * a.sensitivity
+    assert lap.svd_bound_rmse == pytest.approx(one.svd_bound_rmse)
+    with pytest.raises(ConfigError, match="group must be a positive integer"):
+        mx.measure_gaussian(a, x, epsilon=eps, delta=delta, group=0)
+
+
 @pytest.mark.parametrize(
     "strategy",
     [
