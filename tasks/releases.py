@@ -7,11 +7,12 @@ retries (on I/O errors), and logs carry names and costs, never values or counts.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from prefect import task
 
-from dp.engine import TableSource
+from dp.engine import TableSource, with_progress
 from dp.pipeline import execute
 from dp.pipeline.execute import Filters
 from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
@@ -47,7 +48,8 @@ def read_source(plan: Plan, period: str) -> TableSource:
 def bound_units(plan: Plan, source: TableSource) -> Filters:
     """With a privacy unit: one pass choosing which rows of each unit the releases read (the
     selection is exact data: kept in memory only)."""
-    filters = unit_filters([r.bounding for r in plan.releases], source, plan.columns)
+    reporting = _reporting(source, "privacy unit bounding pass")
+    filters = unit_filters([r.bounding for r in plan.releases], reporting, plan.columns)
     if filters:
         run_logger().info("privacy unit bounded for %d row selection(s)", len(filters))
     return filters
@@ -56,7 +58,23 @@ def bound_units(plan: Plan, source: TableSource) -> Filters:
 @task(name="shared-scan", **PRIVATE)
 def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, list[Any]]:
     """Every release's exact aggregates in one pass (exact: kept in memory only)."""
-    return execute.shared_scan(plan.releases, source, filters)
+    return execute.shared_scan(plan.releases, _reporting(source, "shared scan"), filters)
+
+
+def _reporting(source: TableSource, what: str) -> TableSource:
+    """``source`` logging its pass's progress at every tenth of its files (a source of more than
+    one file; the log names counts of files, which its footers already show, never of rows)."""
+    logger = run_logger()
+    logged = -1
+
+    def report(done: int, total: int) -> None:
+        nonlocal logged
+        tenth = 10 * done // total
+        if total > 1 and tenth > logged:
+            logged = tenth
+            logger.info("%s: %d of %d file(s) done", what, done, total)
+
+    return replace(source, backend=with_progress(source.backend, report))
 
 
 @task(name="release", **PRIVATE)

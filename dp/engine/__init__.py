@@ -13,10 +13,12 @@ from dp.engine.aggregate import (
     Aggregate,
     Backend,
     Fused,
+    Progress,
     StreamingBackend,
     fold,
     fragment_partial,
     merge_partials,
+    with_progress,
 )
 from dp.engine.anonymize import anonymize_stream
 from dp.engine.batches import (
@@ -59,6 +61,7 @@ __all__ = [
     "LloydAggregate",
     "LogisticLossAggregate",
     "MemoryBackend",
+    "Progress",
     "Projection",
     "ProjectionAggregate",
     "Response",
@@ -84,4 +87,5 @@ __all__ = [
     "open_scan",
     "projected_lloyd_step",
     "regression_statistics_stream",
+    "with_progress",
 ]

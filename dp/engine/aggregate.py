@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -32,17 +32,23 @@ __all__ = [
     "Aggregate",
     "Backend",
     "Fused",
+    "Progress",
     "StreamingBackend",
     "fold",
     "fold_fragments",
     "fragment_partial",
     "merge_partials",
+    "with_progress",
 ]
 
 P = TypeVar("P")
 R = TypeVar("R")
 F = TypeVar("F")
 R_co = TypeVar("R_co", covariant=True)
+B = TypeVar("B")
+
+Progress = Callable[[int, int], None]
+"""Called with ``(files done, files in all)`` as a pass merges each file's partial."""
 
 
 class Aggregate(Protocol[P, R_co]):
@@ -148,6 +154,7 @@ def fold_fragments(
     fragments: Sequence[F],
     partial: Callable[[F, threading.Event], P],
     workers: int,
+    progress: Progress | None = None,
 ) -> R:
     """Every fragment's ``partial``, computed on up to ``workers`` threads, merged in fragment
     order and finished.
@@ -155,12 +162,21 @@ def fold_fragments(
     The merge order is the fragments' whatever the threads' timing, so the result is the one a
     sequential fold gives, bit for bit. At most ``workers`` partials are pending at a time.
     When a fragment fails (or the caller is interrupted), the others stop at their next batch
-    and the error propagates.
+    and the error propagates. ``progress`` is called on this thread after each merge.
     """
     acc = aggregate.empty()
+    done = 0
+
+    def merged(part: P) -> None:
+        nonlocal acc, done
+        acc = aggregate.merge(acc, part)
+        done += 1
+        if progress is not None:
+            progress(done, len(fragments))
+
     if workers <= 1 or len(fragments) <= 1:
         for fragment in fragments:
-            acc = aggregate.merge(acc, partial(fragment, threading.Event()))
+            merged(partial(fragment, threading.Event()))
         return aggregate.finish(acc)
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dppub-fold")
@@ -169,10 +185,9 @@ def fold_fragments(
         for fragment in fragments:
             pending.append(pool.submit(partial, fragment, stop))
             if len(pending) >= workers:
-                # Merge each partial as soon as its turn comes: few are alive at once.
-                acc = aggregate.merge(acc, _next_in_order(pending))
+                merged(_next_in_order(pending))  # as soon as its turn comes: few are alive
         while pending:
-            acc = aggregate.merge(acc, _next_in_order(pending))
+            merged(_next_in_order(pending))
     except BaseException:
         stop.set()
         raise
@@ -189,6 +204,13 @@ def _next_in_order(pending: deque[Future[P]]) -> P:
             if future.done() and future.exception() is not None:
                 future.result()
     return pending.popleft().result()
+
+
+def with_progress(backend: B, progress: Progress) -> B:
+    """``backend`` reporting each pass's progress, if it can (the dask backend does not)."""
+    if any(f.name == "progress" for f in fields(backend)):  # type: ignore[arg-type]
+        return replace(backend, progress=progress)  # type: ignore[type-var]
+    return backend
 
 
 def merge_partials(aggregate: Aggregate[P, R], partials: Sequence[P]) -> R:
@@ -213,6 +235,8 @@ class StreamingBackend:
     workers: int = 1
     """Fragments (Parquet files) folded at once, one thread each (numpy and Arrow release the
     GIL); the result does not depend on it."""
+    progress: Progress | None = field(default=None, compare=False, repr=False)
+    """Told how many files each pass has merged (for a log line; no data)."""
 
     def run(self, aggregate: Aggregate[P, R], source: str | Path, schema: TableSchema) -> R:
         """Stream ``source`` fragment by fragment; see the module docstring for the order."""
@@ -221,7 +245,7 @@ class StreamingBackend:
         def partial(fragment: pads.Fragment, stop: threading.Event) -> Any:
             return fragment_partial(aggregate, scan, fragment, stop)
 
-        return fold_fragments(aggregate, scan.fragments, partial, self.workers)
+        return fold_fragments(aggregate, scan.fragments, partial, self.workers, self.progress)
 
     def batches(
         self, source: str | Path, schema: TableSchema, columns: Sequence[str]

@@ -16,13 +16,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import pyarrow.dataset as pads
 
-from dp.engine.aggregate import Aggregate, fold_batches, fold_fragments
+from dp.engine.aggregate import Aggregate, Progress, fold_batches, fold_fragments
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
 from dp.errors import InvariantError
 from dp.schema import TableSchema
@@ -45,6 +45,8 @@ class MemoryBackend:
     """Marked batches, per fragment, in scan order."""
     workers: int = 1
     """Fragments folded at once, one thread each; the result does not depend on it."""
+    progress: Progress | None = field(default=None, compare=False, repr=False)
+    """Told how many files each pass has merged (for a log line; no data)."""
 
     @classmethod
     def load(
@@ -78,7 +80,7 @@ class MemoryBackend:
         def partial(batches: tuple[Batch, ...], stop: threading.Event) -> P:
             return fold_batches(aggregate, batches, stop)
 
-        return fold_fragments(aggregate, self.fragments, partial, self.workers)
+        return fold_fragments(aggregate, self.fragments, partial, self.workers, self.progress)
 
     def batches(
         self, source: str | Path, schema: TableSchema, columns: Sequence[str]

@@ -21,8 +21,10 @@ from dp.engine import (
     LeafCountsAggregate,
     MemoryBackend,
     StreamingBackend,
+    with_progress,
 )
 from dp.engine.batches import Batch, Scan, iter_batches
+from dp.engine.dask import DaskBackend
 from dp.errors import InputError
 from dp.histogram import category_axis, numeric_axis
 from tests.dp.engine.conftest import SCHEMA
@@ -150,3 +152,23 @@ def test_a_failing_fragment_stops_the_others(
     # Fragment 0 has 326 batches of 4 rows (3.3 s at 10 ms each): it stopped soon after.
     assert folded["first"] < 100
     assert time.monotonic() - start < 2.0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_merged_file_is_reported_in_order(
+    partitioned: Path, hierarchies: dict[str, Hierarchy], workers: int
+) -> None:
+    agg = _aggregate(hierarchies)
+    calls: list[tuple[int, int]] = []
+    stream = with_progress(
+        StreamingBackend(batch_size=64, workers=workers), lambda *a: calls.append(a)
+    )
+    quiet = StreamingBackend(batch_size=64, workers=workers).run(agg, partitioned, SCHEMA)
+    assert stream.run(agg, partitioned, SCHEMA)[0] == quiet[0]
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    calls.clear()
+    held = MemoryBackend.load(partitioned, SCHEMA, agg.columns, batch_size=64, workers=workers)
+    with_progress(held, lambda *a: calls.append(a)).run(agg, partitioned, SCHEMA)
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    dask = DaskBackend(batch_size=64)
+    assert with_progress(dask, lambda *a: calls.append(a)) is dask  # no progress there
