@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -208,9 +208,9 @@ def _next_in_order(pending: deque[Future[P]]) -> P:
 
 def with_progress(backend: B, progress: Progress) -> B:
     """``backend`` reporting each pass's progress, if it can (the dask backend does not)."""
-    if any(f.name == "progress" for f in fields(backend)):  # type: ignore[arg-type]
-        return replace(backend, progress=progress)  # type: ignore[type-var]
-    return backend
+    if not hasattr(backend, "progress"):
+        return backend
+    return replace(backend, progress=progress)  # type: ignore[type-var]
 
 
 def merge_partials(aggregate: Aggregate[P, R], partials: Sequence[P]) -> R:

@@ -66,9 +66,8 @@ class LloydAggregate:
         """Add one batch's integer counts and sums."""
         if batch.num_rows == 0:
             return acc
-        counts, sums = lloyd_partial(
-            _centred_rows(self, batch.numeric), self._centred, self.centres
-        )
+        rows = _centred_rows(self.features, self.domain, batch.numeric)
+        counts, sums = lloyd_partial(rows, self._centred, self.centres)
         return self.merge(acc, (counts, sums))
 
     @property
@@ -118,10 +117,12 @@ def lloyd_statistics_stream(
     return result
 
 
-def _centred_rows(agg: LloydAggregate, numeric: Mapping[str, Any]) -> FloatArray:
+def _centred_rows(
+    features: Sequence[str], domain: FeatureDomain, numeric: Mapping[str, Any]
+) -> FloatArray:
     """The feature rows clipped into the declared domain, shifted by its midpoint."""
-    X = np.column_stack([numeric[f].astype(np.float64) for f in agg.features])
-    return agg.domain.clip(X) - agg.domain.midpoint()
+    X = np.column_stack([numeric[f].astype(np.float64) for f in features])
+    return domain.clip(X) - domain.midpoint()
 
 
 def projected_lloyd_step(
@@ -130,14 +131,13 @@ def projected_lloyd_step(
     """A :data:`dp.clustering.Step` over ``projection`` (the weighted distinct rows of
     ``features``): for any centres, the exact counts and sums :func:`lloyd_statistics_stream`
     gives on the source, bit for bit, without reading it."""
-    probe = LloydAggregate(
-        features=tuple(features), domain=domain, centres=np.zeros((1, len(features)))
-    )
-    rows = _centred_rows(probe, projection.values)  # clipped once for every iteration
+    if domain.dim != len(features):
+        raise ConfigError(f"{len(features)} features but a {domain.dim}-d domain")
+    rows = _centred_rows(features, domain, projection.values)  # clipped once for every step
+    centred = domain.translated(domain.midpoint())
 
     def step(centres: FloatArray) -> tuple[FloatArray, FloatArray]:
-        agg = LloydAggregate(features=probe.features, domain=domain, centres=centres)
-        counts, sums = lloyd_partial(rows, agg._centred, agg.centres, projection.weights)
-        return agg.finish((counts, sums))
+        counts, sums = lloyd_partial(rows, centred, centres, projection.weights)
+        return lloyd_finish(counts, sums, centred)
 
     return step
