@@ -10,7 +10,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test lint typecheck pytest clean
+.PHONY: setup run test test-fast lint typecheck pytest clean
 
 SAMPLE    := data/sample/census.parquet
 PREFECTDB := $(PREFECT_HOME)/prefect.db
@@ -46,6 +46,12 @@ pytest: setup
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# The tier for your own loop (under a minute on 2 cores): lint, and every test not marked slow
+# (tests/conftest.py: Prefect, subprocesses, browser, PostgreSQL, seeded audits are slow).
+test-fast: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -m "not slow"
 
 clean:
 	rm -rf $(STATE) data/sample

@@ -33,6 +33,25 @@ def _load_generator():  # type: ignore[no-untyped-def]
 
 generate = _load_generator()
 
+# The tiers: `make test-fast` runs what is not `slow`. Whole folders are slow by nature (they
+# start Prefect, subprocesses, Chromium, or run seeded privacy audits); elsewhere a test is
+# marked where it stands, or by using the PostgreSQL server.
+_SLOW_FOLDERS = frozenset({"flows", "browser", "empirical_privacy"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        parts = (
+            path.relative_to(ROOT / "tests").parts if path.is_relative_to(ROOT / "tests") else ()
+        )
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_postgres = "postgres" in getattr(item, "fixturenames", ()) or "postgresql" in map(
+            str, params.values()
+        )
+        if (parts and parts[0] in _SLOW_FOLDERS) or uses_postgres:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def census_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
