@@ -21,6 +21,7 @@ import pytest
 from dp.budget import PrivacyCost
 from dp.errors import LedgerError
 from dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from tests.dp.ledger.disk import SmallDisk, mounted_small_disk
 from tests.pg import PostgresServer
 
 DATA = DataIdentity(name="d", source="/data/d.parquet")
@@ -42,40 +43,10 @@ def _refused(err: pytest.ExceptionInfo[LedgerError], cause: str) -> None:
     assert "not a dppub ledger" not in text and "\n" not in text
 
 
-def _write_forever(fd: int) -> None:
-    while True:
-        os.write(fd, b"\0" * 4096)
-
-
-class SmallDisk:
-    """A 1 MiB tmpfs mounted at ``path``; :meth:`fill` takes every free byte, :meth:`free`
-    gives them back."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self._filler = path, path / "filler"
-
-    def fill(self) -> None:
-        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            with pytest.raises(OSError, match="No space left on device"):
-                _write_forever(fd)
-        finally:
-            os.close(fd)
-        assert os.statvfs(self.path).f_bavail == 0
-
-    def free(self) -> None:
-        self._filler.unlink()
-
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    path = tmp_path / "disk"
-    path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], check=True)
-    try:
-        yield SmallDisk(path)
-    finally:
-        subprocess.run(["umount", "--lazy", str(path)], check=True)
+    with mounted_small_disk(tmp_path / "disk") as disk:
+        yield disk
 
 
 def test_a_full_disk_at_open_is_named(small_disk: SmallDisk) -> None:
