@@ -8,6 +8,8 @@ than the ledger's timeout, an immutable file, another user; afterwards the ledge
 
 import multiprocessing as mp
 import os
+import pwd
+import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -162,7 +164,7 @@ def test_another_users_ledger_is_named_permission_denied() -> None:
         assert "not a dppub ledger" not in message
         assert Ledger(path).verify().ok
     finally:
-        subprocess.run(["rm", "-rf", str(folder)], check=True)
+        shutil.rmtree(folder)
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------------
@@ -190,3 +192,30 @@ def test_postgres_read_only_is_named(postgres: PostgresServer) -> None:
         _reserve(led, "r2")
     _refused(err, "is read-only (cannot execute")
     assert [r["run_id"] for r in Ledger(url).runs()] == ["r1"]
+
+
+def test_postgres_on_a_full_disk_is_named(postgres: PostgresServer) -> None:
+    base = Path(tempfile.mkdtemp(prefix="dppub-pgdisk-", dir="/tmp"))
+    base.chmod(0o755)  # the server's user reaches the tablespace through it
+    owner = pwd.getpwnam("postgres")
+    with mounted_small_disk(base / "disk") as disk:
+        os.chown(disk.path, owner.pw_uid, owner.pw_gid)
+        space = f"t_{base.name.rsplit('-', 1)[1].lower()}"
+        admin = psycopg.connect(postgres.url(), autocommit=True)
+        try:
+            admin.execute(f"CREATE TABLESPACE {space} LOCATION '{disk.path}'")
+            url = postgres.schema_url() + f"%20-cdefault_tablespace%3D{space}"
+            led = Ledger(url)  # its tables live on the small disk; entries is still empty
+            disk.fill()
+            with pytest.raises(LedgerError) as err:
+                _reserve(led, "r1")
+            _refused(err, "the database server's disk is full (could not extend file")
+            disk.free()
+            _reserve(led, "r1")
+            assert led.verify().ok
+            schema = url.split("search_path%3D", 1)[1].split("%20", 1)[0]
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+            admin.execute(f"DROP TABLESPACE {space}")
+        finally:
+            admin.close()
+    shutil.rmtree(base)
