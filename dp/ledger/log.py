@@ -133,12 +133,12 @@ def _check_range(row: dict[str, object]) -> None:
         assert isinstance(value, float)
         if not (low <= value <= high if closed else low <= value < high):
             raise ConfigError(
-                f"a {row['event']} row's {field} must be in [{low:g}, {high:g}"
+                f"the {row['event']} row's {field} must be in [{low:g}, {high:g}"
                 f"{']' if closed else ')'}, got {value!r}: the ledger refuses it and wrote nothing"
             )
     sensitivity = row["sensitivity"]
     if isinstance(sensitivity, float) and not math.isfinite(sensitivity):
         raise ConfigError(
-            f"a {row['event']} row's sensitivity must be finite, got {sensitivity!r}: "
+            f"the {row['event']} row's sensitivity must be finite, got {sensitivity!r}: "
             "the ledger refuses it and wrote nothing"
         )

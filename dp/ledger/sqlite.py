@@ -146,7 +146,9 @@ class SqliteStore:
         if code == sqlite3.SQLITE_READONLY:
             return LedgerError(f"ledger {path} is read-only ({detail}); nothing was written")
         if code in (sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH) or (
-            code == sqlite3.SQLITE_CANTOPEN and not os.access(path, os.R_OK | os.W_OK)
+            code == sqlite3.SQLITE_CANTOPEN
+            and path.exists()
+            and not os.access(path, os.R_OK | os.W_OK)
         ):
             return LedgerError(f"ledger {path}: permission denied ({detail})")
         if code == sqlite3.SQLITE_NOTADB:

@@ -57,6 +57,7 @@ def test_a_ledger_that_is_not_a_file_path_is_refused(
     assert list(work.iterdir()) == []  # nothing stray where the path was relative to
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_named_and_the_ledger_kept(tmp_path: Path, census_small: Path) -> None:
     config = small_config(tmp_path, census_small)
     with mounted_small_disk(tmp_path / "disk") as disk:

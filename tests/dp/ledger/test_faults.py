@@ -51,6 +51,7 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
         yield disk
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_open_is_named(small_disk: SmallDisk) -> None:
     path = small_disk.path / "l.sqlite"
     _reserve(Ledger(path), "r1")
@@ -66,6 +67,7 @@ def test_a_full_disk_at_open_is_named(small_disk: SmallDisk) -> None:
     _reserve(led, "r2")
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_write_is_named(small_disk: SmallDisk) -> None:
     path = small_disk.path / "l.sqlite"
     led = Ledger(path)
@@ -123,6 +125,7 @@ def test_a_lock_held_by_another_process_is_named_with_the_wait(tmp_path: Path, h
     _reserve(led, "r2")
 
 
+@pytest.mark.slow
 def test_an_immutable_ledger_is_named_read_only(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     _reserve(Ledger(path), "r1")
@@ -174,10 +177,11 @@ def test_postgres_without_privileges_is_named_permission_denied(postgres: Postgr
     url = postgres.schema_url()
     _reserve(Ledger(url), "r1")
     schema = url.rsplit("%3D", 1)[1]
+    role = f"stranger_{schema}"  # generated: nothing to escape
     with psycopg.connect(postgres.url(), autocommit=True) as con:
-        con.execute("DROP ROLE IF EXISTS stranger; CREATE ROLE stranger LOGIN")
-        con.execute(f"GRANT USAGE ON SCHEMA {schema} TO stranger")
-    stranger = url.replace("postgres@", "stranger@")
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        con.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+    stranger = url.replace("postgres@", f"{role}@")
     with pytest.raises(LedgerError) as err:
         Ledger(stranger)
     _refused(err, "permission denied (permission denied for table meta)")
@@ -194,6 +198,7 @@ def test_postgres_read_only_is_named(postgres: PostgresServer) -> None:
     assert [r["run_id"] for r in Ledger(url).runs()] == ["r1"]
 
 
+@pytest.mark.slow
 def test_postgres_on_a_full_disk_is_named(postgres: PostgresServer) -> None:
     base = Path(tempfile.mkdtemp(prefix="dppub-pgdisk-", dir="/tmp"))
     base.chmod(0o755)  # the server's user reaches the tablespace through it
