@@ -6,6 +6,7 @@ See :mod:`dp.ledger` for the event model and its guarantees.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
-from dp.ledger.chain import TERMINAL, partition_text
+from dp.ledger.chain import MAX_EPSILON, TERMINAL, partition_text
 from dp.ledger.datasets import amendment_row, check_declared, current_declarations, identity_key
 from dp.ledger.history import STATES, history_rows, published_neighbours, run_rows
 from dp.ledger.log import ChainedLog
@@ -55,6 +56,7 @@ class Ledger:
         """
         if not why.strip():
             raise ConfigError("an amendment needs a reason (--reason)")
+        _check_in_range("the budget", policy.total.epsilon)
         with self.log.write() as con:
             key, row = amendment_row(con, data, policy, who=who, why=why.strip())
             self.log.append(con, **row)
@@ -98,7 +100,13 @@ class Ledger:
                   AND (CAST(? AS TEXT) IS NULL OR r.period = ?)""",
             (key, scope, scope, period, period),
         ).fetchall()
-        return PrivacyCost(epsilon=float(row["epsilon"]), delta=float(row["delta"]))
+        eps, delta = float(row["epsilon"]), float(row["delta"])
+        if not math.isfinite(eps + delta):  # only rows an older dppub wrote can add up so
+            raise LedgerError(
+                f"the costs the ledger recorded for {key!r} add up to more than a float holds "
+                f"(epsilon {eps!r}): it cannot be spent further; `dppub audit` shows its runs"
+            )
+        return PrivacyCost(epsilon=eps, delta=delta)
 
     def remaining(
         self, *, data: DataIdentity, policy: BudgetPolicy, when: datetime | None = None
@@ -150,6 +158,8 @@ class Ledger:
         that does not fit the lifetime total or the period's cap
         (:class:`BudgetExceededError`). A refusal writes nothing.
         """
+        _check_in_range("the budget", policy.total.epsilon)
+        _check_in_range(f"the reservation of run {run_id!r}", cost.epsilon)
         period = period_label(policy.per, when)
         scope = policy.scope(period)
         with self.log.write() as con:
@@ -230,6 +240,12 @@ class Ledger:
                     f"release {release!r} of run {run_id} was already attempted; a second "
                     "attempt would draw a second noisy answer, so it stops"
                 )
+            drawn = sum(d.cost.epsilon for d in self._drawn(con, run_id)) if is_dp else 0.0
+            # What a charge would record (the draws' sum) stays in range: refused before noise.
+            _check_in_range(
+                f"release {release!r} of run {run_id!r} (with the run's earlier draws)",
+                drawn + cost.epsilon,
+            )
             row = self._run_row(
                 res,
                 event="draw",
@@ -399,6 +415,16 @@ class Ledger:
     def history(self, key: str | None = None) -> list[dict[str, object]]:
         """Every reservation, draw and release row, oldest first, with its run's state."""
         return history_rows(self.store, key)
+
+
+def _check_in_range(what: str, epsilon: float) -> None:
+    """Refuse (before writing) a cost or budget above what the ledger holds: ``MAX_EPSILON``
+    keeps every sum it computes finite."""
+    if not epsilon <= MAX_EPSILON:
+        raise ConfigError(
+            f"{what} has epsilon={epsilon:g}, above the ledger's range (at most "
+            f"{MAX_EPSILON:g}): refused, nothing was written"
+        )
 
 
 def _check_fits(

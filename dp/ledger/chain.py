@@ -20,6 +20,7 @@ __all__ = [
     "FIELDS",
     "FORMAT",
     "GENESIS",
+    "MAX_EPSILON",
     "REALS",
     "TERMINAL",
     "now",
@@ -59,6 +60,10 @@ FIELDS = (
 REALS = ("epsilon", "delta", "sensitivity", "budget_epsilon", "budget_delta")
 """The floating-point columns: stored as 64-bit floats, so hashed as floats (``2`` reads back
 as ``2.0``, whose canonical JSON differs)."""
+MAX_EPSILON = 1e100
+"""The largest epsilon a row may hold (a cost, a budget). Far above any meaningful guarantee,
+and small enough that every sum the ledger computes stays finite: at most 2^63 rows of 1e100
+(and their squares, for zCDP) are far below the largest float."""
 EVENTS = ("declare", "amend", "reserve", "draw", "release", "commit", "charge", "abort")
 """``declare``/``amend``: a dataset's identity and budget policy; ``reserve``: a run holds its
 planned cost; ``draw``: a release is about to draw noise on private data; ``release``: a computed

@@ -4,21 +4,29 @@ Every write transaction first re-verifies the chain from the last verified check
 the ledger's metadata, so routine verification costs only the rows written since), refuses to
 write to a damaged ledger, appends, and moves the checkpoint to the new head. The cost columns
 of *every* row are checked too (a sign-flipped epsilon before the checkpoint is still caught).
+
+A row is appended only if its costs are in the ledger's range (epsilon in [0, ``MAX_EPSILON``],
+delta in [0, 1), a finite sensitivity), so no value a caller passes can make a later write find
+the ledger damaged. A finite epsilon above the range that an older dppub wrote is not damage
+(it can only over-count) and does not stop the ledger.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from dp.errors import LedgerError
-from dp.ledger.chain import FIELDS, GENESIS, REALS, now, row_hash, verify_rows
+from dp.errors import ConfigError, LedgerError
+from dp.ledger.chain import FIELDS, GENESIS, MAX_EPSILON, REALS, now, row_hash, verify_rows
 from dp.ledger.records import ChainReport
 from dp.ledger.store import Connection, Store
 
 __all__ = ["COLUMNS", "ChainedLog"]
 
 COLUMNS = ", ".join((*FIELDS, "hash"))
+_LARGEST = repr(sys.float_info.max)  # SQL has no portable isfinite(): <= the largest float
 
 
 class ChainedLog:
@@ -61,8 +69,8 @@ class ChainedLog:
         if not report.ok:
             raise self._damaged(report.problems[0])
         bad = con.execute(
-            """SELECT seq FROM entries WHERE NOT (epsilon >= 0 AND epsilon <= 1e300
-               AND delta >= 0 AND delta < 1) LIMIT 1"""
+            f"""SELECT seq FROM entries WHERE NOT (epsilon >= 0 AND epsilon <= {_LARGEST}
+                AND delta >= 0 AND delta < 1) LIMIT 1"""
         ).fetchone()
         if bad is not None:
             raise self._damaged(f"row {bad['seq']} holds a negative or non-finite cost")
@@ -76,6 +84,7 @@ class ChainedLog:
         for field in REALS:
             if row[field] is not None:
                 row[field] = float(row[field])  # type: ignore[arg-type]
+        _check_range(row)
         row["seq"] = 1 if last is None else last["seq"] + 1
         row["ts"] = now()
         row["prev_hash"] = GENESIS if last is None else last["hash"]
@@ -107,3 +116,29 @@ class ChainedLog:
                 con.tuples(f"SELECT {COLUMNS} FROM entries ORDER BY seq"),
                 expected_head=expected_head,
             )
+
+
+def _check_range(row: dict[str, object]) -> None:
+    """Refuse a row whose costs are outside the ledger's range (before it is written)."""
+    ranges = {
+        "epsilon": (0.0, MAX_EPSILON, True),
+        "budget_epsilon": (0.0, MAX_EPSILON, True),
+        "delta": (0.0, 1.0, False),
+        "budget_delta": (0.0, 1.0, False),
+    }
+    for field, (low, high, closed) in ranges.items():
+        value = row[field]
+        if value is None:
+            continue
+        assert isinstance(value, float)
+        if not (low <= value <= high if closed else low <= value < high):
+            raise ConfigError(
+                f"the {row['event']} row's {field} must be in [{low:g}, {high:g}"
+                f"{']' if closed else ')'}, got {value!r}: the ledger refuses it and wrote nothing"
+            )
+    sensitivity = row["sensitivity"]
+    if isinstance(sensitivity, float) and not math.isfinite(sensitivity):
+        raise ConfigError(
+            f"the {row['event']} row's sensitivity must be finite, got {sensitivity!r}: "
+            "the ledger refuses it and wrote nothing"
+        )

@@ -142,7 +142,7 @@ class PostgresStore:
                 )
             try:
                 found = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            except psycopg.ProgrammingError as exc:
+            except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
                 raise LedgerError(f"{self.name} is not a dppub ledger ({_reason(exc)})") from None
         check_format(self.name, None if found is None else found["value"])
 
@@ -163,12 +163,26 @@ class PostgresStore:
         except psycopg.errors.LockNotAvailable:
             raise LedgerError(
                 f"ledger {self.name}: another process held the write lock for more than "
-                f"{self.timeout:g} s"
+                f"{self.timeout:g} s; nothing was written"
             ) from None
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger {self.name}: {_reason(exc)}") from None
+            raise self._error(exc) from None
         finally:
             con.close()
+
+    def _error(self, exc: psycopg.Error) -> LedgerError:
+        """``exc`` as one line naming its cause (the server's SQLSTATE class)."""
+        reason = _reason(exc)
+        if isinstance(exc, psycopg.errors.DiskFull):
+            return LedgerError(
+                f"ledger {self.name}: the database server's disk is full ({reason}); nothing "
+                "was written"
+            )
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return LedgerError(f"ledger {self.name}: permission denied ({reason})")
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            return LedgerError(f"ledger {self.name} is read-only ({reason}); nothing was written")
+        return LedgerError(f"ledger {self.name}: {reason}")
 
     def liveness(self, key: str) -> _AdvisoryLock:
         """A session advisory lock on a connection of its own: the server drops it when the

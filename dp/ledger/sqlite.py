@@ -4,7 +4,12 @@ Creation is atomic: the schema is written into a temporary file beside the ledge
 then hard-linked into place (``link`` never replaces an existing file). Several processes
 creating the same ledger at once therefore all end up with the one complete file, and a
 half-written ledger (a full disk, a killed process) is never left under the ledger's name.
-Every problem is a one-line :class:`LedgerError` that names its cause.
+
+The file is opened through a URI built from its absolute path, percent-encoded, so no character
+of a file name (``%``, ``#``, ``?``) is read as URI syntax: the file opened is exactly the path
+given. Every problem is a one-line :class:`LedgerError` that names its real cause (a lock held by
+another process, a full disk, a read-only file, a permission, a file that is not a ledger), so a
+valid ledger is never reported as something to delete.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from typing import Any
 
 from dp.errors import LedgerError
 from dp.ledger.chain import schema
-from dp.ledger.store import Connection, NoLedgerError, check_format
+from dp.ledger.store import Connection, NoLedgerError, check_file_path, check_format
 
 __all__ = ["SqliteStore"]
 
 SCHEMA = schema(key="INTEGER", real="REAL")
+_LOW_SPACE = 1 << 20
+"""Bytes free below which an I/O error on the ledger is reported as a full disk."""
 
 
 def _reason(exc: BaseException) -> str:
@@ -41,13 +48,13 @@ class _Connection:
     """A :class:`dp.ledger.store.Connection` over one ``sqlite3`` connection."""
 
     def __init__(self, con: sqlite3.Connection) -> None:
-        self._con = con
+        self.raw = con
 
     def execute(self, sql: str, params: Sequence[object] = (), /) -> sqlite3.Cursor:
-        return self._con.execute(sql, params)
+        return self.raw.execute(sql, params)
 
     def tuples(self, sql: str, params: Sequence[object] = (), /) -> sqlite3.Cursor:
-        cursor = self._con.cursor()
+        cursor = self.raw.cursor()
         cursor.row_factory = None
         return cursor.execute(sql, params)
 
@@ -62,8 +69,11 @@ class SqliteStore:
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
+        check_file_path(path)
         self.path = Path(path)
         self.timeout = timeout
+        # Percent-encoded (as_uri): '%', '#' and '?' in a name stay part of the file's name.
+        self._uri = f"{self.path.absolute().as_uri()}?mode=rw"
         if not self.path.exists():
             if not create:
                 raise NoLedgerError(f"no ledger at {self.path}")
@@ -109,28 +119,63 @@ class SqliteStore:
                 "that filled up left it; restore the ledger, or remove the file if no run used it"
             )
         with self.connect() as con:
-            try:
-                row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{self.path} is not a dppub ledger ({exc})") from None
+            tables = con.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
+            if tables is None:
+                raise LedgerError(f"{self.path} is not a dppub ledger (it has no meta table)")
+            row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         check_format(str(self.path), None if row is None else row["value"])
 
+    def _error(self, exc: sqlite3.Error) -> LedgerError:
+        """``exc`` as one line naming its cause, told apart by SQLite's result code."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code
+        path, detail = self.path, f"{exc} ({getattr(exc, 'sqlite_errorname', '?')})"
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return LedgerError(
+                f"ledger {path} is locked by another process: waited {self.timeout:g} s for it "
+                f"({detail}); nothing was written: retry when it is done, or wait longer "
+                "(DPPUB_LEDGER_TIMEOUT)"
+            )
+        free = self._free_bytes()
+        if code == sqlite3.SQLITE_FULL or (
+            code == sqlite3.SQLITE_IOERR and free is not None and free < _LOW_SPACE
+        ):
+            return LedgerError(
+                f"ledger {path}: no space left on the disk ({free} bytes free; {detail}); "
+                "nothing was written and the ledger is intact: free some space and retry"
+            )
+        if code == sqlite3.SQLITE_READONLY:
+            return LedgerError(f"ledger {path} is read-only ({detail}); nothing was written")
+        if code in (sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH) or (
+            code == sqlite3.SQLITE_CANTOPEN
+            and path.exists()
+            and not os.access(path, os.R_OK | os.W_OK)
+        ):
+            return LedgerError(f"ledger {path}: permission denied ({detail})")
+        if code == sqlite3.SQLITE_NOTADB:
+            return LedgerError(f"{path} is not a dppub ledger (not an SQLite database: {detail})")
+        if code == sqlite3.SQLITE_CORRUPT:
+            return LedgerError(f"ledger {path} is corrupted ({detail}): restore it from a copy")
+        return LedgerError(f"ledger {path}: {detail}")
+
+    def _free_bytes(self) -> int | None:
+        try:
+            st = os.statvfs(self.path.absolute().parent)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
+
     @contextmanager
-    def connect(self) -> Iterator[Connection]:
+    def connect(self) -> Iterator[_Connection]:
         """A connection in autocommit mode with rows as dicts."""
         try:
-            con = sqlite3.connect(
-                f"file:{self.path}?mode=rw", uri=True, timeout=self.timeout, isolation_level=None
-            )
+            con = sqlite3.connect(self._uri, uri=True, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
-            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
+            raise self._error(exc) from None
         con.row_factory = _dict_row
         try:
             yield _Connection(con)
-        except sqlite3.OperationalError as exc:
-            raise LedgerError(f"ledger {self.path}: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"ledger {self.path} is corrupted: {exc}") from None
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
         finally:
             con.close()
 
@@ -147,6 +192,7 @@ class SqliteStore:
             try:
                 yield con
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.raw.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                    con.execute("ROLLBACK")
                 raise
             con.execute("COMMIT")

@@ -12,6 +12,7 @@ while readers keep seeing the last committed state. The ledger's code above it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "NoLedgerError",
     "Row",
     "Store",
+    "check_file_path",
     "check_format",
     "display_url",
     "ledger_location",
@@ -114,6 +116,31 @@ def check_format(name: str, found: object) -> None:
     raise LedgerError(f"{name} is not a dppub ledger (format {found!r})")
 
 
+def check_file_path(location: str | Path) -> None:
+    """Refuse a SQLite ledger location that is not the path of a file.
+
+    SQLite gives some names a meaning of their own (``:memory:``, an empty name, ``file:``
+    URIs), and a folder cannot hold a ledger: each would lose or misplace the charges.
+
+    Raises:
+        LedgerError: one of those, or a name with a NUL character.
+    """
+    text = str(location)
+    why = None
+    if not text.strip():
+        why = "it is empty"
+    elif "\x00" in text:
+        why = "it holds a NUL character"
+    elif text.strip().lower() == ":memory:":
+        why = "an in-memory database would forget every charge when the process ends"
+    elif text.lower().startswith("file:"):
+        why = "it is a SQLite URI; give the file's path"
+    elif text.endswith(("/", os.sep)) or Path(text).is_dir():
+        why = "it is a folder; give a file in it, e.g. ledger.sqlite"
+    if why is not None:
+        raise LedgerError(f"ledger {text!r} is not a file path: {why}")
+
+
 def display_url(url: str) -> str:
     """``url`` without its password (in the user part or a ``password=`` parameter)."""
     parts = urlsplit(url)
@@ -150,9 +177,10 @@ def ledger_location(location: str | Path) -> str:
 
     Raises:
         LedgerError: a URL with a password, or one that lost its ``//`` (it went through
-            ``Path``).
+            ``Path``); a path that does not name a file (:func:`check_file_path`).
     """
     if not _is_url(location):
+        check_file_path(location)
         return str(Path(location).resolve())
     url = str(location)
     if display_url(url) != url:
