@@ -51,6 +51,10 @@ def test_regressions_publish_coefficients_with_intervals(demo: Demo, name: str) 
             *(f"surrogate_{c}" for c in COLUMNS[2:]),
         ]
         assert set(table["outcome"]) == {"income > 75000"}
+        html = (demo.published.folder / "report.html").read_text()
+        assert "noise-only interval around the Taylor surrogate&#39;s minimiser" in html or (
+            "noise-only interval around the Taylor surrogate's minimiser" in html
+        )
         table = table.drop(columns="outcome").rename(columns=lambda c: c.removeprefix("surrogate_"))
         want = np.r_[model["coefficients"], model["intercept"]]
     else:
