@@ -230,11 +230,10 @@ class RegressionKind:
         model = {
             **estimator.to_dict(),
             **statement,
+            **_outcome_of(item),
             "target": item.target,
             "columns": list(item.features),
         }
-        if item.model == "logistic":
-            model["outcome"] = outcome(item)
         if item.tasks is not None:
             model["tasks"] = {"column": item.tasks, "labels": list(estimator_labels(plan))}
         out.write_json(plan.name, "model.json", model)

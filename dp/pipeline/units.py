@@ -140,13 +140,10 @@ def unit_statement(bounding: Bounding, cost: PrivacyCost) -> dict[str, object]:
     tables' metadata, ``release.json``): the unit-level ``cost`` for its neighbours and, with
     a unit, the unit, its bound and the row-level cost its mechanism ran at (group privacy
     over the bound gives ``cost``; the model's sensitivities and noise scales are per row)."""
-    out: dict[str, object] = {
-        "epsilon": cost.epsilon,
-        "delta": cost.delta,
-        "neighbours": "add/remove " + bounding.neighbours,
-    }
+    out: dict[str, object] = {"epsilon": cost.epsilon, "delta": cost.delta}
     if bounding.unit is None:
-        return out
+        return out  # the estimators' own statement ("add/remove one record") holds
+    out["neighbours"] = "add/remove " + bounding.neighbours
     row = bounding.cost(cost)
     out["privacy_unit"] = {
         "column": bounding.unit,
