@@ -10,6 +10,11 @@ with ``D`` the L2 sensitivity and ``s`` = sigma.
 
 The classic bound ``sigma = sqrt(2 ln(1.25/delta)) Delta / epsilon`` holds only for epsilon < 1;
 the analytic calibration is exact for every epsilon and never larger.
+
+zero-concentrated DP (Bun & Steinke, TCC 2016, Prop. 1.6): the same mechanism with
+``sigma = Delta / sqrt(2 rho)`` is exactly rho-zCDP. A release declared in rho is calibrated
+this way, not through an ``(epsilon, delta)`` conversion: the analytic Gaussian at the
+converted ``(epsilon, delta)`` adds less noise, i.e. spends more than rho (1.3-1.5x).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from scipy.special import log_ndtr
 from dp.errors import ConfigError, InvariantError
 from dp.validation import check_delta, check_epsilon, check_positive
 
-__all__ = ["gaussian_delta", "gaussian_sigma", "laplace_scale"]
+__all__ = ["gaussian_delta", "gaussian_sigma", "laplace_scale", "zcdp_gaussian_sigma"]
 
 
 def laplace_scale(*, sensitivity: float, epsilon: float) -> float:
@@ -31,6 +36,16 @@ def laplace_scale(*, sensitivity: float, epsilon: float) -> float:
     4.0
     """
     return check_positive(sensitivity, name="sensitivity") / check_epsilon(epsilon)
+
+
+def zcdp_gaussian_sigma(*, l2_sensitivity: float, rho: float) -> float:
+    """The sigma making the Gaussian mechanism exactly rho-zCDP: ``Delta_2 / sqrt(2 rho)``.
+
+    >>> zcdp_gaussian_sigma(l2_sensitivity=3.0, rho=0.5)
+    3.0
+    """
+    d = check_positive(l2_sensitivity, name="l2_sensitivity")
+    return d / math.sqrt(2.0 * check_positive(rho, name="rho"))
 
 
 def gaussian_delta(*, sigma: float, l2_sensitivity: float, epsilon: float) -> float:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import opendp.prelude as odp
 
-from dp.calibration import gaussian_sigma, laplace_scale
+from dp.calibration import gaussian_sigma, laplace_scale, zcdp_gaussian_sigma
 from dp.errors import ConfigError, InvariantError
 from dp.validation import check_epsilon
 
@@ -144,16 +144,24 @@ def gaussian(
     value: npt.ArrayLike,
     *,
     l2_sensitivity: float,
-    epsilon: float,
-    delta: float,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
     rng: np.random.Generator | None = None,
 ) -> FloatArray:
-    """Gaussian mechanism with the analytic calibration (Balle & Wang 2018).
+    """Gaussian mechanism calibrated to ``(epsilon, delta)`` (the analytic calibration, Balle &
+    Wang 2018) or to rho-zCDP (``sigma = Delta_2 / sqrt(2 rho)``, Bun & Steinke 2016).
 
-    The scale comes from :func:`dp.calibration.gaussian_sigma`; samples are OpenDP's discrete
-    Gaussian (Canonne, Kamath & Steinke 2020) for releases, or a rounded seeded normal for tests.
+    The scale comes from :func:`dp.calibration.gaussian_sigma` or
+    :func:`dp.calibration.zcdp_gaussian_sigma`; samples are OpenDP's discrete Gaussian
+    (Canonne, Kamath & Steinke 2020) for releases, or a rounded seeded normal for tests.
     """
-    sigma = gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta)
+    if rho is not None and epsilon is None and delta is None:
+        sigma = zcdp_gaussian_sigma(l2_sensitivity=l2_sensitivity, rho=rho)
+    elif rho is None and epsilon is not None and delta is not None:
+        sigma = gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta)
+    else:
+        raise ConfigError("the Gaussian mechanism needs either epsilon and delta, or rho")
     x = _finite_array(value, name="value")
     if rng is None:
         noisy = _opendp_gaussian(sigma)(x.ravel().tolist())

@@ -35,6 +35,16 @@ involved (Dwork & Roth 2014, Prop. 2.1).
   seeded numpy generator: it is post-processing of public values, not a release, so the
   floating-point concerns of release noise (Mironov 2012) do not apply.
 
+  How many replicates, and whether to bootstrap at all, follows from public sizes only
+  (:func:`bootstrap_replicates`), never from a clock: a release's interval settings and values
+  are the same on an idle and on a loaded machine. A reference cost per replicate, computed
+  from the cells, the strategy's rows and the linear programs the reconstruction solves,
+  bounds the bootstrap's work to :data:`WORK_BUDGET` reference seconds; a workload whose
+  replicates would not fit 50 times gets the exact least-squares widths around the released
+  answers instead, and ``interval_method`` says so. A replicate whose reconstruction fails
+  (a solver error) falls back to the same widths: that depends on the replicate noise, i.e.
+  on the released estimate only (post-processing), and the method says so too.
+
 >>> from dp.matrix.workload import identity
 >>> from dp.matrix.strategy import identity_strategy
 >>> iv = least_squares_intervals(identity(2), identity_strategy(2), np.array([5.0, 9.0]),
@@ -47,7 +57,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -58,24 +67,28 @@ import numpy.typing as npt
 
 from dp.errors import ConfigError, SolverError
 from dp.matrix.measure import Measurement
-from dp.matrix.reconstruct import check_reconstruction, reconstruct
+from dp.matrix.reconstruct import check_reconstruction, linear_program_variables, reconstruct
 from dp.matrix.strategy import Strategy
 from dp.matrix.variance import query_noise_moments
-from dp.matrix.workload import AllRange, FloatArray, Workload
+from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
 from dp.validation import check_level, check_positive
 
 __all__ = [
     "AnswerIntervals",
     "answer_intervals",
     "bootstrap_intervals",
+    "bootstrap_replicates",
     "laplace_multiplier",
     "least_squares_intervals",
+    "replicate_cost",
 ]
 
 DEFAULT_REPLICATES = 200
 """Bootstrap replicates by default: about 10 replicates lie beyond each query's quantile, and a
 single query's coverage varies by about 1.5 points from release to release."""
 _MIN_REPLICATES = 50
+WORK_BUDGET = 10.0
+"""Reference seconds a release's bootstrap may cost (:func:`replicate_cost` times ``B``)."""
 # Replicate answers held at once (m x B floats) before all-range answers are read in blocks.
 _MAX_HELD = 1 << 25
 
@@ -124,6 +137,46 @@ def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> F
         return np.asarray(max(math.log(1.0 / alpha) / math.sqrt(2.0), z))
     g = np.clip(np.asarray(kurtosis, dtype=np.float64), 0.0, 3.0)
     return np.asarray(z + (z**3 - 3.0 * z) * g / 24.0)
+
+
+def replicate_cost(workload: Workload, strategy: Strategy, reconstruction: str) -> float:
+    """Reference seconds of one bootstrap replicate, from the sizes alone (never a clock).
+
+    Measured on the bench machine (2 shared cores, 2026-11-27) and rounded up: the
+    least-squares solve and the projection -- linear in the cells for identity and prefix
+    workloads, quadratic for all ranges (12 ms at 256 cells, 0.2 s at 2,048), ``n r^2`` for the
+    dense NNLS of other workloads with ``r`` the smaller of cells and queries (1.5 s for 1,200
+    cells and queries, 6.2 s for 2,048) -- plus, where the reconstruction solves linear programs
+    (``l1``; ``nonneg-l1`` of a rank-deficient workload), 15 ms per program and 0.15 ms per
+    variable (12-473 ms measured for 300-12,900 variables).
+    """
+    n = workload.n
+    if isinstance(workload, Identity | Prefix):
+        cost = 1e-6 * n
+    elif isinstance(workload, AllRange):
+        cost = 2e-7 * n * n
+    else:
+        cost = 2e-3 + 1e-9 * n * float(min(n, workload.m)) ** 2
+    variables = linear_program_variables(workload, strategy, reconstruction)
+    if variables:
+        cost += 2 * 0.015 + 1.5e-4 * variables
+    return cost
+
+
+def bootstrap_replicates(workload: Workload, strategy: Strategy, reconstruction: str) -> int:
+    """The bootstrap's replicate count for a release: :data:`DEFAULT_REPLICATES`, fewer where
+    :data:`WORK_BUDGET` allows fewer (at least 50), or 0 (no bootstrap: the exact
+    least-squares widths) -- a function of public sizes only.
+
+    >>> from dp.matrix.workload import prefix
+    >>> from dp.matrix.strategy import hierarchical
+    >>> bootstrap_replicates(prefix(74), hierarchical(74, 2), "nonneg-l1")
+    200
+    """
+    if check_reconstruction(workload, reconstruction) == "least-squares":
+        return 0
+    fits = math.floor(WORK_BUDGET / replicate_cost(workload, strategy, reconstruction))
+    return min(DEFAULT_REPLICATES, fits) if fits >= _MIN_REPLICATES else 0
 
 
 def least_squares_intervals(
@@ -218,7 +271,6 @@ def bootstrap_intervals(
     level: float = 0.95,
     replicates: int = DEFAULT_REPLICATES,
     rng: np.random.Generator | None = None,
-    max_seconds: float | None = None,
     noise: str = "laplace",
 ) -> AnswerIntervals:
     """Parametric-bootstrap standard errors and symmetric intervals (module doc).
@@ -233,11 +285,6 @@ def bootstrap_intervals(
         replicates: number of replicates ``B``.
         rng: seeded generator for the replicate noise; default: seeded by the released
             estimate, so the same release always gets the same intervals.
-        max_seconds: time budget. Replicates stop once it is spent (after at least 50; the
-            number used is recorded). If the first replicate shows that 50 would not fit, no
-            bootstrap is run: the intervals get the least-squares answers' exact widths around
-            the released answers (``replicates`` 0), which covered 95.4-99.5% on the bench's
-            workloads (conservative: the non-negative answers are the more accurate ones).
         noise: ``"laplace"`` or ``"gaussian"`` (``noise_scale`` is then ``sigma``): the
             measurement's noise, re-drawn per replicate.
 
@@ -255,9 +302,8 @@ def bootstrap_intervals(
     gen = _default_rng(x_bar) if rng is None else rng
     centre = strategy @ x_bar
     eps = strategy.sensitivity / scale  # nominal: only the scale matters to a reconstruction
-    start = time.perf_counter()
     xs = []
-    for b in range(replicates):
+    for _ in range(replicates):
         draw = gen.normal if gaussian else gen.laplace
         meas = Measurement(
             strategy=strategy,
@@ -269,14 +315,8 @@ def bootstrap_intervals(
         try:
             xs.append(reconstruct(meas, workload, method=reconstruction))
         except SolverError:  # a replicate, not the release: fall back to the exact widths
-            why = "a bootstrap replicate's reconstruction failed"
-            return _over_budget(workload, strategy, x_bar, scale, lvl, noise, why)
-        spent = time.perf_counter() - start
-        if max_seconds is not None and b == 0 and spent * _MIN_REPLICATES > max_seconds:
-            why = "the bootstrap did not fit its time budget"
-            return _over_budget(workload, strategy, x_bar, scale, lvl, noise, why)
-        if max_seconds is not None and spent > max_seconds and b + 1 >= _MIN_REPLICATES:
-            break
+            why = "a bootstrap replicate's reconstruction failed (a solver error)"
+            return _least_squares_widths_around(workload, strategy, x_bar, scale, lvl, noise, why)
     reps = np.column_stack(xs)
     answers = workload @ x_bar
     halves, ses = [], []
@@ -297,7 +337,7 @@ def bootstrap_intervals(
     )
 
 
-def _over_budget(
+def _least_squares_widths_around(
     workload: Workload,
     strategy: Strategy,
     x_bar: FloatArray,
@@ -325,21 +365,35 @@ def answer_intervals(
     noise_scale: float,
     reconstruction: str,
     level: float = 0.95,
-    replicates: int = DEFAULT_REPLICATES,
+    replicates: int | None = None,
     rng: np.random.Generator | None = None,
-    max_seconds: float | None = None,
     noise: str = "laplace",
 ) -> AnswerIntervals:
     """Intervals for a released answer set: exact for least squares, bootstrap otherwise.
 
     ``reconstruction`` is the configured method (checked as for
-    :func:`dp.matrix.reconstruct.reconstruct`). The other arguments are those of
+    :func:`dp.matrix.reconstruct.reconstruct`). ``replicates`` defaults to
+    :func:`bootstrap_replicates` (from the sizes; 0: the exact least-squares widths around the
+    released answers, which covered 95.4-99.5% on the bench's workloads -- conservative, the
+    non-negative answers are the more accurate ones). The other arguments are those of
     :func:`bootstrap_intervals`.
     """
     method = check_reconstruction(workload, reconstruction)
     if method == "least-squares":
         return least_squares_intervals(
             workload, strategy, estimate, noise_scale=noise_scale, level=level, noise=noise
+        )
+    if replicates is None:
+        replicates = bootstrap_replicates(workload, strategy, method)
+    if replicates == 0:
+        why = (
+            f"a bootstrap of {_MIN_REPLICATES} replicates of this workload's size (about "
+            f"{replicate_cost(workload, strategy, method):.2g} reference seconds each) is over "
+            f"its work budget of {WORK_BUDGET:g}"
+        )
+        x_bar = np.asarray(estimate, dtype=np.float64)
+        return _least_squares_widths_around(
+            workload, strategy, x_bar, noise_scale, check_level(level), noise, why
         )
     return bootstrap_intervals(
         workload,
@@ -350,6 +404,5 @@ def answer_intervals(
         level=level,
         replicates=replicates,
         rng=rng,
-        max_seconds=max_seconds,
         noise=noise,
     )

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.budget import PrivacyCost, zcdp_to_dp
-from dp.calibration import gaussian_sigma
+from dp.calibration import gaussian_sigma, zcdp_gaussian_sigma
 from dp.errors import ConfigError
 from dp.matrix.strategy import Strategy
 from dp.matrix.workload import FloatArray
@@ -131,6 +131,7 @@ def measure_gaussian(
     delta: float,
     rng: np.random.Generator | None = None,
     group: int = 1,
+    rho: float | None = None,
 ) -> Measurement:
     """Answer ``strategy`` on histogram ``x`` with Gaussian noise (``(epsilon, delta)``-DP).
 
@@ -148,6 +149,9 @@ def measure_gaussian(
         group: neighbours differ by up to this many records: the noise is calibrated to
             ``group`` times the L2 sensitivity, which is tighter than group privacy over an
             ``(epsilon / group, ...)`` measurement.
+        rho: a zCDP budget: then ``sigma = group ||A||_{1->2} / sqrt(2 rho)``, exactly
+            rho-zCDP, and ``(epsilon, delta)`` is what it is charged as, which must be at
+            least :func:`zcdp_cost` of rho.
 
     Returns:
         The :class:`Measurement` (``mechanism="gaussian"``, ``noise_scale`` = sigma).
@@ -155,8 +159,14 @@ def measure_gaussian(
     eps = check_epsilon(epsilon)
     dl = check_delta(delta)
     hist, sens = _validated(strategy, x, l2=True, group=group)
-    sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
-    noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
+    if rho is None:
+        sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
+        noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
+    else:
+        if zcdp_cost(rho, dl).epsilon > eps * (1.0 + 1e-12):
+            raise ConfigError(f"rho {rho!r} at delta {dl!r} costs more than epsilon {eps!r}")
+        sigma = zcdp_gaussian_sigma(l2_sensitivity=sens, rho=rho)
+        noisy = gaussian(strategy @ hist, l2_sensitivity=sens, rho=rho, rng=rng)
     return Measurement(
         strategy=strategy,
         values=noisy,

@@ -61,6 +61,7 @@ __all__ = [
     "check_reconstruction",
     "l1_fit",
     "least_squares",
+    "linear_program_variables",
     "reconstruct",
     "sparse_matrix",
 ]
@@ -294,3 +295,16 @@ def reconstruct(
     if method == "l1":
         return l1_mle(measurement, x_hat)
     return workload_l1(measurement, workload, x_hat)
+
+
+def linear_program_variables(workload: Workload, strategy: Strategy, method: str) -> int:
+    """Variables of the linear programs one :func:`reconstruct` solves, summed over its (two)
+    programs; 0: none. From the sizes alone: what a caller needs to bound the work of
+    repeated reconstructions."""
+    method = check_reconstruction(workload, method)
+    if method == "l1":
+        return 2 * (workload.n + 2 * strategy.m)  # the fit, then the tie-break
+    if method == "least-squares" or _full_rank(workload):
+        return 0
+    size = 2 * workload.n + (0 if _measures_workload(strategy, workload) else 2 * strategy.m)
+    return 0 if size > MAX_TIE_BREAK_VARIABLES else 2 * size  # likelihood, then tie-break

@@ -85,6 +85,7 @@ def answer(
     noise: str = "laplace",
     delta: float = 0.0,
     group: int = 1,
+    rho: float | None = None,
 ) -> WorkloadAnswer:
     """Answer ``workload`` on histogram ``x`` with the matrix mechanism (``epsilon``-DP, or
     ``(epsilon, delta)``-DP with Gaussian noise).
@@ -101,6 +102,8 @@ def answer(
         delta: the Gaussian release's delta (in (0, 1)); 0 with Laplace noise.
         group: neighbours differ by up to this many records (a privacy unit's bound): the
             sensitivity, hence the noise, is ``group`` times the strategy's.
+        rho: Gaussian noise calibrated to rho-zCDP (:func:`dp.matrix.measure.measure_gaussian`);
+            ``(epsilon, delta)`` is then what the release is charged as.
 
     Returns:
         The :class:`WorkloadAnswer` (its ``sensitivity`` is the group's).
@@ -116,6 +119,8 @@ def answer(
     dl = check_delta(delta)
     if (noise == "gaussian") != (dl > 0):
         raise ConfigError("Gaussian noise needs delta > 0, and Laplace noise delta = 0")
+    if rho is not None and noise != "gaussian":
+        raise ConfigError("a rho budget is for Gaussian noise")
     chosen = select_strategy(workload, noise=noise) if strategy is None else strategy
     if not isinstance(chosen, Strategy):
         raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(chosen).__name__}")
@@ -125,7 +130,7 @@ def answer(
         )
     factor = cached_error_factor(workload, chosen)
     if noise == "gaussian":
-        meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng, group=group)
+        meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng, group=group, rho=rho)
         variance, sensitivity = meas.noise_scale**2, group * chosen.l2_sensitivity
     else:
         meas = measure(chosen, hist, epsilon=eps, rng=rng, group=group)

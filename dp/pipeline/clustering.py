@@ -33,7 +33,7 @@ from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
-from dp.pipeline.units import bounding_for
+from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
 from dp.regression.uncertainty import cluster_table
 
@@ -115,7 +115,9 @@ class ClusteringKind:
         if projection is not None:  # the same integers, without reading the source again
             step = projected_lloyd_step(projection, features=item.features, domain=domain)
         estimator.fit_steps(step, d=d)
-        model = {**estimator.to_dict(), "features": item.features}
+        # The estimator ran at the row-level epsilon: state the unit-level cost and the unit.
+        statement = unit_statement(plan.bounding, plan.cost)
+        model = {**estimator.to_dict(), **statement, "features": item.features}
         out.write_json(plan.name, "model.json", model)
         scale = float(model["laplace_scale"]["counts"])
         level = 0.95
@@ -127,13 +129,15 @@ class ClusteringKind:
             level=level,
             reseeded=estimator.reseeded_,
         )
-        out.write_table(plan.name, "clusters", table)
         details = {
             "features": list(item.features),
             "k": item.k,
             "interval_method": "exact Laplace interval of each noisy size (centres: none)",
             "interval_level": level,
+            **{k: v for k, v in statement.items() if k == "privacy_unit"},
         }
+        table.attrs = {"dppub": {**statement, **details}}
+        out.write_table(plan.name, "clusters", table)
         return Executed(details=details)
 
     def report(self, summary: ReleaseSummary) -> list[str]:

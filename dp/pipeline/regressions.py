@@ -28,7 +28,7 @@ from dp.errors import ConfigError
 from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
-from dp.pipeline.units import bounding_for
+from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
 from dp.regression.uncertainty import (
@@ -133,6 +133,13 @@ def _estimator(cfg: PipelineConfig, r: RegressionModel, cost: PrivacyCost) -> An
     return TraceRegression(cost.epsilon, n_tasks=len(labels), encoding=encoding, bounds_y=y_bounds)
 
 
+def outcome(r: RegressionModel) -> dict[str, JSON]:
+    """What ``y = 1`` means for a logistic model (every file and the report state it)."""
+    if r.positive is not None:
+        return {"column": r.target, "positive": r.positive, "y=1": f"{r.target} = {r.positive}"}
+    return {"column": r.target, "threshold": r.threshold, "y=1": f"{r.target} > {r.threshold:g}"}
+
+
 def _task_labels(cfg: PipelineConfig, r: RegressionModel) -> tuple[str, ...]:
     labels = cfg.table_schema[r.tasks or ""].categories
     if not labels:
@@ -217,19 +224,37 @@ class RegressionKind:
                 )
 
             estimator.fit_loss_sums(sums)
-        model = {**estimator.to_dict(), "target": item.target, "columns": list(item.features)}
+        # The estimator ran at the row-level cost on the bounded rows: the release states the
+        # unit-level cost, its neighbours and the bound (group privacy) everywhere.
+        statement = unit_statement(plan.bounding, plan.cost)
+        model = {
+            **estimator.to_dict(),
+            **statement,
+            **_outcome_of(item),
+            "target": item.target,
+            "columns": list(item.features),
+        }
         if item.tasks is not None:
             model["tasks"] = {"column": item.tasks, "labels": list(estimator_labels(plan))}
         out.write_json(plan.name, "model.json", model)
         features = [str(f) for f in model.get("features", item.features)]
         table = _table(item, estimator, features, plan)
-        out.write_table(plan.name, "coefficients", table.to_frame())
+        frame = table.to_frame()
+        if item.model == "logistic":  # what y = 1 means, in the CSV too
+            frame.insert(0, "outcome", outcome(item)["y=1"])
+        frame.attrs = {"dppub": {**statement, **_outcome_of(item), **table.describe()}}
+        out.write_table(plan.name, "coefficients", frame)
+        # zCDP's group privacy: m rows of a unit cost m^2 times the row-level rho.
+        row_rho = getattr(estimator, "zcdp_rho", None)
+        m = plan.bounding.rows_per_unit
         details = {
             "model": item.model,
             "target": item.target,
             "features": features,
             "tasks": len(plan.parts),
-            "zcdp_rho": getattr(estimator, "zcdp_rho", None),
+            "zcdp_rho": None if row_rho is None else m * m * float(row_rho),
+            **_outcome_of(item),
+            **{k: v for k, v in statement.items() if k == "privacy_unit"},
             **table.describe(),
         }
         return Executed(details=details)
@@ -243,12 +268,16 @@ class RegressionKind:
             f"({summary.mechanism}{parts}); bounds from the config, parameters and per-part "
             "sensitivities in `model.json`."
         ]
+        if "outcome" in d:
+            lines.append(f"Outcome: y = 1 means `{d['outcome']['y=1']}` (else y = 0).")
         level = d.get("interval_level")
         if level is not None:
+            columns = ", ".join(f"`{c}`" for c in d.get("interval_columns", ()))
             lines.append(
-                f"Coefficients with standard errors and {level:.0%} intervals in "
+                f"Coefficients with standard errors and {level:.0%} intervals ({columns}) in "
                 f"`coefficients.csv` (and `.parquet`): {d['interval_method']}, "
-                f"{d['bootstrap_replicates']} replicates, no extra budget."
+                f"{d['bootstrap_replicates']} replicates, no extra budget. The intervals are "
+                f"for {d.get('interval_covers')}."
             )
         elif "interval_method" in d:
             lines.append(
@@ -272,6 +301,10 @@ def _table(
         tasks=tasks,
         replicates=_REPLICATES[item.model],
     )
+
+
+def _outcome_of(item: RegressionModel) -> dict[str, JSON]:
+    return {"outcome": outcome(item)} if item.model == "logistic" else {}
 
 
 def estimator_labels(plan: ReleasePlan) -> list[str]:

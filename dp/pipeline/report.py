@@ -17,11 +17,13 @@ from dp.pipeline.plan import Plan
 from dp.pipeline.registry import kind_of
 
 __all__ = [
+    "accounting",
     "budget_rows",
     "budget_table",
     "guarantee_statement",
     "manifest",
     "render_report",
+    "tightest_epsilon",
     "zcdp_lines",
 ]
 
@@ -72,18 +74,68 @@ def budget_table(
     return "\n".join(lines)
 
 
-def zcdp_lines(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[str]:
-    """With Gaussian releases, the tighter zCDP total beside basic composition (informative:
-    the ledger charges basic composition); nothing for a pure epsilon-DP run."""
+def accounting(summary: ReleaseSummary) -> str:
+    """How a release's cost was accounted: zCDP (its noise calibrated to rho), ``(epsilon,
+    delta)``, or pure epsilon -- at the unit-level cost its neighbours are stated for."""
+    stated = summary.details.get("accounting")
+    if stated:
+        return str(stated)
+    if not summary.is_dp:
+        return "not DP"
+    return "(epsilon, delta)" if summary.cost.delta > 0 else "pure epsilon-DP"
+
+
+def _unit_rho(summary: ReleaseSummary) -> float | None:
+    """A DP release's unit-level rho-zCDP, or None where none is proven (an approximate-DP
+    release that states no rho). Pure epsilon-DP at the unit level is ``epsilon^2 / 2``."""
+    rho = summary.details.get("zcdp_rho")
+    if rho is not None:
+        return float(rho)
+    return zcdp_of_pure(summary.cost.epsilon) if summary.cost.delta == 0 else None
+
+
+def tightest_epsilon(
+    summaries: Sequence[ReleaseSummary], total: PrivacyCost
+) -> tuple[float | None, float | None, float]:
+    """``(rho, epsilon_zcdp, stated)``: the run's zCDP total (the sum of every DP release's
+    unit-level rho; None if one has none), its ``(epsilon, delta)`` conversion at the run's
+    delta (Bun & Steinke 2016, Prop. 1.3), and the epsilon to state: the smaller of that and
+    basic composition -- both are proven, so the report never states less than either.
+
+    >>> from dp.pipeline.kinds import ReleaseSummary as S
+    >>> def s(eps, rho): return S(name="r", kind="workload", mechanism="m", is_dp=True,
+    ...     cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(), files=(),
+    ...     output_hash="", details={"zcdp_rho": rho})
+    >>> tightest_epsilon([s(0.3, 0.045)] * 10, PrivacyCost(epsilon=3.0, delta=1e-5))[2]
+    3.0
+    """
     if total.delta <= 0:
+        return None, None, total.epsilon
+    rhos = [_unit_rho(s) for s in summaries if s.is_dp]
+    if any(r is None for r in rhos):
+        return None, None, total.epsilon
+    rho = sum(r for r in rhos if r is not None)
+    eps = zcdp_to_dp(rho, total.delta) if rho > 0 else 0.0
+    return rho, eps, min(eps, total.epsilon)
+
+
+def zcdp_lines(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[str]:
+    """With a delta, the zCDP total beside basic composition (informative: the ledger charges
+    basic composition) and the smaller of the two; nothing for a pure epsilon-DP run. Every
+    release's rho is unit-level (a row-level one is scaled by ``m^2``, zCDP's group privacy),
+    so the figure holds for the run's neighbours."""
+    rho, eps, stated = tightest_epsilon(summaries, total)
+    if rho is None or eps is None:
         return []
-    rho = sum(
-        s.details.get("zcdp_rho") or zcdp_of_pure(s.cost.epsilon) for s in summaries if s.is_dp
+    tighter = (
+        "tighter than basic composition"
+        if eps < total.epsilon
+        else "no tighter than basic composition, which is stated"
     )
-    eps = zcdp_to_dp(rho, total.delta)
     return [
         f"zCDP accounting (Bun & Steinke 2016): rho = {rho:.4g}, i.e. epsilon = {eps:.4g} at "
-        f"delta = {total.delta:g} (the ledger charges the basic composition above)"
+        f"delta = {total.delta:g} ({tighter}); the run is (epsilon = {stated:.4g}, delta = "
+        f"{total.delta:g})-DP (the ledger charges the basic composition above)"
     ]
 
 
@@ -131,7 +183,7 @@ def manifest(
     releases = []
     for s in summaries:
         entry = {k: v for k, v in s.to_json().items() if k in keys}
-        releases.append({**entry, "output_hash": s.output_hash})
+        releases.append({**entry, "accounting": accounting(s), "output_hash": s.output_hash})
     return {
         "run_id": run_id,
         "dataset": cfg.dataset.name,
@@ -180,5 +232,11 @@ def render_report(
     ]
     for s in summaries:
         lines += [f"### {s.name} ({s.kind})", "", *kind_of(s.kind).report(s), ""]
+        if s.is_dp:
+            lines += [
+                f"Cost: epsilon = {s.cost.epsilon:g}, delta = {s.cost.delta:g} for neighbours "
+                f"that differ by {s.neighbours}; accounting: {accounting(s)}.",
+                "",
+            ]
         lines += ["Files: " + ", ".join(f"`{f}`" for f in s.files), ""]
     return "\n".join(lines) + "\n"

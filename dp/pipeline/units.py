@@ -36,6 +36,7 @@ __all__ = [
     "bounding_for",
     "row_level_cost",
     "unit_filters",
+    "unit_statement",
 ]
 
 
@@ -132,3 +133,28 @@ def bounded_source(source: TableSource, unit_filter: UnitFilter | None) -> Table
         return source
     backend = BoundedBackend(inner=source.backend, filter=unit_filter)
     return TableSource(path=source.path, schema=source.schema, backend=backend)
+
+
+def unit_statement(bounding: Bounding, cost: PrivacyCost) -> dict[str, object]:
+    """What a release states about its guarantee in its own files (``model.json``, the
+    tables' metadata, ``release.json``): the unit-level ``cost`` for its neighbours and, with
+    a unit, the unit, its bound and the row-level cost its mechanism ran at (group privacy
+    over the bound gives ``cost``; the model's sensitivities and noise scales are per row)."""
+    out: dict[str, object] = {"epsilon": cost.epsilon, "delta": cost.delta}
+    if bounding.unit is None:
+        return out  # the estimators' own statement ("add/remove one record") holds
+    out["neighbours"] = "add/remove " + bounding.neighbours
+    row = bounding.cost(cost)
+    out["privacy_unit"] = {
+        "column": bounding.unit,
+        "max_rows_per_unit": bounding.rows_per_unit,
+        "max_partitions_per_unit": bounding.max_partitions,
+        "row_level_epsilon": row.epsilon,
+        "row_level_delta": row.delta,
+        "note": (
+            f"the mechanism runs at the row-level cost on at most {bounding.rows_per_unit} "
+            "rows per unit (its sensitivities and noise scales are per row); group privacy "
+            "over them gives epsilon and delta for one unit"
+        ),
+    }
+    return out

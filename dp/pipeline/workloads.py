@@ -22,6 +22,7 @@ from pydantic import Field, model_validator
 
 from dp import matrix
 from dp.budget import PrivacyCost
+from dp.calibration import zcdp_gaussian_sigma
 from dp.engine import Aggregate, HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.histogram import Axis
@@ -38,8 +39,6 @@ from dp.publication import Staging
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
 
-INTERVAL_SECONDS = 10.0
-"""Time budget of a release's bootstrap intervals (beyond it: exact least-squares widths)."""
 MAX_INTERVAL_CELLS = 2048
 """Workloads over more cells publish answers without intervals: their variances need the
 strategy's Gram inverse (seconds to minutes, or no structured form at all)."""
@@ -106,6 +105,8 @@ class WorkloadSpec:
     """None: chosen by expected error (data-independent) when answering."""
     reconstruction: str
     noise: str = "laplace"
+    rho: float | None = None
+    """A zCDP budget: the Gaussian noise is calibrated to it (``sigma = m L2 / sqrt(2 rho)``)."""
 
     def chosen(self) -> matrix.Strategy:
         """The strategy to measure: the fixed one, or the best by expected error (remembered
@@ -118,6 +119,9 @@ class WorkloadSpec:
         """Expected per-query RMSE of the least-squares answers at ``cost`` when neighbours
         differ by up to ``group`` rows (``strategy``: :meth:`chosen`, if the caller has it)."""
         a = strategy or self.chosen()
+        if self.rho is not None:
+            sigma = zcdp_gaussian_sigma(l2_sensitivity=group * a.l2_sensitivity, rho=self.rho)
+            return sigma * math.sqrt(a.squared_error_factor(self.workload) / self.workload.m)
         if self.noise == "gaussian":
             return matrix.expected_rmse_gaussian(
                 self.workload, a, epsilon=cost.epsilon, delta=cost.delta, group=group
@@ -161,9 +165,10 @@ _NO_INTERVALS: dict[str, JSON] = {
 }
 
 
-def _intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
-    """The answers' 95% intervals, or None where they are not computed (the same for every
-    dataset: it depends on the workload's size only)."""
+def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
+    """The answers' 95% intervals, or None where they are not computed. Whether, how and with
+    how many replicates follows from the workload's sizes only, never from a clock
+    (:func:`dp.matrix.intervals.bootstrap_replicates`)."""
     if spec.workload.n > MAX_INTERVAL_CELLS:
         return None
     return answer_intervals(
@@ -173,7 +178,6 @@ def _intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerInter
         noise_scale=result.noise_scale,
         reconstruction=spec.reconstruction,
         noise=spec.noise,
-        max_seconds=INTERVAL_SECONDS,
     )
 
 
@@ -203,6 +207,7 @@ class WorkloadKind:
             strategy=A,
             reconstruction=item.reconstruction,
             noise=item.noise,
+            rho=item.rho,
         )
         return ReleasePlan(
             name=item.name,
@@ -250,9 +255,10 @@ class WorkloadKind:
             strategy=spec.chosen(),
             reconstruction=spec.reconstruction,
             group=plan.bounding.rows_per_unit,
+            rho=spec.rho,
         )
         # Post-processing of the released estimate and public facts only.
-        intervals = _intervals(spec, result)
+        intervals = workload_intervals(spec, result)
         nan = np.full(len(result.answers), np.nan)
         answers = pd.DataFrame(
             {
@@ -278,10 +284,16 @@ class WorkloadKind:
             "expected_rmse": float(result.expected_rmse),
             "svd_bound_rmse": float(result.svd_bound_rmse),
             "noise": spec.noise,
+            "noise_scale": float(result.noise_scale),
             **(_NO_INTERVALS if intervals is None else intervals.describe()),
         }
         if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
             details["zcdp_rho"] = (result.sensitivity / result.noise_scale) ** 2 / 2.0
+        if spec.rho is not None:
+            details["accounting"] = (
+                f"zCDP: rho = {spec.rho:g} (Gaussian sigma = L2 sensitivity / sqrt(2 rho), "
+                f"sigma = {result.noise_scale:.6g}); charged as its (epsilon, delta) conversion"
+            )
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
         return Executed(details=details, sensitivity=float(result.sensitivity))
 

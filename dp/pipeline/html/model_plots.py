@@ -81,8 +81,14 @@ def _forest(ax: Any, rows: pd.DataFrame, names: list[str], colour: str) -> bool:
 def regression_section(summary: ReleaseSummary, folder: Path) -> Section:
     """A forest plot: one row per coefficient (per task and feature for a trace regression)."""
     frame = coefficient_frame(summary, folder)
-    columns = ["task", "feature", "coefficient", "std_error", *INTERVAL_COLUMNS]
-    table = frame_table(frame, caption="Coefficients", columns=columns)
+    # A logistic functional-mechanism table names its intervals for what they cover (the Taylor
+    # surrogate's minimiser): the table keeps those names, the plot draws them as a band.
+    surrogate = "surrogate_ci_low" in frame.columns
+    prefix = "surrogate_" if surrogate else ""
+    columns = ["task", "feature", "coefficient", *(prefix + c for c in ("std_error", "ci_low"))]
+    table = frame_table(frame, caption="Coefficients", columns=[*columns, prefix + "ci_high"])
+    if surrogate:
+        frame = frame.rename(columns=lambda c: c.removeprefix("surrogate_"))
     title = f"{summary.name}: coefficients of {summary.details.get('target', 'the target')}"
     if "task" in frame.columns:  # small multiples: one panel per feature, tasks as rows
         features = list(pd.unique(frame["feature"]))
@@ -104,9 +110,12 @@ def regression_section(summary: ReleaseSummary, folder: Path) -> Section:
         banded = _forest(ax, rows, [str(f) for f in rows["feature"]], INK)
         ax.set_title(title)
     caption = "Each point is a released coefficient" + (
-        "; the line is its published interval."
-        if banded
-        else "; no interval was published for this model."
+        "; no interval was published for this model."
+        if not banded
+        else "; the line is its noise-only interval around the Taylor surrogate's minimiser, "
+        "not an interval for the logistic regression's coefficients."
+        if surrogate
+        else "; the line is its published interval."
     )
     return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,), tables=(table,))
 

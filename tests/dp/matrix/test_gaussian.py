@@ -224,3 +224,30 @@ def test_zcdp_conversion_rejects_bad_parameters() -> None:
         mx.zcdp_cost(0.1, 0.0)
     with pytest.raises(ConfigError, match="rho must"):
         mx.zcdp_cost(-0.1, 1e-6)
+
+
+def test_a_rho_measurement_is_calibrated_as_zcdp_not_through_epsilon() -> None:
+    """sigma = group L2 / sqrt(2 rho): the analytic Gaussian at the converted (epsilon, delta)
+    would add less noise, i.e. spend more than rho."""
+    w = mx.marginals((4, 2), 2)
+    a = mx.select_strategy(w, noise="gaussian")
+    rho, delta, group = 0.02, 1e-6, 3
+    cost = mx.zcdp_cost(rho, delta)
+    x = np.full(w.n, 10.0)
+    meas = mx.measure_gaussian(
+        a,
+        x,
+        epsilon=cost.epsilon,
+        delta=delta,
+        rho=rho,
+        group=group,
+        rng=np.random.default_rng(0),
+    )
+    sens = group * a.l2_sensitivity
+    assert meas.noise_scale == pytest.approx(math.sqrt(sens**2 / (2.0 * rho)), rel=1e-12)
+    analytic = mx.measure_gaussian(
+        a, x, epsilon=cost.epsilon, delta=delta, group=group, rng=np.random.default_rng(0)
+    )
+    assert analytic.noise_scale < meas.noise_scale  # what the rho budget was spent at before
+    with pytest.raises(ConfigError, match="costs more than epsilon"):
+        mx.measure_gaussian(a, x, epsilon=cost.epsilon / 2, delta=delta, rho=rho)

@@ -153,25 +153,25 @@ def test_bootstrap_is_deterministic_in_the_release_and_reports_its_replicates() 
     assert np.all(one.ci_low >= 0.0) and np.all(one.ci_low <= w @ est)
     assert np.all(w @ est <= one.ci_high)
 
-    def run(budget: float) -> iv.AnswerIntervals:
-        return iv.bootstrap_intervals(
-            w,
-            a,
-            est,
-            noise_scale=3.0,
-            reconstruction="nonneg-l1",
-            replicates=300,
-            max_seconds=budget,
-        )
 
-    over = run(0.0)
-    assert over.replicates == 0 and "did not fit its time budget" in over.method
-    exact = iv.least_squares_intervals(w, a, est, noise_scale=3.0)
+def test_the_replicate_count_follows_from_the_sizes_only() -> None:
+    """Small workloads get the full bootstrap; one whose replicates are too costly by its
+    sizes alone (a dense 2-D projection of 2,048 cells) gets the exact least-squares widths,
+    and the method says why; l1 solves linear programs and so gets fewer replicates."""
+    w, a = matrix.prefix(16), matrix.hierarchical(16, 2)
+    assert iv.bootstrap_replicates(w, a, "nonneg-l1") == iv.DEFAULT_REPLICATES
+    assert iv.bootstrap_replicates(w, a, "least-squares") == 0
+    big = matrix.marginals((32, 64), 2)
+    ident = matrix.select_strategy(big)
+    assert iv.bootstrap_replicates(big, ident, "nonneg-l1") == 0
+    est = np.ones(big.n)
+    over = iv.answer_intervals(big, ident, est, noise_scale=3.0, reconstruction="nonneg-l1")
+    assert over.replicates == 0 and "over its work budget" in over.method
+    exact = iv.least_squares_intervals(big, ident, est, noise_scale=3.0)
     np.testing.assert_allclose(over.ci_high, exact.ci_high)
     np.testing.assert_allclose(over.ci_low, np.maximum(exact.ci_low, 0.0))
-    roomy = run(60.0)
-    assert roomy.replicates == 300
-    assert roomy.describe()["bootstrap_replicates"] == 300
+    lp = iv.bootstrap_replicates(matrix.prefix(74), matrix.hierarchical(74, 2), "l1")
+    assert 50 <= lp < iv.DEFAULT_REPLICATES
 
 
 def test_all_range_replicates_are_read_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:

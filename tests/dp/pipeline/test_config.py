@@ -234,7 +234,7 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     (release,) = (r for r in plan.releases if r.name == "m")
     assert release.spec.workload.n > workloads.MAX_INTERVAL_CELLS
     # Decided by the workload's size alone: no estimate is even looked at.
-    assert workloads._intervals(release.spec, result=None) is None  # type: ignore[arg-type]
+    assert workloads.workload_intervals(release.spec, result=None) is None  # type: ignore[arg-type]
     details = {
         "queries": 1, "cells": 2, "strategy": "s", "reconstruction": "nonneg-l1",
         "expected_rmse": 1.0, "svd_bound_rmse": 0.5, **workloads._NO_INTERVALS,

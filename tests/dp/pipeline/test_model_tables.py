@@ -44,6 +44,19 @@ def test_regressions_publish_coefficients_with_intervals(demo: Demo, name: str) 
         assert table["feature"].tolist() == ["age", "hours"] * len(EDUCATION)
         # model.json keeps B as features x tasks; the table lists it task by task.
         want = np.asarray(model["coefficients"]).T.ravel()
+    elif name == "high_income":  # y = 1 stated, intervals named for the Taylor surrogate
+        assert list(table.columns) == [
+            "outcome",
+            *COLUMNS[:2],
+            *(f"surrogate_{c}" for c in COLUMNS[2:]),
+        ]
+        assert set(table["outcome"]) == {"income > 75000"}
+        html = (demo.published.folder / "report.html").read_text()
+        assert "noise-only interval around the Taylor surrogate&#39;s minimiser" in html or (
+            "noise-only interval around the Taylor surrogate's minimiser" in html
+        )
+        table = table.drop(columns="outcome").rename(columns=lambda c: c.removeprefix("surrogate_"))
+        want = np.r_[model["coefficients"], model["intercept"]]
     else:
         assert list(table.columns) == COLUMNS
         assert table["feature"].tolist() == ["age", "hours", "intercept"]
