@@ -43,6 +43,7 @@ __all__ = [
     "complete_rows",
     "data_files",
     "empty_frame",
+    "fragments",
     "read_table",
 ]
 
