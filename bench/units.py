@@ -116,7 +116,7 @@ def accuracy(rows: int, units: int, epsilon: float, scratch: Path) -> dict[str, 
     schema = TableSchema(
         columns=(
             ColumnSpec(name="age", type="int", bounds=(17, 90)),
-            ColumnSpec(name="household", type="int", bounds=(0, units)),
+            ColumnSpec(name="household", type="int", bounds=(0, units), unit=True),
         )
     )
     axes = [numeric_axis(schema["age"])]

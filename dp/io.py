@@ -3,13 +3,17 @@
 Two kinds of problems, handled so that no single record can change what a run does:
 
 * structural -- a missing file, not Parquet, a missing column, a wrong type (in *any* file of a
-  folder) -- found by :func:`check_source` from the Parquet footers before any value is read,
-  each a one-line :class:`InputError` naming the file and column, never a data value;
+  folder), a folder that lists one file twice or loops (:func:`data_files`) -- found by
+  :func:`check_source` from the listing and the Parquet footers before any value is read, each
+  a one-line :class:`InputError` naming the file and column, never a data value;
 * value-level -- nulls, NaN, infinities, numbers outside the declared bounds, undeclared
   categories, an empty table -- handled by the declared policies of :mod:`dp.schema` (clamp,
   drop, map) while reading, never an error. How many values a policy handled is an exact
   statistic: it is kept in memory (:attr:`ReadResult.clamped`) for tests, never logged or
-  published.
+  published. Each file is read through the declared types, whatever its storage type (an
+  ``int`` column stored as int64 in one file and double in another, or as Arrow's null type
+  where a file has no value): a stored value is converted by the value rules, never by a cast
+  that could fail on one value.
 
 :func:`read_table` reads through the same batch validator the streaming engines use
 (:mod:`dp.engine.batches`), so both paths see the very same values.
@@ -17,6 +21,7 @@ Two kinds of problems, handled so that no single record can change what a run do
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +31,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from dp.errors import InputError, InvariantError
 from dp.schema import ColumnSpec, TableSchema
@@ -35,7 +41,9 @@ __all__ = [
     "check_source",
     "clamp_numeric",
     "complete_rows",
+    "data_files",
     "empty_frame",
+    "fragments",
     "read_table",
 ]
 
@@ -52,19 +60,85 @@ def _reason(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _open(path: Path) -> pads.Dataset:
-    if not path.exists():
-        raise InputError(f"dataset not found: {path}")
-    try:
-        return pads.dataset(path, format="parquet")
-    except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
-        raise InputError(f"cannot read {path} as Parquet: {_reason(exc)}") from None
+def data_files(path: str | Path) -> tuple[Path, ...]:
+    """The Parquet files a source names, each once, by real path: the file itself, or every
+    file under the folder (recursively, following links; names starting with ``.`` or ``_``
+    are skipped, as pyarrow's discovery does), in the order of their listed paths.
+
+    A folder read through a link into itself, or listing one file twice (two links, a hard
+    link), would count rows several times while the noise is sized for one: it is refused.
+
+    Raises:
+        InputError: a missing source, a looping or repeating folder, a file that cannot be
+            listed or is not a regular file.
+    """
+    top = Path(path)
+    if not top.exists():
+        raise InputError(f"dataset not found: {top}")
+    if not top.is_dir():
+        return (top.resolve(),)
+    seen: dict[tuple[int, int], Path] = {}  # (device, inode) -> the path it was listed under
+    found: list[tuple[str, Path]] = []
+
+    def walk(folder: Path, above: frozenset[tuple[int, int]]) -> None:
+        try:
+            st = folder.stat()
+            here = (st.st_dev, st.st_ino)
+            if here in above:
+                raise InputError(
+                    f"{folder} links back to a folder it is inside ({folder.resolve()}): "
+                    "a data folder must not loop"
+                )
+            entries = sorted(e.name for e in os.scandir(folder))
+            for name in entries:
+                if name.startswith((".", "_")):
+                    continue
+                p = folder / name
+                if p.is_dir():
+                    walk(p, above | {here})
+                    continue
+                if not p.is_file():
+                    raise InputError(f"{p} is not a regular file (or a broken link)")
+                st = p.stat()
+                key = (st.st_dev, st.st_ino)
+                if key in seen:
+                    raise InputError(
+                        f"{p} and {seen[key]} are the same file ({p.resolve()}): "
+                        "a data folder must list each file once"
+                    )
+                seen[key] = p
+                found.append((str(p), p.resolve()))
+        except OSError as exc:
+            raise InputError(f"cannot list {folder}: {_reason(exc)}") from None
+
+    walk(top, frozenset())
+    return tuple(real for _, real in sorted(found))
+
+
+def fragments(
+    path: str | Path, fmt: pads.ParquetFileFormat | None = None
+) -> tuple[pads.ParquetFileFragment, ...]:
+    """One fragment per file of :func:`data_files`, read with ``fmt`` (default: plain Parquet).
+
+    Raises:
+        InputError: as :func:`data_files`.
+    """
+    fmt = fmt or pads.ParquetFileFormat()
+    local = pafs.LocalFileSystem()
+    return tuple(fmt.make_fragment(str(f), filesystem=local) for f in data_files(path))
 
 
 def _check_type(spec: ColumnSpec, arrow_type: pa.DataType, where: Path) -> None:
     t = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
     if pa.types.is_null(t):
         return  # a column with no values (e.g. an empty table's): every value is missing
+    if spec.unit and spec.type == "int":  # an id is keyed exactly as stored: no float, no uint64
+        if not pa.types.is_integer(t) or t == pa.uint64():
+            raise InputError(
+                f"{where}: column {spec.name!r} is the privacy unit, declared int: store it as "
+                f"integers of at most 64 bits (e.g. pandas Int64), found {t}"
+            )
+        return
     if spec.is_numeric:  # an int column may be stored as float (e.g. a pandas column with NaN)
         ok = pa.types.is_integer(t) or pa.types.is_floating(t)
     else:
@@ -94,9 +168,10 @@ def clamp_numeric(
 
 def check_source(
     path: str | Path, schema: TableSchema, *, columns: Sequence[str] | None = None
-) -> pads.Dataset:
-    """Check the structure of a Parquet file or folder from its footers only (reads no value):
-    it exists, every file is Parquet and has the declared columns with compatible types.
+) -> None:
+    """Check the structure of a Parquet file or folder from its listing and footers only (reads
+    no value): it exists, lists each file once (:func:`data_files`), every file is Parquet and
+    has the declared columns with compatible types.
 
     Raises:
         InputError: one line naming the file and the problem.
@@ -104,10 +179,8 @@ def check_source(
     p = Path(path)
     wanted = list(columns) if columns is not None else list(schema.names)
     specs = [schema[name] for name in wanted]
-    ds = _open(p)
     try:
-        fragments = list(ds.get_fragments())
-        for fragment in fragments:
+        for fragment in fragments(p):
             where = Path(fragment.path)
             physical = fragment.physical_schema
             missing = [s.name for s in specs if s.name not in physical.names]
@@ -117,7 +190,6 @@ def check_source(
                 _check_type(s, physical.field(s.name).type, where)
     except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
         raise InputError(f"cannot read {p} as Parquet: {_reason(exc)}") from None
-    return ds
 
 
 def read_table(

@@ -45,6 +45,11 @@ class ColumnSpec:
     length: int | None = None
     """Text columns of fixed-length codes (prefix-masked zip codes): a value of another length
     is unknown, and its row is dropped."""
+    unit: bool = False
+    """The privacy-unit column: each row's unit is its value *as stored* (an ``int`` id exactly,
+    a text id by its characters), never a value rule's result; it is ``int``, ``string`` or
+    ``category`` and maps no missing or unknown value (a row without a known unit is dropped).
+    An ``int`` unit column's bounds apply only where a release reads it as a value."""
 
     def __post_init__(self) -> None:
         if self.type in ("int", "float"):
@@ -67,6 +72,12 @@ class ColumnSpec:
 
     def _check_policies(self) -> None:
         where = f"column {self.name!r}"
+        if self.unit and (self.type == "float" or self.missing != DROP or self.unknown != DROP):
+            raise ConfigError(
+                f"{where} is the privacy unit: it must be int, string or category, with "
+                f"missing and unknown 'drop' (a float id or a mapped value could merge units), "
+                f"got type {self.type}, missing {self.missing!r}, unknown {self.unknown!r}"
+            )
         if self.length is not None and (self.type != "string" or self.length < 1):
             raise ConfigError(f"{where}: a code length is only for text columns, and >= 1")
         if self.length is not None and self.unknown != DROP:

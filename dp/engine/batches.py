@@ -3,13 +3,19 @@
 The one validator of the private input: :func:`dp.io.read_table` (the in-memory frame) reads
 through it too, so every engine sees the same values.
 
-* Structural problems (missing path, not Parquet, missing column, wrong type in any file) are
-  found by :func:`dp.io.check_source` from the footers before any value is read.
+* Structural problems (missing path, a folder that loops or lists a file twice, not Parquet,
+  missing column, wrong type in any file) are found by :func:`dp.io.check_source` from the
+  listing and the footers before any value is read.
+* Each file is read with its own stored types (no cast to another file's types, which could
+  fail on one value: 40.5 or NaN into int64, values into Arrow's null type) and converted to
+  the declared type by the value policies below.
 * Value policies (:mod:`dp.schema`) run on Arrow data: a string column is read
   dictionary-encoded, so its declared categories are checked once per distinct value of the
   batch instead of once per row; a missing or undeclared value drops its row or is mapped to
-  the declared value; numbers are clamped (``np.clip`` in float64, then ``int64`` for ``int``
-  columns). No value ever raises.
+  the declared value; numbers are clamped (``np.clip`` in float64, then rounded half to even
+  and ``int64`` for ``int`` columns). No value ever raises.
+* An ``int`` privacy-unit column is also kept as stored, exactly (:attr:`Batch.keys`): a unit
+  is keyed on its id, never on a clamped or rounded value.
 
 A *fragment* (one Parquet file) is the unit of work a distributed backend ships to a worker;
 batches are the unit of memory inside it.
@@ -29,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dp.errors import ConfigError, InputError, InvariantError
-from dp.io import check_source, clamp_numeric
+from dp.io import check_source, clamp_numeric, fragments
 from dp.schema import DROP, ColumnSpec, TableSchema
 
 __all__ = [
@@ -73,6 +79,8 @@ class Batch:
     rows: npt.NDArray[np.int64] | None = field(default=None, repr=False)
     """Each row's position in the source, ``fragment << 40 | offset`` (stable across passes:
     what a privacy unit's data-independent row selection keys on)."""
+    keys: Mapping[str, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
+    """Per ``int`` privacy-unit column: each row's id exactly as stored (0 where marked)."""
 
     def take(self, keep: Mask) -> Batch:
         """The rows where ``keep`` holds (every column, marks and positions kept in step)."""
@@ -84,6 +92,7 @@ class Batch:
             clamped=self.clamped,
             missing={c: m[keep] for c, m in self.missing.items()},
             rows=None if self.rows is None else self.rows[keep],
+            keys={c: k[keep] for c, k in self.keys.items()},
         )
 
     def present(self, columns: Sequence[str]) -> Mask:
@@ -100,8 +109,14 @@ class Batch:
         numeric = {c: self.numeric[c] for c in cols if c in self.numeric}
         text = {c: self.text[c] for c in cols if c in self.text}
         clamped = {c: self.clamped[c] for c in cols if c in self.clamped}
+        keys = {c: self.keys[c] for c in cols if c in self.keys}
         part = Batch(
-            num_rows=self.num_rows, numeric=numeric, text=text, clamped=clamped, rows=self.rows
+            num_rows=self.num_rows,
+            numeric=numeric,
+            text=text,
+            clamped=clamped,
+            rows=self.rows,
+            keys=keys,
         )
         if not marked:
             return part
@@ -117,9 +132,9 @@ class Scan:
     specs: tuple[ColumnSpec, ...]
     """Declared specs of the columns read, in order."""
     fragments: tuple[pads.Fragment, ...]
-    """One per Parquet file, in discovery order (the order aggregates are combined in)."""
-    schema: pa.Schema
-    """The dataset schema every fragment is read as (as ``read_table``'s ``to_table`` does)."""
+    """One per Parquet file (:func:`dp.io.data_files`: each real file once, in the order of
+    their listed paths, the order aggregates are combined in); each is read with its own
+    stored types."""
     batch_size: int
     """Upper bound on rows per batch."""
 
@@ -153,18 +168,7 @@ def open_scan(
     # Strings are decoded straight into dictionaries: validation and axis codes then run once
     # per distinct value instead of once per row.
     fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=text))
-    try:
-        ds = pads.dataset(path, format=fmt)
-        fragments = tuple(ds.get_fragments())
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise InputError(f"cannot read {path} as Parquet: {_reason(exc)}") from None
-    return Scan(
-        path=path,
-        specs=specs,
-        fragments=fragments,
-        schema=ds.schema,
-        batch_size=size,
-    )
+    return Scan(path=path, specs=specs, fragments=fragments(path, fmt), batch_size=size)
 
 
 def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
@@ -176,9 +180,8 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
     index = next(i for i, f in enumerate(scan.fragments) if f is fragment)
     offset = 0
     try:
-        raw = fragment.to_batches(
-            schema=scan.schema, columns=scan.columns, batch_size=scan.batch_size
-        )
+        # No schema: the file's own stored types, converted by the value policies.
+        raw = fragment.to_batches(columns=scan.columns, batch_size=scan.batch_size)
         for record in raw:
             if record.num_rows > scan.batch_size:
                 raise InvariantError("a scanned batch exceeds the batch size")
@@ -228,10 +231,13 @@ def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
     text: dict[str, pa.DictionaryArray] = {}
     clamped: dict[str, int] = {}
     missing: dict[str, Mask] = {}
+    keys: dict[str, npt.NDArray[np.int64]] = {}
     for spec in scan.specs:
         column = record.column(spec.name)
         if pa.types.is_null(column.type):  # a file whose column holds no value at all
-            column = pa.nulls(len(column), pa.float64() if spec.is_numeric else pa.string())
+            column = pa.nulls(len(column), _NULL_AS[spec.type])
+        if spec.unit and spec.type == "int":
+            keys[spec.name] = _ids(column)
         if spec.is_numeric:
             arr, bad = _numeric(spec, column)
             if bad is not None:
@@ -244,8 +250,31 @@ def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
         if bad is not None:
             missing[spec.name] = bad
     return Batch(
-        num_rows=record.num_rows, numeric=numeric, text=text, clamped=clamped, missing=missing
+        num_rows=record.num_rows,
+        numeric=numeric,
+        text=text,
+        clamped=clamped,
+        missing=missing,
+        keys=keys,
     )
+
+
+_NULL_AS = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "category": pa.string(),
+    "string": pa.string(),
+}
+"""The type a column Arrow stores as null type (no value at all) is read as."""
+
+
+def _ids(column: pa.Array) -> npt.NDArray[np.int64]:
+    """An ``int`` unit column's ids exactly as stored (0 for a null, whose row is marked): the
+    footer check allows integer storage only, so the cast is lossless and cannot fail."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    ids = pc.fill_null(column, 0).cast(pa.int64())
+    return np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _numeric(spec: ColumnSpec, column: pa.Array) -> tuple[npt.NDArray[np.float64], Mask | None]:

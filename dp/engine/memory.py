@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import pyarrow.dataset as pads
-
 from dp.engine.aggregate import Aggregate, Progress, fold_batches, fold_fragments
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
 from dp.errors import InvariantError
+from dp.io import fragments
 from dp.schema import TableSchema
 
 __all__ = ["MemoryBackend", "estimate_bytes"]
@@ -95,9 +94,8 @@ def estimate_bytes(source: str | Path, columns: Sequence[str]) -> int:
     """What holding ``columns`` of ``source`` in memory costs, from the Parquet footers only:
     8 bytes per number, and each text column's uncompressed size (an upper bound for its
     dictionary-encoded form). Reads no value."""
-    ds = pads.dataset(source, format="parquet")
     total = 0
-    for fragment in ds.get_fragments():
+    for fragment in fragments(source):
         meta = fragment.metadata
         names = [meta.schema.column(i).path for i in range(meta.num_columns)]  # leaf columns
         for g in range(meta.num_row_groups):

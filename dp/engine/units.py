@@ -12,12 +12,18 @@ choice among its rows. A partitioned release first keeps, per unit, the ``max_pa
 partitions of lowest keyed hash among those the unit has rows in. A unit's choice depends on
 that unit's rows only, so removing one unit leaves every other unit's kept rows as they were:
 the bounded tables of two unit-neighbours differ by at most ``max_rows`` rows of one unit. A
-row without a unit is never read.
+row without a unit (a null, or an undeclared category) is never read.
+
+A unit is its id *as stored*, never a value rule's result (:attr:`dp.schema.ColumnSpec.unit`):
+an ``int`` id exactly as an int64 (:attr:`Batch.keys`; not through float64, not clamped), a text
+id by its characters. Two distinct ids are two units (up to a 64-bit keyed hash collision).
 
 One extra pass (:class:`BoundingAggregate`) finds the rows to leave out, by position; its
 accumulator spills to disk in unit-hash buckets when it outgrows :data:`SPILL_ROWS`, so memory
-is bounded by the bucket size and the rows left out, not by the row count. Unit ids are hashed
-(keyed) to 64 bits; a collision merges two units under one bound, which only keeps fewer rows.
+is bounded by the bucket size and the rows left out, not by the row count. The spill files are
+unnamed temporary files (unlinked at creation): whatever ends the process, nothing is left.
+Unit ids are hashed (keyed) to 64 bits; a collision merges two units under one bound, which
+only keeps fewer rows.
 """
 
 from __future__ import annotations
@@ -25,10 +31,9 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import IO, Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -94,10 +99,12 @@ class UnitBound:
         return (self.column,) if self.partition is None else (self.column, self.partition)
 
     def units(self, batch: Batch) -> U64:
-        """Each row's unit, hashed under the run's key (rows must be complete in the column)."""
+        """Each row's unit, hashed under the run's key (rows must be complete in the column):
+        an int id as stored, a text id by its characters -- never a clamped or rounded value."""
+        if self.column in batch.keys:
+            return _mix(batch.keys[self.column].view(np.uint64), self.key)
         if self.column in batch.numeric:
-            values = np.asarray(batch.numeric[self.column]).astype(np.int64).view(np.uint64)
-            return _mix(values, self.key)
+            raise InvariantError(f"unit column {self.column!r} was not read as a unit id")
         return _hashed(batch.text[self.column], self.key.to_bytes(8, "big").hex()[:16])
 
     def parts(self, batch: Batch, units: U64) -> U64:
@@ -165,7 +172,9 @@ class _Rows:
     arrays: list[Quad] = field(default_factory=list)
     unitless: list[npt.NDArray[np.int64]] = field(default_factory=list)
     held: int = 0
-    folder: str | None = None
+    files: list[IO[bytes]] | None = None
+    """One unnamed temporary file per bucket once spilled (unlinked at creation: a crash or a
+    kill leaves nothing; closing them frees the space)."""
 
     def add(self, quad: Quad) -> None:
         self.arrays.append(quad)
@@ -176,40 +185,56 @@ class _Rows:
     def spill(self) -> None:
         if not self.arrays:
             return
-        if self.folder is None:
-            self.folder = tempfile.mkdtemp(prefix="dppub-units-")
-        with ExitStack() as files:
-            out = [
-                files.enter_context(Path(self.folder, f"{b}.bin").open("ab"))
-                for b in range(_BUCKETS)
+        if self.files is None:
+            # Open for the whole pass (closed by buckets()); no name, so nothing to clean up.
+            self.files = [
+                tempfile.TemporaryFile(prefix="dppub-units-")  # noqa: SIM115
+                for _ in range(_BUCKETS)
             ]
-            for units, parts, prio, pos in self.arrays:  # one batch at a time: no copy of all
-                bucket = (units % np.uint64(_BUCKETS)).astype(np.uint8)
-                order = np.argsort(bucket, kind="stable")  # a radix sort, rows kept in order
-                edges = np.searchsorted(bucket[order], np.arange(_BUCKETS + 1))
-                for b in range(_BUCKETS):
-                    at = order[edges[b] : edges[b + 1]]
-                    if len(at):
-                        quad = (units[at], parts[at], prio[at], pos[at].view(np.uint64))
-                        out[b].write(np.stack(quad, axis=1).tobytes())
+        for units, parts, prio, pos in self.arrays:  # one batch at a time: no copy of all
+            bucket = (units % np.uint64(_BUCKETS)).astype(np.uint8)
+            order = np.argsort(bucket, kind="stable")  # a radix sort, rows kept in order
+            edges = np.searchsorted(bucket[order], np.arange(_BUCKETS + 1))
+            for b in range(_BUCKETS):
+                at = order[edges[b] : edges[b + 1]]
+                if len(at):
+                    quad = (units[at], parts[at], prio[at], pos[at].view(np.uint64))
+                    self.files[b].write(np.stack(quad, axis=1).tobytes())
         self.arrays, self.held = [], 0
 
     def buckets(self) -> Iterator[Quad]:
         """The rows, one bucket at a time (every row of a unit in one bucket)."""
-        if self.folder is None:
+        if self.files is None:
             if self.arrays:
                 u, p, q, r = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
                 yield u, p, q, r
             return
         self.spill()
-        for b in range(_BUCKETS):
-            path = Path(self.folder, f"{b}.bin")
-            if path.exists():
-                t = np.fromfile(path, dtype=np.uint64).reshape(-1, 4)
-                path.unlink()
-                yield t[:, 0].copy(), t[:, 1].copy(), t[:, 2].copy(), t[:, 3].view(np.int64)
-        os.rmdir(self.folder)
-        self.folder = None
+        files, self.files = self.files, None
+        try:
+            for f in files:
+                quad = _read(f)
+                f.close()
+                if len(quad[0]):
+                    yield quad
+        finally:
+            for f in files:
+                f.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Shipped between processes (a dask worker's partial): spilled rows travel in memory."""
+        spilled = [_read(f) for f in self.files or []]
+        arrays = self.arrays + [q for q in spilled if len(q[0])]
+        held = sum(len(q[0]) for q in arrays)
+        return {"arrays": arrays, "unitless": self.unitless, "held": held, "files": None}
+
+
+def _read(f: IO[bytes]) -> Quad:
+    """The rows spilled to one bucket file (left at its end, for more appends)."""
+    f.flush()
+    f.seek(0)
+    t = np.frombuffer(f.read(), dtype=np.uint64).reshape(-1, 4)
+    return t[:, 0].copy(), t[:, 1].copy(), t[:, 2].copy(), t[:, 3].copy().view(np.int64)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -231,6 +231,7 @@ class PipelineConfig(Model):
                     missing=c.missing,
                     unknown=c.unknown,
                     length=length,
+                    unit=n == self.dataset.privacy_unit,
                 )
             )
         return TableSchema(columns=tuple(specs))

@@ -1,11 +1,16 @@
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from dp import io
 from dp.errors import ConfigError, InputError
-from dp.io import complete_rows, read_table
+from dp.io import check_source, complete_rows, read_table
 from dp.schema import ColumnSpec, TableSchema
 
 SCHEMA = TableSchema(
@@ -126,3 +131,85 @@ def test_missing_and_non_parquet_files(tmp_path: Path) -> None:
     truncated.write_bytes(truncated.read_bytes()[:-40])
     with pytest.raises(InputError, match="cannot read .* as Parquet"):
         read_table(truncated, SCHEMA)
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder, _good().iloc[:2], "a.parquet")
+    _write(folder, _good().iloc[2:], "b.parquet")
+    return folder
+
+
+def test_a_folder_reads_each_real_file_once_and_skips_hidden_names(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    _write(outside, _good(), "c.parquet")
+    (folder / "more").symlink_to(outside)  # a link to a folder outside: read, once
+    (folder / "_SUCCESS").write_text("")  # marker and hidden files are not data
+    (folder / ".part.crc").write_text("x")
+    assert io.data_files(folder) == (
+        (folder / "a.parquet").resolve(),
+        (folder / "b.parquet").resolve(),
+        (outside / "c.parquet").resolve(),
+    )
+    assert len(read_table(folder, SCHEMA).frame) == 6
+
+
+@pytest.mark.parametrize(
+    ("link", "message"),
+    [
+        (lambda d: (d / "self").symlink_to(d), "links back to a folder it is inside"),
+        (lambda d: (d / "deep").mkdir() or (d / "deep" / "up").symlink_to(d), "must not loop"),
+        (lambda d: (d / "twin.parquet").symlink_to(d / "a.parquet"), "are the same file"),
+        (lambda d: os.link(d / "a.parquet", d / "hard.parquet"), "are the same file"),
+    ],
+    ids=["self", "ancestor", "second link", "hard link"],
+)
+def test_a_folder_that_loops_or_repeats_a_file_is_refused(
+    tmp_path: Path, link, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    # Rows read twice would count twice while noise is sized for one: refused from the listing.
+    folder = _folder(tmp_path)
+    link(folder)
+    with pytest.raises(InputError, match=message) as info:
+        check_source(folder, SCHEMA)
+    assert "\n" not in str(info.value)
+    with pytest.raises(InputError, match=message):
+        read_table(folder, SCHEMA)
+
+
+def test_storage_types_never_decide_the_read(tmp_path: Path) -> None:
+    # 'age' is int64 in one file and double in the other: a fraction is rounded (half to even)
+    # after clamping, a NaN meets the missing policy; a null-typed column (no value in its file,
+    # as pandas writes it) is all missing -- whichever file comes first.
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    _write(folder, _good(), "1.parquet")
+    doubles = _good().assign(age=[40.5, np.nan, 41.5])
+    _write(folder, doubles, "2.parquet")
+    nulls = _good().assign(age=[None, None, None], sex=[None, None, None])
+    _write(folder, nulls, "0.parquet")
+    assert pq.read_schema(folder / "0.parquet").field("age").type == pa.null()
+    frame = read_table(folder, SCHEMA).frame
+    assert frame["age"].tolist() == [20, 30, 90, 40, 42]
+    assert frame["age"].dtype == np.int64
+
+
+def test_an_int_unit_column_must_be_stored_as_integers(tmp_path: Path) -> None:
+    schema = TableSchema(
+        columns=(
+            ColumnSpec(name="person", type="int", bounds=(0, 10), unit=True),
+            ColumnSpec(name="age", type="int", bounds=(17, 90)),
+        )
+    )
+    path = _write(tmp_path, pd.DataFrame({"person": [1.0, 2.0], "age": [20, 30]}))
+    with pytest.raises(InputError, match="'person' is the privacy unit.*found double"):
+        check_source(path, schema)
+    for bad in ({"type": "float", "bounds": (0, 9)}, {"missing": 3}):
+        spec: dict[str, Any] = {"type": "int", "bounds": (0, 9), **bad}
+        with pytest.raises(ConfigError, match="'person' is the privacy unit"):
+            ColumnSpec(name="person", unit=True, **spec)
+    with pytest.raises(ConfigError, match="'person' is the privacy unit"):
+        ColumnSpec(name="person", type="category", categories=("a", "b"), unknown="a", unit=True)

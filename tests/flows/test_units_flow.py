@@ -175,3 +175,53 @@ def test_plan_shows_the_unit_its_bounds_and_their_price(tmp_path: Path) -> None:
     age_cdf = next(line for line in result.stdout.splitlines() if "age_cdf" in line)
     costly, one_row = (float(x) for x in re.findall(r"([\d.]+)(?: \(SVD|\sif no unit)", age_cdf))
     assert costly == pytest.approx(4 * one_row, rel=1e-3)  # Laplace error scales with m
+
+
+def test_int_unit_ids_are_keyed_as_stored_not_clamped_or_rounded(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
+    # Six households of 64-bit hashed ids 2^60 + 0..5 (one float64 value, 2^60, and all
+    # above the declared bounds) with m = 1: six units, so six rows read. Old code hashed the
+    # clamped float64 read of the ids: one unit, one row (a unit could move 2m rows).
+    ids = np.int64(2**60) + np.arange(6, dtype=np.int64)
+    frame = census_frame.head(60).assign(household=np.repeat(ids, 10))
+    data = tmp_path / "ids.parquet"
+    frame.to_parquet(data, index=False)
+    workload = [
+        {
+            "name": "ages",
+            "epsilon": 1e5,
+            "attributes": [{"column": "age", "level": 2}],
+            "reconstruction": "least-squares",
+        }
+    ]
+    config = _config(tmp_path, data, 1, workloads=workload, regressions=[], clustering=[])
+    raw = yaml.safe_load(config.read_text())
+    raw.pop("anonymize")
+    raw["dataset"]["columns"]["household"] = {"type": "int", "bounds": [0, 10]}
+    raw["dataset"]["budget"]["epsilon"] = 1e6
+    config.write_text(yaml.safe_dump(raw))
+    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
+    got = pd.read_parquet(tmp_path / "out" / "census_demo" / run_id / "ages" / "estimate.parquet")
+    assert got["estimate"].sum() == pytest.approx(6, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {"type": "float", "bounds": [0, 1e6]},
+        {"type": "string", "missing": "h0"},
+        {"type": "category", "categories": ["h0", "h1"], "unknown": "h0"},
+    ],
+    ids=["float id", "missing mapped", "unknown mapped"],
+)
+def test_a_unit_declaration_that_could_merge_units_is_refused(
+    tmp_path: Path, census_small: Path, declared: dict[str, Any]
+) -> None:
+    config = _config(tmp_path, census_small, 2)
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["columns"]["household"] = declared
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="'household' is the privacy unit") as info:
+        load_plan(config)
+    assert "\n" not in str(info.value)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -192,3 +198,164 @@ def test_a_spilled_partitioned_pass_on_two_threads_chooses_the_same_rows(
     got = threaded.run(BoundingAggregate(bound), folder, SCHEMA)
     assert np.array_equal(got.dropped, reference.dropped)
     assert len(reference.dropped) > 0
+
+
+# An int unit column with narrow bounds: its bounds apply only where a release reads it as a
+# value; a unit is its stored id (old code clamped 11 and 12 to 10, and read 2^60 + 1 and
+# 2^60 + 2 through float64 as the same 2^60: three people, one unit).
+ID_SCHEMA = TableSchema(
+    columns=(
+        ColumnSpec(name="person", type="int", bounds=(0, 10), unit=True),
+        ColumnSpec(name="age", type="int", bounds=(0, 9)),
+        ColumnSpec(name="group", type="category", categories=("a", "b", "c")),
+    )
+)
+HOSTILE_IDS = [2**60 + 1, 2**60 + 2, 2**53 + 1, 2**53 + 2, 2**63 - 1, -(2**63), -5, 3, 10, 11, 12]
+
+
+def _id_rows(path: Path, bound: UnitBound, backend: Any) -> list[tuple[int, int, str]]:
+    """The rows a bounded release reads, as sorted (person, age, group) tuples."""
+    dropped = backend.run(BoundingAggregate(bound), path, ID_SCHEMA).dropped
+    frame = pd.read_parquet(path)
+    keep = np.ones(len(frame), dtype=bool)
+    keep[dropped] = False  # one file: positions are the row numbers
+    return sorted(frame[keep].itertuples(index=False, name=None))
+
+
+@pytest.mark.parametrize("engine", ["stream", "memory", "dask"])
+def test_ids_above_2_to_the_53_that_differ_by_one_stay_distinct_units(
+    tmp_path: Path, engine: str
+) -> None:
+    ids = [2**60 + 1, 2**60 + 2, 2**53 + 1, 2**53 + 2, 11, 12]  # each a person with 3 rows
+    frame = pd.DataFrame(
+        {"person": np.repeat(np.array(ids, dtype=np.int64), 3), "age": 4, "group": "a"}
+    )
+    path = tmp_path / "ids.parquet"
+    frame.to_parquet(path, index=False)
+    backend: Any = {
+        "stream": StreamingBackend(batch_size=4),
+        "memory": MemoryBackend.load(path, ID_SCHEMA, ["person", "age", "group"], batch_size=4),
+        "dask": DaskBackend(batch_size=4),
+    }[engine]
+    bound = UnitBound(column="person", max_rows=1, content=("person", "age", "group"), key=3)
+    kept = _id_rows(path, bound, backend)
+    assert sorted(p for p, _, _ in kept) == sorted(ids)  # one row of each of six people
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    people=st.lists(st.sampled_from(HOSTILE_IDS), min_size=1, max_size=50),
+    ages=st.lists(st.integers(-3, 12), min_size=50, max_size=50),
+    m=st.integers(1, 3),
+    victim=st.sampled_from(HOSTILE_IDS),
+)
+def test_removing_one_unit_changes_the_bounded_rows_by_at_most_m(
+    tmp_path_factory: pytest.TempPathFactory,
+    people: list[int],
+    ages: list[int],
+    m: int,
+    victim: int,
+) -> None:
+    # Unit-neighbours with hostile ids (above 2^53, at the int64 limits, outside the column's
+    # bounds): every other unit keeps exactly its rows, so the bounded table (and any output
+    # computed from it) moves by at most m rows.
+    tmp = tmp_path_factory.mktemp("ids")
+    rows = [(p, a, "abc"[a % 3]) for p, a in zip(people, ages, strict=False)]
+    paths = []
+    for name, part in (("full", rows), ("less", [r for r in rows if r[0] != victim])):
+        frame = pd.DataFrame(part, columns=["person", "age", "group"]).astype({"person": "int64"})
+        frame.to_parquet(tmp / f"{name}.parquet", index=False, row_group_size=7)
+        paths.append(tmp / f"{name}.parquet")
+    bound = UnitBound(column="person", max_rows=m, content=("person", "age", "group"), key=77)
+    full, less = (_id_rows(p, bound, StreamingBackend(batch_size=8)) for p in paths)
+    assert [r for r in full if r[0] != victim] == less
+    assert len(full) - len(less) <= m
+    for p in set(people):
+        assert sum(1 for r in full if r[0] == p) == min(m, people.count(p))
+
+
+class _Boom(Exception):
+    pass
+
+
+def _spilling_rows(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(9)
+    rows = [(f"p{rng.integers(60)}", int(rng.integers(10)), "a") for _ in range(1_200)]
+    path = _write(tmp_path, _table(rows), "spill.parquet")
+    return path
+
+
+def test_a_pass_that_fails_midway_leaves_no_spill_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _spilling_rows(tmp_path)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    monkeypatch.setattr(units_module, "SPILL_ROWS", 100)  # buckets on disk after 100 rows
+    bound = UnitBound(column="person", max_rows=2, content=COLUMNS, key=4)
+    seen: list[int] = []
+    inner_update = BoundingAggregate.update
+
+    def failing(self: BoundingAggregate, acc: Any, batch: Any) -> Any:
+        seen.append(batch.num_rows)
+        if sum(seen) > 600:  # several spills have happened (see the next test)
+            raise _Boom
+        return inner_update(self, acc, batch)
+
+    monkeypatch.setattr(BoundingAggregate, "update", failing)
+    with pytest.raises(_Boom):
+        StreamingBackend(batch_size=64).run(BoundingAggregate(bound), path, SCHEMA)
+    assert list(spill.iterdir()) == []
+    monkeypatch.setattr(BoundingAggregate, "update", inner_update)
+    done = StreamingBackend(batch_size=64).run(BoundingAggregate(bound), path, SCHEMA)
+    assert len(done.dropped) > 0
+    assert list(spill.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_pass_killed_midway_leaves_no_spill_file(tmp_path: Path) -> None:
+    path = _spilling_rows(tmp_path)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    script = f"""
+import os, signal, tempfile
+import dp.engine.units as units
+from dp.engine import StreamingBackend
+from tests.dp.engine.test_units import SCHEMA, COLUMNS
+tempfile.tempdir = {str(spill)!r}
+units.SPILL_ROWS = 100
+update = units.BoundingAggregate.update
+seen = []
+def killed(self, acc, batch):
+    seen.append(batch.num_rows)
+    if sum(seen) > 600:  # several spills have happened
+        os.kill(os.getpid(), signal.SIGKILL)
+    return update(self, acc, batch)
+units.BoundingAggregate.update = killed
+bound = units.UnitBound(column="person", max_rows=2, content=COLUMNS, key=4)
+StreamingBackend(batch_size=64).run(units.BoundingAggregate(bound), {str(path)!r}, SCHEMA)
+"""
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert list(spill.iterdir()) == []
+
+
+def test_a_spilled_partial_travels_between_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A dask worker's partial is pickled: its spilled rows travel with it (no file name).
+    path = _spilling_rows(tmp_path)
+    monkeypatch.setattr(units_module, "SPILL_ROWS", 100)
+    aggregate = BoundingAggregate(UnitBound(column="person", max_rows=2, content=COLUMNS, key=4))
+    acc = aggregate.empty()
+    for batch in StreamingBackend(batch_size=64).batches(path, SCHEMA, COLUMNS):
+        acc = aggregate.update(acc, batch)
+    assert acc.files is not None
+    shipped = pickle.loads(pickle.dumps(acc))
+    assert shipped.files is None
+    want = aggregate.finish(acc).dropped
+    assert np.array_equal(aggregate.finish(shipped).dropped, want)
