@@ -1,11 +1,12 @@
 """Benchmark: dppub's globally optimal k-anonymity on Adult and FARS (issue 4).
 
 For each data set, k in {5, 10}, suppression in {0, 4%, 5%, 10%, 100%} and each metric it runs
-:func:`dp.anonymity.anonymize` and records the levels, score, suppressed rows, nodes checked and
-wall time (best of ``--repeat``). Beside it, when a separate interpreter with ``anjana`` and
-``pycanon`` is given (``--tools-python``; they pin old pandas, so keep them out of the project
-venv), it runs anjana's greedy k-anonymity on the same hierarchies and scores anjana's node with
-ARX Loss, and it checks dppub's released tables with pycanon (k, and l for one l-diverse run).
+:func:`dp.reference.anonymize.anonymize` and records the levels, score, suppressed rows, nodes
+checked and wall time (best of ``--repeat``). Beside it, when a separate interpreter with
+``anjana`` and ``pycanon`` is given (``--tools-python``; they pin old pandas, so keep them out of
+the project venv), it runs anjana's greedy k-anonymity on the same hierarchies and scores anjana's
+node with ARX Loss, and it checks dppub's released tables with pycanon (k, and l for one l-diverse
+run).
 
     .venv/bin/python bench/anonymity.py                      # full grid, ~minutes
     .venv/bin/python bench/anonymity.py --quick              # the issue-4 targets only
@@ -35,10 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.arx_reference import ARX_CASES, ARX_LOSS  # noqa: E402
-from dp.anonymity import METRICS, Hierarchy, anonymize, mondrian  # noqa: E402
+from dp.anonymity import METRICS, Hierarchy  # noqa: E402
 from dp.anonymity.classes import CodedTable  # noqa: E402
-from dp.anonymity.generalize import encode_columns  # noqa: E402
 from dp.anonymity.metrics import MetricTables  # noqa: E402
+from dp.reference.anonymize import anonymize, encode_columns  # noqa: E402
+from dp.reference.mondrian import mondrian  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench"
 SETS = {

@@ -66,10 +66,11 @@ sys.path.insert(0, str(ROOT))
 
 import dp.matrix as mx  # noqa: E402
 from dp.anonymity import Hierarchy  # noqa: E402
-from dp.histogram import category_axis, hierarchy_axis, histogram, numeric_axis  # noqa: E402
+from dp.histogram import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
 from dp.matrix.intervals import answer_intervals, least_squares_intervals  # noqa: E402
 from dp.matrix.measure import Measurement  # noqa: E402
 from dp.matrix.reconstruct import reconstruct  # noqa: E402
+from dp.reference.histogram import histogram  # noqa: E402
 from dp.regression import LinearRegression, LogisticRegression, TraceRegression  # noqa: E402
 from dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
 from dp.regression.statistics import SufficientStatistics, sufficient_statistics  # noqa: E402

@@ -39,6 +39,14 @@ generate = _load_generator()
 _SLOW_FOLDERS = frozenset({"flows", "browser", "empirical_privacy"})
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` the slow folders are not even imported (Prefect, typer and
+    Chromium's helpers cost seconds of collection in every worker before being deselected)."""
+    if config.getoption("markexpr") == "not slow" and collection_path.parent == ROOT / "tests":
+        return collection_path.name in _SLOW_FOLDERS or None
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))

@@ -1,42 +1,137 @@
-"""The privacy core never imports Prefect; tasks never import flows."""
+"""The layer table of ARCHITECTURE.md, enforced: every module of `dp/`, `tasks/` and `flows/`
+belongs to one layer, and imports only from the layers its own may import."""
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
+# layer -> the top-level names it holds (a package or a module: `dp.matrix` holds `dp.matrix.*`).
+LAYERS: dict[str, tuple[str, ...]] = {
+    "foundations": ("dp.errors", "dp.validation", "dp.schema", "dp.budget", "dp.periods"),
+    "privacy core": (
+        "dp.mechanisms",
+        "dp.calibration",
+        "dp.histogram",
+        "dp.matrix",
+        "dp.regression",
+        "dp.clustering",
+        "dp.anonymity",
+    ),
+    "data access": ("dp.engine", "dp.io"),
+    "operations": ("dp.ledger", "dp.publication", "dp.runs", "dp.faults"),
+    "pipeline": ("dp.pipeline",),
+    "reference": ("dp.reference",),
+    "tasks": ("tasks",),
+    "flows": ("flows",),
+}
+DP = ("foundations", "privacy core", "data access", "operations", "pipeline")
+# layer -> the layers (its own included) and third-party roots it may import from.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "foundations": frozenset({"foundations"}),
+    "privacy core": frozenset({"foundations", "privacy core"}),
+    "data access": frozenset({"foundations", "privacy core", "data access"}),
+    "operations": frozenset({"foundations", "operations"}),
+    "pipeline": frozenset(DP),
+    # What tests and benchmarks compare against; nothing else imports it.
+    "reference": frozenset({"foundations", "privacy core", "reference"}),
+    "tasks": frozenset({*DP, "tasks", "prefect"}),
+    "flows": frozenset({*DP, "tasks", "flows", "prefect"}),
+}
+# Third-party roots only the layers that name them may import.
+GUARDED = frozenset({"prefect"})
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+
+def _layer(module: str) -> str | None:
+    """The layer of a module or import name (`None`: third party, or `dp` itself)."""
+    for layer, names in LAYERS.items():
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return layer
+    return None
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(source: str) -> set[str]:
+    """Every absolute name imported anywhere in ``source`` (TYPE_CHECKING and function-local
+    imports included); `from dp import x` counts as `dp.x`."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module, "a relative import"
+            names.add(node.module)
+            if node.module == "dp":
+                names |= {f"dp.{a.name}" for a in node.names}
     return names
 
 
-def test_dp_sources_do_not_import_prefect_or_upper_layers() -> None:
-    files = sorted((ROOT / "dp").rglob("*.py"))
-    assert files
-    for f in files:
-        bad = _imports(f) & {"prefect", "tasks", "flows"}
-        assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
+@functools.cache
+def _sources() -> dict[str, frozenset[str]]:
+    """Module -> what it imports, for every module of dp/, tasks/ and flows/."""
+    paths = sorted(p for top in ("dp", "tasks", "flows") for p in (ROOT / top).rglob("*.py"))
+    assert paths
+    return {_module(p): frozenset(_imports(p.read_text())) for p in paths}
 
 
-def test_tasks_do_not_import_flows() -> None:
-    for f in sorted((ROOT / "tasks").rglob("*.py")):
-        assert "flows" not in _imports(f), f
+def violations(sources: dict[str, frozenset[str]]) -> list[str]:
+    """`module (layer) imports name (layer)` for every import the table forbids."""
+    found = []
+    for module, imported in sorted(sources.items()):
+        own = _layer(module)
+        if own is None:
+            if module != "dp":
+                found.append(f"{module} is in no layer of the table")
+            continue
+        for name in sorted(imported):
+            root_name = name.split(".")[0]
+            target = _layer(name) or (root_name if root_name in GUARDED else None)
+            if target is not None and target not in MAY_IMPORT[own]:
+                found.append(f"{module} ({own}) imports {name} ({target})")
+    return found
 
 
+def test_every_import_follows_the_layer_table() -> None:
+    found = violations(_sources())
+    assert not found, "\n".join(found)
+
+
+def test_every_layer_holds_modules() -> None:
+    assert {_layer(m) for m in _sources()} - {None} == set(LAYERS)
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        ("dp.budget", "from dp.ledger import Ledger", "dp.budget (foundations)"),
+        ("dp.matrix.error", "from dp.engine import TableSource", "dp.matrix.error (privacy"),
+        ("dp.ledger.chain", "import dp.mechanisms", "dp.ledger.chain (operations)"),
+        ("dp.engine.memory", "from dp import pipeline", "dp.engine.memory (data"),
+        ("dp.pipeline.plan", "from prefect import flow", "dp.pipeline.plan (pipeline)"),
+        ("dp.pipeline.plan", "import dp.reference.histogram", "dp.pipeline.plan (pipeline)"),
+        ("tasks.releases", "from flows import publish", "tasks.releases (tasks)"),
+        ("dp.io", "if True:\n    import tasks.releases", "dp.io (data access)"),
+        ("dp.newpackage.module", "import numpy", "dp.newpackage.module is in no layer"),
+    ],
+)
+def test_an_import_against_the_table_fails(module: str, line: str, broken: str) -> None:
+    sources = dict(_sources())
+    sources[module] = sources.get(module, frozenset()) | _imports(line)
+    found = violations(sources)
+    assert len(found) == 1 and found[0].startswith(broken), found
+
+
+@pytest.mark.slow  # a fresh interpreter importing all of dp: seconds of CPU
 def test_importing_all_of_dp_loads_no_prefect() -> None:
-    modules = [
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for p in sorted((ROOT / "dp").rglob("*.py"))
-    ]
+    modules = [m for m in _sources() if m.split(".")[0] == "dp"]
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules)
     code += "assert not [m for m in sys.modules if m.split('.')[0] == 'prefect']\n"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

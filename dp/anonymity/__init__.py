@@ -2,23 +2,12 @@
 utility and risk metrics.
 
 A k-anonymous table is a syntactic, *not* differentially private release. DP stages may read
-generalized columns only through :func:`generalize` with levels fixed in the config.
+generalized columns only through hierarchy axes with levels fixed in the config
+(:func:`dp.histogram.hierarchy_axis`). The release is :mod:`dp.engine.anonymize`; the same on an
+in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
 """
 
-from dp.anonymity.anonymize import anonymize
-from dp.anonymity.generalize import generalize
 from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.metrics import ARX_METRICS, METRICS
-from dp.anonymity.mondrian import LocalRecodingResult, mondrian
-from dp.anonymity.result import AnonymizationResult
 
-__all__ = [
-    "ARX_METRICS",
-    "METRICS",
-    "AnonymizationResult",
-    "Hierarchy",
-    "LocalRecodingResult",
-    "anonymize",
-    "generalize",
-    "mondrian",
-]
+__all__ = ["ARX_METRICS", "METRICS", "Hierarchy"]

@@ -1,8 +1,9 @@
-"""``anonymize``: the globally optimal k-anonymous (optionally l-diverse) full-domain release.
+"""The globally optimal k-anonymous (optionally l-diverse) full-domain generalization.
 
-Pipeline: validate -> encode QIs to leaf codes -> collapse to base rows -> lattice search
-(:mod:`dp.anonymity.search`) -> count the chosen node once more -> released table
-(:mod:`dp.anonymity.release`) and report.
+:func:`search` runs the lattice search (:mod:`dp.anonymity.search`) on a table's base rows and
+reports the chosen node; :func:`anonymize_counts` is the release's entry (distinct leaf-code rows
+and their counts, from :mod:`dp.engine.anonymize`), which then writes the released table
+(:mod:`dp.anonymity.release`). :func:`dp.reference.anonymize.anonymize` is the same on a frame.
 Record suppression follows ARX: every record of a class smaller than k (or violating l) is
 removed, and a node is admissible only if that is at most ``floor(sigma * n)`` records.
 """
@@ -18,10 +19,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from dp.anonymity.classes import CodedTable, LDiversity, NodeClasses
-from dp.anonymity.generalize import encode_columns
 from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.metrics import (
     ARX_METRICS,
@@ -31,9 +30,7 @@ from dp.anonymity.metrics import (
     class_size_summary,
     wsum,
 )
-from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import (
-    AnonymizationResult,
     Generalization,
     empty_generalization,
 )
@@ -41,7 +38,14 @@ from dp.anonymity.search import Outcome, greedy, optimal
 from dp.errors import ConfigError, InputError
 from dp.validation import check_probability
 
-__all__ = ["EXACT_MAX_NODES", "EXACT_MAX_QIS", "Generalization", "anonymize", "anonymize_counts"]
+__all__ = [
+    "EXACT_MAX_NODES",
+    "EXACT_MAX_QIS",
+    "Generalization",
+    "anonymize_counts",
+    "check_search",
+    "search",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -58,29 +62,7 @@ def _check_k(k: object) -> int:
     return int(k)
 
 
-def _check_l(
-    spec: Mapping[str, object] | None, df: pd.DataFrame, qis: Sequence[str]
-) -> tuple[str, LDiversity] | None:
-    if spec is None:
-        return None
-    unknown = set(spec) - {"column", "l", "kind"}
-    if unknown:
-        raise ConfigError(f"l_diversity has unknown keys {sorted(unknown)}")
-    col, l_value, kind = spec.get("column"), spec.get("l"), spec.get("kind", "distinct")
-    if not isinstance(col, str):
-        raise ConfigError(f"l_diversity column must be a column name, got {col!r}")
-    if col in qis:
-        raise ConfigError(f"l_diversity column {col!r} must not be a quasi-identifier")
-    if col not in df.columns:
-        raise InputError(f"l_diversity column {col!r} is not in the table")
-    if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 1:
-        raise ConfigError(f"l_diversity l must be an integer >= 1, got {l_value!r}")
-    if kind not in ("distinct", "entropy"):
-        raise ConfigError(f"l_diversity kind must be 'distinct' or 'entropy', got {kind!r}")
-    return col, LDiversity(l=l_value, kind=str(kind))
-
-
-def _check_search(
+def check_search(
     k: object,
     max_suppression: float,
     metric: str,
@@ -100,82 +82,6 @@ def _check_search(
     return k, sigma, {col: hierarchies[col] for col in qis}
 
 
-def anonymize(
-    df: pd.DataFrame,
-    hierarchies: Mapping[str, Hierarchy],
-    *,
-    k: int,
-    max_suppression: float,
-    metric: str = "loss",
-    l_diversity: Mapping[str, object] | None = None,
-    quasi_identifiers: Sequence[str] | None = None,
-    suppress_if_impossible: bool = False,
-) -> AnonymizationResult:
-    """Find the globally optimal full-domain generalization and release the table.
-
-    Args:
-        df: The private table. QI values must be leaves of their hierarchies (compared as text).
-        hierarchies: Column -> hierarchy; these columns are the quasi-identifiers.
-        k: Minimum size of every released equivalence class.
-        max_suppression: Fraction sigma in [0, 1]; at most ``floor(sigma * n)`` records removed.
-        metric: ``"loss"`` (ARX Loss), ``"dm"``, ``"dm_star"`` or ``"entropy"``; lower is better.
-            Also ARX's configurations ``"loss_rank"`` (ARX's default Loss aggregate; ``score``
-            is the worst attribute's loss, ``metrics["score_vector"]`` the ranked vector) and
-            ``"entropy_monotone"`` (see :mod:`dp.anonymity.metrics`).
-        l_diversity: Optional ``{"column": name, "l": int, "kind": "distinct" | "entropy"}``.
-        quasi_identifiers: Optional subset/order of QIs; each must have a hierarchy.
-        suppress_if_impossible: When no node is admissible (even the top node needs more
-            suppression than allowed, e.g. ``n < k``) or the table is empty, release the top
-            node with every record suppressed (no rows) instead of raising -- what a publishing
-            run wants, so that one record more or less never changes whether it succeeds.
-
-    Returns:
-        The release; ``metrics["search"]`` says whether the node is proven optimal.
-
-    Raises:
-        ConfigError: invalid k, sigma, metric, l-diversity spec, or a QI without hierarchy.
-        InputError: missing columns, non-leaf values, and (unless ``suppress_if_impossible``)
-            an empty table or no admissible node.
-    """
-    started = time.perf_counter()
-    k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, quasi_identifiers)
-    leaf_codes = encode_columns(df, hier)
-    ldiv = _check_l(l_diversity, df, list(hier))
-    sensitive = None
-    if ldiv is not None:
-        sensitive, _ = pd.factorize(df[ldiv[0]])
-        if (sensitive < 0).any():
-            raise InputError(
-                f"l_diversity column {ldiv[0]!r}: {int((sensitive < 0).sum())} values are missing"
-            )
-        sensitive = sensitive.astype(np.int64)
-    table = CodedTable.build(leaf_codes, list(hier.values()), sensitive)
-    found = _generalization(
-        table,
-        hier,
-        k=k,
-        sigma=sigma,
-        metric=metric,
-        ldiv=ldiv,
-        started=started,
-        suppress_if_impossible=suppress_if_impossible,
-    )
-    rest = df[[c for c in df.columns if c not in hier]]
-    released = release_rows(
-        rest, list(df.columns), hier, leaf_codes, found.levels, ~found.suppress[table.records()]
-    )
-    digest = InputDigest()
-    digest.update(leaf_codes, rest)
-    report = found.report(digest.hexdigest(hier, list(df.columns)))
-    return AnonymizationResult(
-        levels=report.levels,
-        suppressed=report.suppressed,
-        score=report.score,
-        metrics=report.metrics,
-        table=released,
-    )
-
-
 def anonymize_counts(
     rows: IntArray,
     counts: IntArray,
@@ -186,22 +92,23 @@ def anonymize_counts(
     metric: str = "loss",
     suppress_if_impossible: bool = False,
 ) -> Generalization:
-    """:func:`anonymize`'s search on distinct leaf-code rows and their counts (no records).
+    """The search on distinct leaf-code rows and their counts (no records).
 
     ``rows`` and ``counts`` are what :func:`dp.engine.leaf_counts_stream` returns, so a table of
     any size is searched in memory bounded by its leaf domain. Given in first-appearance order
-    (as :func:`anonymize` numbers its base rows), the chosen node and every metric equal those of
-    :func:`anonymize` on the same records bit for bit; the caller writes
+    (as :func:`dp.reference.anonymize.anonymize` numbers its base rows), the chosen node and
+    every metric equal those of that reference on the same records bit for bit; the caller writes
     the release (:func:`release_rows` per chunk) and finishes the report with the input's
     :class:`InputDigest`. No l-diversity here (it needs the sensitive values per base row).
 
     Raises:
-        ConfigError, InputError: as :func:`anonymize`.
+        ConfigError: invalid k, sigma or metric.
+        InputError: an empty table or no admissible node (unless ``suppress_if_impossible``).
     """
     started = time.perf_counter()
-    k, sigma, hier = _check_search(k, max_suppression, metric, hierarchies, None)
+    k, sigma, hier = check_search(k, max_suppression, metric, hierarchies, None)
     table = CodedTable.from_counts(rows, counts, list(hier.values()))
-    return _generalization(
+    return search(
         table,
         hier,
         k=k,
@@ -213,7 +120,7 @@ def anonymize_counts(
     )
 
 
-def _generalization(
+def search(
     table: CodedTable,
     hier: Mapping[str, Hierarchy],
     *,

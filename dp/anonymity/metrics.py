@@ -62,7 +62,7 @@ IntArray = npt.NDArray[np.int64]
 
 METRICS = ("loss", "dm", "dm_star", "entropy")
 ARX_METRICS = ("loss_rank", "entropy_monotone")
-"""Metrics reproducing ARX configurations (module docstring); accepted by ``anonymize``."""
+"""Metrics reproducing ARX configurations (module docstring); accepted by the search."""
 _ARX_DIGITS = 10  # ARX rounds every per-attribute loss to 10 decimals before comparing
 
 

@@ -1,8 +1,9 @@
 """Writing a k-anonymous release: the released records and the digest of the input.
 
-Both work on one chunk of the input at a time, in row order, so that :func:`dp.anonymity.anonymize`
-(the whole table at once) and the streaming engine (:mod:`dp.engine.anonymize`, batch by batch)
-write the same rows and report the same digest.
+Both work on one chunk of the input at a time, in row order, so that the streaming engine
+(:mod:`dp.engine.anonymize`, batch by batch) and the reference
+:func:`dp.reference.anonymize.anonymize` (the whole table at once) write the same rows and report
+the same digest.
 """
 
 from __future__ import annotations

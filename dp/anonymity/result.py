@@ -1,4 +1,4 @@
-"""The outcome of :func:`dp.anonymity.anonymize`: released table, chosen levels, review metrics.
+"""The outcome of a k-anonymous release: chosen levels and review metrics.
 
 A k-anonymous table is a *syntactic* release, not a differentially private one: the
 levels were chosen by looking at the data, so DP stages must not read this table's generalized
@@ -15,14 +15,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.metrics import class_size_summary
 
 __all__ = [
     "AnonymizationReport",
-    "AnonymizationResult",
     "Generalization",
     "empty_generalization",
 ]
@@ -87,15 +85,6 @@ class AnonymizationReport:
         lines += ["", "| measure | value |", "|---|---|"]
         lines += [f"| {name} | {value} |" for name, value in rows]
         return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnonymizationResult(AnonymizationReport):
-    """A k-anonymous release in memory: the report and the released table."""
-
-    table: pd.DataFrame = field(repr=False)
-    """The released table: QIs generalized (categorical over the hierarchy's labels at the chosen
-    level), suppressed records removed, other columns unchanged, index reset."""
 
 
 def _risk(r: Mapping[str, float]) -> str:

@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp.errors import ConfigError, InputError
-from dp.histogram import category_axis, histogram, numeric_axis
+from dp.histogram import category_axis, numeric_axis
+from dp.reference.histogram import histogram
 from dp.schema import ColumnSpec
 
 AGE = ColumnSpec(name="age", type="int", bounds=(0, 9))

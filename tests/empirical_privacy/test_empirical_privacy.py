@@ -1,5 +1,5 @@
-"""Unit tests of the privacy auditor itself (dp.empirical_privacy): intervals, bounds, event
-selection, validation."""
+"""Unit tests of the privacy auditor itself (dp.reference.empirical_privacy): intervals, bounds,
+event selection, validation."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.empirical_privacy import audit, clopper_pearson, looped, loss_lower_bound
 from dp.errors import ConfigError, InputError
+from dp.reference.empirical_privacy import audit, clopper_pearson, looped, loss_lower_bound
 
 
 def test_clopper_pearson_matches_closed_forms() -> None:

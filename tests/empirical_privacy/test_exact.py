@@ -16,9 +16,9 @@ the auditor's projection event sees much of the loss).
 it deterministically on the float-absorption neighbours of Casacuberta et al. 2022.)
 
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6
-(``dp.empirical_privacy``, confidence 1 - 1e-6); 2 such audits here -> <= 4e-6 for the file.
-Every audit is seeded, hence deterministic; the margins were checked over several seeds (noted at
-each threshold).
+(``dp.reference.empirical_privacy``, confidence 1 - 1e-6); 2 such audits here -> <= 4e-6 for the
+file. Every audit is seeded, hence deterministic; the margins were checked over several seeds
+(noted at each threshold).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.empirical_privacy import AuditResult, audit
+from dp.reference.empirical_privacy import AuditResult, audit
 from dp.regression.objective import OUTPUT_SHARE, OutputNoise, parameters, perturb_output
 
 EPS = 25.0  # the output share (1 / 50) is then 0.5, a level the auditor resolves well

@@ -1,10 +1,11 @@
 """Histogram sensitivity under add/remove-one neighbours, and an audit of the noisy histogram.
 
-``dp.histogram.histogram`` must change by exactly one count in exactly one cell when a row is
-added (L1 sensitivity 1), for every row of the declared domain: a property test (hypothesis)
+``dp.reference.histogram.histogram`` must change by exactly one count in exactly one cell when a
+row is added (L1 sensitivity 1), for every row of the declared domain: a property test (hypothesis)
 over random tables and added rows. The noisy histogram ``h + Lap(1 / eps)`` is then audited on
 a table and the same table plus one row, against its twin (sensitivity 1/2). False-failure rate
-of the audit of the correct release: <= 2e-6 (``dp.empirical_privacy`` at confidence 1 - 1e-6).
+of the audit of the correct release: <= 2e-6 (``dp.reference.empirical_privacy`` at confidence
+1 - 1e-6).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.empirical_privacy import audit
-from dp.histogram import category_axis, histogram, numeric_axis
+from dp.histogram import category_axis, numeric_axis
 from dp.mechanisms import laplace
+from dp.reference.empirical_privacy import audit
+from dp.reference.histogram import histogram
 from dp.schema import ColumnSpec
 
 AGE = ColumnSpec(name="age", type="int", bounds=(0, 9))

@@ -7,8 +7,9 @@ that this sampler *is* ``measure`` (bit for bit) and that ``answer`` is a post-p
 which cannot increase the privacy loss (Dwork & Roth 2014, Prop. 2.1).
 
 False-failure rate: each audit of a correct strategy is rejected with probability <= 2e-6
-(``dp.empirical_privacy`` at confidence 1 - 1e-6); 6 strategies -> <= 1.2e-5 for the file. The twins
-(sensitivity halved) have true loss 2 eps on the corner event; measured eps_lb >= ~1.5.
+(``dp.reference.empirical_privacy`` at confidence 1 - 1e-6); 6 strategies -> <= 1.2e-5 for the
+file. The twins (sensitivity halved) have true loss 2 eps on the corner event; measured eps_lb >=
+~1.5.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import numpy as np
 import pytest
 
 import dp.matrix as mx
-from dp.empirical_privacy import audit
 from dp.mechanisms import laplace
+from dp.reference.empirical_privacy import audit
 
 EPS = 1.0
 SEED = 2026

@@ -1,13 +1,14 @@
 """Privacy audits of the noise primitives in dp.mechanisms, each against a broken twin.
 
-Every audit uses :func:`dp.empirical_privacy.audit` at its default confidence ``1 - 1e-6``: a
-mechanism that meets its claim is rejected with probability at most ``2e-6`` per audit (module doc
-of ``dp.empirical_privacy``), so the false-failure rate of each ``assert res.passed`` below is <=
-2e-6, and of this file (18 audits of correct mechanisms) <= 4e-5. The broken twins (noise scale
-halved, i.e. sensitivity understated by 2x) have a true privacy loss of ``2 epsilon`` on the audited
-event; their measured ``eps_lb`` lands ~0.9 epsilon above the claim (Laplace, randomized response)
-and ~0.4 above it (Gaussian), i.e. far outside the sampling error. Runs are seeded, hence
-deterministic; several seeds show the verdict does not hinge on one draw.
+Every audit uses :func:`dp.reference.empirical_privacy.audit` at its default confidence
+``1 - 1e-6``: a mechanism that meets its claim is rejected with probability at most ``2e-6`` per
+audit (module doc of ``dp.reference.empirical_privacy``), so the false-failure rate of each
+``assert res.passed`` below is <= 2e-6, and of this file (18 audits of correct mechanisms)
+<= 4e-5. The broken twins (noise scale halved, i.e. sensitivity understated by 2x) have a true
+privacy loss of ``2 epsilon`` on the audited event; their measured ``eps_lb`` lands ~0.9 epsilon
+above the claim (Laplace, randomized response) and ~0.4 above it (Gaussian), i.e. far outside the
+sampling error. Runs are seeded, hence deterministic; several seeds show the verdict does not
+hinge on one draw.
 
 Samples are drawn on the reproducible seeded path, which uses the same discrete construction as
 the release path (``dp.mechanisms`` module doc), in one vectorised call per batch.
@@ -18,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.empirical_privacy import audit
 from dp.mechanisms import gaussian, laplace, randomized_response
+from dp.reference.empirical_privacy import audit
 
 SEEDS = (11, 12, 13)
 EPS = 1.0

@@ -1,7 +1,7 @@
 """Privacy audits of the model releases added after the first audit suite.
 
-Each audit runs :func:`dp.empirical_privacy.audit` on worst-case add/remove neighbours at the
-declared bounds, seeded, with the real release passing and a broken twin (noise scale halved)
+Each audit runs :func:`dp.reference.empirical_privacy.audit` on worst-case add/remove neighbours at
+the declared bounds, seeded, with the real release passing and a broken twin (noise scale halved)
 rejected.
 
 How each release is sampled. The model fits draw their noise through one module-level call
@@ -51,9 +51,9 @@ published model is identical on ``D`` and ``D'``.
    them (the shrunk solve, the floored count and the un-shifting are post-processing).
 
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6
-(``dp.empirical_privacy``, confidence 1 - 1e-6); 15 such audits here -> <= 3e-5 for the file. Every
-audit is seeded, hence deterministic; the floors on the real audits' ``eps_lb`` (which show
-the neighbours are worst case, not a vacuous pass) and the twins' rejections were checked over
+(``dp.reference.empirical_privacy``, confidence 1 - 1e-6); 15 such audits here -> <= 3e-5 for the
+file. Every audit is seeded, hence deterministic; the floors on the real audits' ``eps_lb`` (which
+show the neighbours are worst case, not a vacuous pass) and the twins' rejections were checked over
 several seeds, with the margins noted at each threshold. The other assertions are exact.
 """
 
@@ -68,8 +68,8 @@ import numpy as np
 import pytest
 
 import dp.mechanisms
-from dp.empirical_privacy import AuditResult, audit, looped
 from dp.mechanisms import gaussian, laplace
+from dp.reference.empirical_privacy import AuditResult, audit, looped
 from dp.regression import LinearRegression, LogisticRegression, TraceRegression
 from dp.regression import adassp as adassp_module
 from dp.regression import functional as functional_module

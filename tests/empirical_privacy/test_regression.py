@@ -19,7 +19,8 @@ Category features: each part released on a design with a one-hot block, at the s
 ``method="auto"`` uses, against the row that attains the one-hot sensitivity bound.
 
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6
-(``dp.empirical_privacy``, confidence 1 - 1e-6); 19 such audits here -> <= 4e-5 for the file.
+(``dp.reference.empirical_privacy``, confidence 1 - 1e-6); 19 such audits here -> <= 4e-5 for the
+file.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import numpy as np
 import pytest
 
 from dp.clustering import COUNT_SENSITIVITY, sum_sensitivity
-from dp.empirical_privacy import audit, looped
 from dp.mechanisms import laplace
+from dp.reference.empirical_privacy import audit, looped
 from dp.regression import FeatureDomain, TargetDomain
 from dp.regression.auto import INTERCEPT_SHARE
 from dp.regression.encoding import FeatureEncoding

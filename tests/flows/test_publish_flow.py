@@ -12,7 +12,6 @@ from prefect.client.orchestration import get_client
 from prefect.testing.utilities import prefect_test_harness
 
 from dp import matrix
-from dp.anonymity import anonymize
 from dp.budget import PrivacyCost
 from dp.histogram import category_axis
 from dp.io import read_table
@@ -24,6 +23,7 @@ from dp.pipeline.kinds import ReleasePlan
 from dp.pipeline.plan import load_config, load_plan
 from dp.pipeline.workloads import WorkloadSpec
 from dp.publication import Staging
+from dp.reference.anonymize import anonymize
 from dp.schema import ColumnSpec
 from flows.publish import publish
 

@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy, anonymize
+from dp.anonymity import Hierarchy
 from dp.anonymity.search import exhaustive, optimal
 from dp.errors import InputError
+from dp.reference.anonymize import anonymize
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
 FARS = Path(__file__).resolve().parents[4] / "shared" / "bench" / "fars"
@@ -138,6 +139,7 @@ def test_adult_k_anonymity_monotone_entropy_matches_arx(  # type: ignore[no-unty
         (0.0, 100, [5, 2, 3, 3, 1, 2, 0, 2], 4.36925397e8),
     ],
 )
+@pytest.mark.slow
 def test_fars_dm_star_matches_arx(  # type: ignore[no-untyped-def]
     fars, sigma: float, k: int, levels: list[int], value: float
 ) -> None:
@@ -227,6 +229,7 @@ def test_vector_scores_search_matches_exhaustive_enumeration() -> None:
 
 
 # ------------------------------------------------------------------------ l-diversity, Adult
+@pytest.mark.slow
 def test_adult_entropy_l_diversity_matches_arx(adult) -> None:  # type: ignore[no-untyped-def]
     df, hs = adult
     h8 = _without(hs, "occupation")
@@ -248,6 +251,7 @@ def test_adult_entropy_l_diversity_matches_arx(adult) -> None:  # type: ignore[n
 
 
 # ------------------------------------------------------------------------- l-diversity, FARS
+@pytest.mark.slow
 def test_fars_distinct_l_diversity_matches_arx(fars) -> None:  # type: ignore[no-untyped-def]
     df, hs = fars
     h7 = _without(hs, "istatenum")

@@ -1,4 +1,4 @@
-"""Hierarchies: builders, validation messages, data-independent label domains, generalize()."""
+"""Hierarchies: builders, validation messages, data-independent label domains."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy, generalize
+from dp.anonymity import Hierarchy
 from dp.errors import ConfigError, InputError
 
 from .conftest import ADULT
@@ -132,20 +132,3 @@ def test_hierarchy_is_immutable_and_hashable_by_content() -> None:
     assert a.digest() == b.digest()
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "other"  # type: ignore[misc]
-
-
-def test_generalize_applies_config_fixed_levels() -> None:
-    df = pd.DataFrame({"age": [3, 17], "zip": ["101", "202"], "y": [1.5, 2.5]})
-    hs = {
-        "age": Hierarchy.from_bands(0, 19, [5, 10]),
-        "zip": Hierarchy.from_prefix_mask(["101", "202"]),
-    }
-    out = generalize(df, hs, {"age": 2, "zip": 1})
-    assert out["age"].tolist() == ["0-9", "10-19"]
-    assert out["zip"].tolist() == ["10*", "20*"]
-    assert out["y"].tolist() == [1.5, 2.5]
-    assert df["age"].tolist() == [3, 17]  # input untouched
-    with pytest.raises(ConfigError, match=r"missing \['zip'\]"):
-        generalize(df, hs, {"age": 1})
-    with pytest.raises(InputError, match="'age' has a hierarchy but is not in the table"):
-        generalize(df.drop(columns="age"), hs, {"age": 1, "zip": 1})

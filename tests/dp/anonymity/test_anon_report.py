@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from dp.anonymity import AnonymizationResult, Hierarchy, anonymize
+from dp.anonymity import Hierarchy
 from dp.errors import ConfigError, InputError
+from dp.reference.anonymize import AnonymizationResult, anonymize
 
 
 @pytest.fixture(scope="module")

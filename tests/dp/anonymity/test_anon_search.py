@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dp.anonymity import METRICS, Hierarchy, anonymize
+from dp.anonymity import METRICS, Hierarchy
 from dp.anonymity.classes import CodedTable, LDiversity
-from dp.anonymity.generalize import encode_columns
 from dp.anonymity.metrics import MetricTables
 from dp.anonymity.search import exhaustive, optimal
 from dp.errors import InputError
+from dp.reference.anonymize import anonymize, encode_columns
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
 KS = [2, 3, 5, 10]
@@ -152,6 +152,7 @@ def test_more_than_ten_qis_falls_back_to_a_bounded_heuristic() -> None:
     seed=st.integers(0, 2**16),
     metric=st.sampled_from(METRICS),
 )
+@pytest.mark.slow
 def test_property_k_anonymous_within_limit_and_optimal(
     n: int, k: int, sigma: float, seed: int, metric: str
 ) -> None:
@@ -208,6 +209,7 @@ def test_l_diverse_search_matches_exhaustive_enumeration(adult, kind: str, sigma
     assert res.score == pytest.approx(slow.score, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_adult_nine_qis_search_equals_full_enumeration(adult) -> None:  # type: ignore[no-untyped-def]
     # All 12,960 nodes counted: the pruned search must find the same optimum at full scale.
     df, hs = adult

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster, get_task_stream
 
 from dp.anonymity.hierarchy import Hierarchy
 from dp.engine import (
@@ -25,9 +24,15 @@ from dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 
+# Slow: a local Dask cluster of worker processes. `distributed` is imported where it is used, so
+# that the fast tier does not pay for it while collecting.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
+    from distributed import LocalCluster
+
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as c:
@@ -55,6 +60,8 @@ def test_float_statistics_are_bit_identical(partitioned: Path, cluster: str) -> 
     )
     kw = {"features": ["age", "hours"], "target": "income", "design": design, "by": "sex"}
     local = regression_statistics_stream(partitioned, SCHEMA, batch_size=77, **kw)  # type: ignore[arg-type]
+    from distributed import Client
+
     with Client(cluster):  # the current default client (no address on the backend)
         remote = regression_statistics_stream(
             partitioned,
@@ -122,6 +129,8 @@ def test_runs_inside_a_worker_task_without_deadlock(partitioned: Path, cluster: 
     # the fragment tasks can only run because the backend secedes from the worker's pool.
     axes = [category_axis(SCHEMA["race"]), numeric_axis(SCHEMA["income"], bins=8)]
     expected = histogram_stream(partitioned, SCHEMA, axes, batch_size=50).tobytes()
+    from distributed import Client, get_task_stream
+
     with Client(cluster, set_as_default=False) as client, get_task_stream(client) as stream:
         futures = [
             client.submit(_histogram_on_worker, partitioned, cluster, pure=False) for _ in range(2)

@@ -13,8 +13,9 @@ from dp.engine import histogram_stream, leaf_counts_stream, node_class_sizes
 from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.batches import iter_batches, open_scan
 from dp.errors import ConfigError
-from dp.histogram import Axis, category_axis, hierarchy_axis, histogram, numeric_axis
+from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.io import read_table
+from dp.reference.histogram import histogram
 from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.statistics import Design, sufficient_statistics
 from tests.dp.engine.conftest import SCHEMA

@@ -12,8 +12,9 @@ import pytest
 
 from dp.engine import histogram_stream
 from dp.errors import ConfigError, InputError
-from dp.histogram import category_axis, histogram, numeric_axis
+from dp.histogram import category_axis, numeric_axis
 from dp.io import read_table
+from dp.reference.histogram import histogram
 from dp.schema import TableSchema
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part

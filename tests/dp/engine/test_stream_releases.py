@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dp.anonymity import Hierarchy, anonymize
+from dp.anonymity import Hierarchy
 from dp.anonymity.classes import CodedTable
 from dp.clustering import KMeans, lloyd_step
 from dp.engine import (
@@ -26,6 +26,7 @@ from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.dask import DaskBackend
 from dp.errors import InputError
 from dp.io import read_table
+from dp.reference.anonymize import anonymize
 from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.statistics import Design, sufficient_statistics
 from tests.conftest import generate

@@ -114,6 +114,7 @@ def test_removing_one_unit_moves_the_bounded_histogram_by_at_most_m(
     assert others[0] == others[1]
 
 
+@pytest.mark.slow
 def test_every_engine_and_a_spilled_pass_choose_the_same_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +148,7 @@ def test_every_engine_and_a_spilled_pass_choose_the_same_rows(
     assert len(fused[1].dropped) > len(reference)
 
 
+@pytest.mark.slow
 def test_a_fresh_key_per_run_chooses_a_uniform_subset(tmp_path: Path) -> None:
     # One unit with 10 distinct rows, m = 1: over 2,000 runs (fresh OS-random keys) each row is
     # kept about 200 times. Binomial(2000, 0.1): [140, 260] fails with probability < 1e-5 per

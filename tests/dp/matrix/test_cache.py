@@ -136,6 +136,7 @@ def _choose(folder: str) -> str:
     return cache.cached_select_strategy(mx.all_range(40), directory=Path(folder)).name
 
 
+@pytest.mark.slow
 def test_concurrent_processes_share_one_folder(tmp_path: Path) -> None:
     # Separate interpreters (spawn) race to compute and write the same entry.
     ctx = multiprocessing.get_context("spawn")

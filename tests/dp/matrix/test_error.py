@@ -25,6 +25,7 @@ def test_identity_strategy_meets_svd_bound_on_identity_workload() -> None:
     assert mx.svd_bound_rmse(w, 1.0) == pytest.approx(math.sqrt(2.0))
 
 
+@pytest.mark.slow
 def test_svd_bound_is_below_every_candidate() -> None:
     for w in [mx.prefix(64), mx.all_range(64), mx.width_range(64, 8), mx.marginals((4, 4, 4), 2)]:
         bound = mx.svd_bound_rmse(w, 1.0)

@@ -123,6 +123,7 @@ def test_least_squares_intervals_cover_95_percent() -> None:
     assert 0.936 <= hits.mean() <= 0.964
 
 
+@pytest.mark.slow
 def test_bootstrap_intervals_cover_on_a_sparse_histogram() -> None:
     # nonneg-l1 on identity (clipping): 300 runs x 8 independent cells = 2,400 trials. Zero cells
     # cover more than 95% (any interval reaching 0 covers them), so the expected rate is about
@@ -133,6 +134,7 @@ def test_bootstrap_intervals_cover_on_a_sparse_histogram() -> None:
     assert 0.93 <= hits.mean() <= 0.985
 
 
+@pytest.mark.slow
 def test_bootstrap_intervals_cover_prefixes() -> None:
     # Prefixes share noise, so runs, not queries, are the independent trials: the run-level
     # standard deviation of the coverage is about 0.15 (five seeded pilots: means 0.941-0.966),

@@ -20,6 +20,8 @@ import pytest
 import dp.matrix as mx
 from dp.mechanisms import laplace
 
+pytestmark = pytest.mark.slow  # seeded privacy audits
+
 EPS = 1.0
 TRIALS = 8000
 

@@ -171,10 +171,10 @@ def test_an_uncertified_interior_point_falls_back_to_the_exact_active_set(
     certificate, so ``dppub run`` failed after its draw (and was charged)."""
     import pandas as pd
 
-    from dp.histogram import histogram
     from dp.pipeline.domains import histogram_axis
     from dp.pipeline.plan import load_config
     from dp.pipeline.workloads import WorkloadModel, workload_operator
+    from dp.reference.histogram import histogram
     from tests.conftest import generate
 
     cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "demo.yaml")

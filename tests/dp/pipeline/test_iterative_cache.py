@@ -19,6 +19,7 @@ from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 @pytest.mark.parametrize("engine", ["stream", "memory"])
 @pytest.mark.parametrize("fits", [True, False])
+@pytest.mark.slow
 def test_kmeans_passes_over_the_source(
     tmp_path: Path,
     census_small: Path,

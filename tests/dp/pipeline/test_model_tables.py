@@ -20,6 +20,8 @@ from dp.publication import sha256_files
 from dp.regression.uncertainty import NO_INTERVALS
 from tests.dp.pipeline.published_run import Demo, demo_config, publish_in_process
 
+pytestmark = pytest.mark.slow  # the demo published in process, seconds of CPU
+
 COLUMNS = ["feature", "coefficient", "std_error", "ci_low", "ci_high"]
 MODELS = ["income_model", "high_income", "income_by_education"]
 EDUCATION = ["Preschool", "HS-grad", "Some-college", "Bachelors", "Masters", "Doctorate"]

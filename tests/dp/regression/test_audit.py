@@ -31,6 +31,8 @@ from dp.regression.domain import FeatureDomain as _Domain
 from dp.regression.sensitivity import PARTS, BlockSensitivity
 from dp.regression.statistics import Design, sufficient_statistics
 
+pytestmark = pytest.mark.slow  # seeded privacy audits
+
 N = 4_000
 MARGIN = 0.12
 EPSILON = 1.0

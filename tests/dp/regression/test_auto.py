@@ -100,6 +100,7 @@ def _mse_ratio(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean((model.predict(X) - y) ** 2) / np.var(y))
 
 
+@pytest.mark.slow
 def test_noise_alone_is_not_published_as_a_model() -> None:
     # y independent of 30 features at epsilon 0.1 on 20,000 rows: the functional mechanism's
     # noisy slopes add error, auto shrinks them away. 15 seeds; the threshold 1.02 sits above

@@ -96,6 +96,7 @@ def test_table_publishes_the_model_and_is_deterministic(
 
 
 @pytest.mark.parametrize(("name", "model", "exact"), _models(), ids=MODEL_IDS)
+@pytest.mark.slow
 def test_bootstrap_spread_matches_the_mechanisms_error(
     name: str, model: Any, exact: Any, capture: list[Any]
 ) -> None:
@@ -120,6 +121,7 @@ def test_bootstrap_spread_matches_the_mechanisms_error(
     assert np.all((ratio >= 0.75) & (ratio <= 1.33)), ratio
 
 
+@pytest.mark.slow
 def test_linear_intervals_cover(capture: list[Any]) -> None:
     # 150 seeded releases x 3 coefficients; per coefficient the coverage's standard error is
     # 0.018, pooled (correlated) about 0.012: the band [0.90, 0.99] is 4 of them around 0.95.

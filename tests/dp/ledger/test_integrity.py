@@ -218,6 +218,7 @@ def _first_run(
         out.put(f"error: {exc}")
 
 
+@pytest.mark.slow
 def test_eight_first_runs_at_once_on_a_missing_ledger(ledger_factory: LedgerFactory) -> None:
     path = ledger_factory.location
     ctx = mp.get_context("fork")

@@ -1,4 +1,4 @@
-"""Optional local recoding: hierarchy-aware Mondrian (opt-in, for microdata releases).
+"""Local recoding: hierarchy-aware Mondrian (a reference, benchmarked against other tools).
 
 Mondrian (LeFevre, DeWitt & Ramakrishnan, "Mondrian multidimensional k-anonymity", ICDE 2006)
 partitions the records top-down: start with one partition holding everything, and split a
@@ -28,10 +28,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from dp.anonymity.classes import CodedTable
-from dp.anonymity.generalize import encode_columns
 from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.metrics import class_size_summary, genil_loss
 from dp.errors import ConfigError, InputError
+from dp.reference.anonymize import encode_columns
 
 __all__ = ["LocalRecodingResult", "mondrian"]
 

@@ -197,6 +197,7 @@ def _contender(
         out.put("refused")
 
 
+@pytest.mark.slow
 def test_concurrent_processes_never_overspend(ledger_factory: LedgerFactory) -> None:
     path = ledger_factory.location
     Ledger(path)
@@ -378,6 +379,7 @@ def _die_mid_write(location: str, ready: "mp.synchronize.Event") -> None:
         time.sleep(120)  # killed here, holding the write lock with a row not committed
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_transaction_leaves_no_lock_and_no_row(
     ledger_factory: LedgerFactory,
 ) -> None:
