@@ -33,6 +33,7 @@ from dp.pipeline.limits import (
     MAX_CRON_LENGTH,
     MAX_INTERVAL_SECONDS,
     MAX_NAME_LENGTH,
+    check_bound,
     check_config_delta,
     check_config_epsilon,
     check_cron,
@@ -42,6 +43,7 @@ from dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
     "NAME_PATTERN",
+    "Bound",
     "BudgetModel",
     "ColumnModel",
     "Cost",
@@ -98,6 +100,8 @@ def _name(value: str) -> str:
 
 Number = Annotated[float, BeforeValidator(_number)]
 """A number: an int or a float, never a bool or a string (``"0.5"``)."""
+Bound = Annotated[float, BeforeValidator(_number), AfterValidator(check_bound)]
+"""A column bound (:func:`dp.pipeline.limits.check_bound`)."""
 Integer = Annotated[int, BeforeValidator(_integer)]
 """A whole number: never a bool, a float or a string."""
 Flag = Annotated[bool, Strict()]
@@ -154,7 +158,7 @@ class BudgetModel(Cost):
 
 class ColumnModel(Model):
     type: Literal["int", "float", "category", "string"]
-    bounds: tuple[Number, Number] | None = None
+    bounds: tuple[Bound, Bound] | None = None
     categories: list[str] | None = None
     missing: str | Number = "drop"
     """A null or NaN: ``drop`` the row (default) or use this value."""

@@ -19,6 +19,7 @@ from dp.errors import ConfigError
 from dp.validation import check_delta, check_epsilon
 
 __all__ = [
+    "MAX_BOUND",
     "MAX_CLUSTERS",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_QUERIES",
     "MAX_RHO",
     "check_at_most",
+    "check_bound",
     "check_config_delta",
     "check_config_epsilon",
     "check_cron",
@@ -54,6 +56,9 @@ outright, meaningful only when far below 1 / rows."""
 MAX_RHO = 100.0
 """A zCDP ``rho`` is in ``(0, 100]``: its (epsilon, delta) conversion then stays below
 :data:`MAX_EPSILON` for any delta a float can hold (at most 646)."""
+MAX_BOUND = 2.0**63
+"""A column's declared bounds lie within ``[-2^63, 2^63]`` (int64's range): a regression's or
+k-means' sensitivity and sums of squares over any number of rows then stay finite."""
 MAX_NAME_LENGTH = 64
 """Dataset and release names (folder and file names) have at most 64 characters."""
 MAX_CRON_LENGTH = 200
@@ -106,6 +111,13 @@ def check_rho(rho: float) -> float:
     if not 0.0 < rho <= MAX_RHO:
         raise ConfigError(f"rho must be in (0, {MAX_RHO:g}], got {rho!r}")
     return rho
+
+
+def check_bound(value: float) -> float:
+    """A declared bound if its magnitude is at most ``MAX_BOUND``, else a one-line error."""
+    if not abs(value) <= MAX_BOUND:
+        raise ConfigError(f"a bound must lie within [-2^63, 2^63], got {value!r}")
+    return value
 
 
 def check_planned_total(total: PrivacyCost) -> PrivacyCost:

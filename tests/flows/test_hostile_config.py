@@ -206,6 +206,10 @@ CONFIG_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda r: r["workloads"][0].update(epsilon=1e308),
         "workloads.0.epsilon: epsilon must be at most 1,000",
     ),
+    "bounds of 1e300": (
+        lambda r: r["dataset"]["columns"]["income"].update(bounds=[0, 1e300]),
+        "dataset.columns.income.bounds.1: a bound must lie within [-2^63, 2^63], got 1e+300",
+    ),
     "a 300-letter dataset name": (
         lambda r: r["dataset"].update(name="d" * 300),
         "dataset.name: a name is at most 64 characters",

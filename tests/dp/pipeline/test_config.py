@@ -341,6 +341,8 @@ EXTREMES: list[tuple[tuple[str | int, ...], object, str]] = [
     (("dataset", "budget", "delta"), 0.5, r"delta must be in \[0, 0.01\]"),
     (("dataset", "budget", "delta"), 1.5, r"delta must be in \[0, 1\)"),
     (("regressions", 0, "delta"), 0.02, r"delta must be in \[0, 0.01\]"),
+    (("dataset", "columns", "income", "bounds", 1), 1e300, r"a bound must lie within"),
+    (("dataset", "columns", "hours", "bounds", 0), -1e19, r"a bound must lie within"),
 ]
 
 
