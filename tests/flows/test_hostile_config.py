@@ -206,6 +206,13 @@ CONFIG_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda r: r["workloads"][0].update(epsilon=1e308),
         "workloads.0.epsilon: epsilon must be at most 1,000",
     ),
+    "releases totalling more than epsilon 1,000": (
+        lambda r: (
+            r["dataset"]["budget"].update(epsilon=1000),
+            [w.update(epsilon=400) for w in r["workloads"]],
+        ),
+        "the releases' total epsilon must be at most 1,000",
+    ),
     "bounds of 1e300": (
         lambda r: r["dataset"]["columns"]["income"].update(bounds=[0, 1e300]),
         "dataset.columns.income.bounds.1: a bound must lie within [-2^63, 2^63], got 1e+300",
