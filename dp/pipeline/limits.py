@@ -123,7 +123,8 @@ def check_bound(value: float) -> float:
 def check_planned_total(total: PrivacyCost) -> PrivacyCost:
     """A plan's composed cost (what the ledger reserves) within the same limits as one
     release's: many releases of the largest epsilon add up beyond what any budget holds."""
-    check_config_epsilon(total.epsilon, name="the releases' total epsilon")
+    if total.epsilon > MAX_EPSILON:  # 0 is fine: a plan of non-DP releases costs nothing
+        check_config_epsilon(total.epsilon, name="the releases' total epsilon")
     check_config_delta(total.delta, name="the releases' total delta")
     return total
 

@@ -385,6 +385,10 @@ def test_the_plans_total_is_bounded_too(tmp_path: Path) -> None:
         ConfigError, match=r"the releases' total epsilon must be at most 1,000 \(.*got 1200\.7"
     ):
         load_plan(_write(tmp_path, raw))
+    raw = _demo_raw()
+    for section in ("workloads", "regressions", "clustering"):
+        del raw[section]
+    assert build_plan(load_config(_write(tmp_path, raw))).total.epsilon == 0.0  # not DP: free
 
 
 @pytest.mark.parametrize("section", ["dataset", "workloads", "regressions", "clustering"])
