@@ -182,7 +182,7 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     work.mkdir(parents=True)
     raw = yaml.safe_load(config.read_text())
     raw["dataset"]["path"] = str(path.resolve())
-    raw["dataset"]["budget"] = {"epsilon": 1000.0, "delta": 0.5}
+    raw["dataset"]["budget"] = {"epsilon": 1000.0, "delta": 0.01}
     raw.pop("schedule", None)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(raw, sort_keys=False))

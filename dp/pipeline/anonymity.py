@@ -17,7 +17,7 @@ from pydantic import Field
 from dp.budget import PrivacyCost
 from dp.engine import Aggregate, DistinctValuesAggregate, TableSource, anonymize_stream
 from dp.errors import ConfigError
-from dp.pipeline.config import NAME_PATTERN, Model, PipelineConfig
+from dp.pipeline.config import Flag, Integer, Model, Name, Number, PipelineConfig
 from dp.pipeline.domains import (
     declared_columns,
     declared_hierarchy,
@@ -32,14 +32,14 @@ __all__ = ["AnonymityKind", "AnonymizeModel"]
 
 
 class AnonymizeModel(Model):
-    name: str = Field(default="k_anonymous_table", pattern=NAME_PATTERN)
+    name: Name = "k_anonymous_table"
     quasi_identifiers: list[str] = Field(min_length=1)
-    k: int = Field(ge=1)
-    max_suppression: float = Field(default=0.0, ge=0.0, le=1.0)
+    k: Integer = Field(ge=1)
+    max_suppression: Number = Field(default=0.0, ge=0.0, le=1.0)
     metric: Literal["loss", "dm", "dm_star", "entropy"] = "loss"
     include: list[str] = Field(default_factory=list)
     """Further columns released unchanged beside the generalized quasi-identifiers."""
-    publish: bool = True
+    publish: Flag = True
 
 
 class AnonymityKind:

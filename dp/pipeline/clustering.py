@@ -29,7 +29,7 @@ from dp.engine import (
     projected_lloyd_step,
 )
 from dp.errors import ConfigError
-from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
+from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
@@ -43,10 +43,10 @@ __all__ = ["ClusteringKind", "ClusteringModel"]
 class ClusteringModel(Cost):
     """DP k-means (DP Lloyd) over declared numeric features."""
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     features: list[str] = Field(min_length=1)
-    k: int = Field(ge=1, le=MAX_CLUSTERS)
-    iterations: int = Field(default=5, ge=1, le=MAX_ITERATIONS)
+    k: Integer = Field(ge=1, le=MAX_CLUSTERS)
+    iterations: Integer = Field(default=5, ge=1, le=MAX_ITERATIONS)
 
 
 def feature_box(

@@ -10,32 +10,111 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zoneinfo
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError
 from dp.ledger import PERIOD_FIELD, BudgetPolicy, DataIdentity
 from dp.periods import Period
+from dp.pipeline.limits import (
+    MAX_CRON_LENGTH,
+    MAX_INTERVAL_SECONDS,
+    MAX_NAME_LENGTH,
+    check_bound,
+    check_config_delta,
+    check_config_epsilon,
+    check_cron,
+    check_rho,
+)
 from dp.schema import ColumnSpec, TableSchema
-from dp.validation import check_delta, check_epsilon
 
 __all__ = [
     "NAME_PATTERN",
+    "Bound",
     "BudgetModel",
     "ColumnModel",
     "Cost",
     "DatasetModel",
+    "Delta",
+    "Epsilon",
+    "Flag",
     "HierarchyModel",
+    "Integer",
     "Model",
+    "Name",
+    "Number",
     "PipelineConfig",
+    "Rho",
     "ScheduleModel",
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 """Dataset and release names become folder names."""
+
+
+def _what(value: object) -> str:
+    kind = {bool: "true/false", str: "text"}.get(type(value), type(value).__name__)
+    return f"{kind} {value!r}"
+
+
+def _number(value: object) -> object:
+    """An int or a float as YAML wrote it: never a bool (``true`` is not 1) nor text."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number, got {_what(value)}")
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError(
+            f"must be a number a float can hold, got one of {len(str(abs(value))):,} digits"
+        ) from None
+    return value
+
+
+def _integer(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a whole number, got {_what(value)}")
+    return value
+
+
+def _name(value: str) -> str:
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"a name is at most {MAX_NAME_LENGTH} characters (it names folders and files), "
+            f"got {len(value):,}"
+        )
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+"""A number: an int or a float, never a bool or a string (``"0.5"``)."""
+Bound = Annotated[float, BeforeValidator(_number), AfterValidator(check_bound)]
+"""A column bound (:func:`dp.pipeline.limits.check_bound`)."""
+Integer = Annotated[int, BeforeValidator(_integer)]
+"""A whole number: never a bool, a float or a string."""
+Flag = Annotated[bool, Strict()]
+"""``true`` or ``false``, never 1 or ``"yes"``."""
+Epsilon = Annotated[float, BeforeValidator(_number), AfterValidator(check_config_epsilon)]
+"""An epsilon in the documented range (:func:`dp.pipeline.limits.check_config_epsilon`)."""
+Delta = Annotated[float, BeforeValidator(_number), AfterValidator(check_config_delta)]
+"""A delta in the documented range (:func:`dp.pipeline.limits.check_config_delta`)."""
+Rho = Annotated[float, BeforeValidator(_number), AfterValidator(check_rho)]
+"""A zCDP rho in the documented range (:func:`dp.pipeline.limits.check_rho`)."""
+Name = Annotated[str, Field(pattern=NAME_PATTERN), AfterValidator(_name)]
+"""A dataset or release name: letters, digits, ``-`` and ``_``, at most
+:data:`~dp.pipeline.limits.MAX_NAME_LENGTH` characters."""
 
 
 class Model(BaseModel):
@@ -45,20 +124,10 @@ class Model(BaseModel):
 
 
 class Cost(Model):
-    """An (epsilon, delta) pair, validated with the messages of :mod:`dp.validation`."""
+    """An (epsilon, delta) pair within the documented ranges (:mod:`dp.pipeline.limits`)."""
 
-    epsilon: float
-    delta: float = 0.0
-
-    @field_validator("epsilon")
-    @classmethod
-    def _eps(cls, v: float) -> float:
-        return check_epsilon(v)
-
-    @field_validator("delta")
-    @classmethod
-    def _delta(cls, v: float) -> float:
-        return check_delta(v)
+    epsilon: Epsilon
+    delta: Delta = 0.0
 
     @property
     def cost(self) -> PrivacyCost:
@@ -74,7 +143,7 @@ class BudgetModel(Cost):
     minute."""
     cap: Cost | None = None
     """At most this much inside one period (the lifetime total still bounds everything)."""
-    renew: bool = False
+    renew: Flag = False
     """Each period reads disjoint rows, so each has its own budget (parallel composition)."""
 
     @property
@@ -89,16 +158,16 @@ class BudgetModel(Cost):
 
 class ColumnModel(Model):
     type: Literal["int", "float", "category", "string"]
-    bounds: tuple[float, float] | None = None
+    bounds: tuple[Bound, Bound] | None = None
     categories: list[str] | None = None
-    missing: str | float = "drop"
+    missing: str | Number = "drop"
     """A null or NaN: ``drop`` the row (default) or use this value."""
     unknown: str = "drop"
     """A value outside ``categories``: ``drop`` the row (default) or map it to this category."""
 
 
 class DatasetModel(Model):
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     path: Path
     budget: BudgetModel
     columns: dict[str, ColumnModel]
@@ -106,23 +175,23 @@ class DatasetModel(Model):
     """How exact aggregates are computed: ``memory`` (the run's columns held as validated
     batches; ``pandas`` is an alias), ``stream`` (record batches: memory bounded by the
     domain), ``dask`` (one task per Parquet file), or ``auto`` (memory when it fits)."""
-    memory_budget_mb: float | None = Field(default=None, gt=0)
+    memory_budget_mb: Number | None = Field(default=None, gt=0)
     """``auto`` holds the data in memory when it needs at most this (default 1024 MiB, or the
     ``DPPUB_MEMORY_BUDGET_MB`` environment variable)."""
     scheduler: str | None = None
     """dask scheduler address (tcp://host:8786); omitted = a local cluster of ``workers``."""
-    workers: int = Field(default=2, ge=1, le=64)
+    workers: Integer = Field(default=2, ge=1, le=64)
     """Parallelism: the memory and stream engines read and fold this many Parquet files at
     once (one thread each; memory grows with it); the dask engine starts this many worker
     processes when no ``scheduler`` is given. Results never depend on it."""
-    batch_size: int | None = Field(default=None, ge=1)
+    batch_size: Integer | None = Field(default=None, ge=1)
     """Rows per record batch for the stream and dask engines (default 2^20)."""
     privacy_unit: str | None = None
     """The column naming each row's unit (a person, a household): neighbours then differ by
     all rows of one unit. Omitted: by one row."""
-    max_rows_per_unit: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows_per_unit: Integer | None = Field(default=None, ge=1, le=1_000_000)
     """With a privacy unit: at most this many rows of a unit are read by any release."""
-    max_partitions_per_unit: int = Field(default=1, ge=1, le=1_000_000)
+    max_partitions_per_unit: Integer = Field(default=1, ge=1, le=1_000_000)
     """With a privacy unit: at most this many partitions (a trace regression's tasks) of a
     unit are read by a partitioned release."""
 
@@ -141,19 +210,12 @@ class DatasetModel(Model):
 class HierarchyModel(Model):
     """Exactly one of: ``bands`` (int columns), ``prefix_mask``, ``levels``, ``file``."""
 
-    bands: list[int] | None = None
-    prefix_mask: int | None = Field(default=None, ge=1)
+    bands: list[Integer] | None = None
+    prefix_mask: Integer | None = Field(default=None, ge=1)
     """Fixed-length codes masked one trailing character per level; the value is the length."""
     levels: dict[str, list[str]] | None = None
     file: Path | None = None
     sep: str = ";"
-
-    @field_validator("prefix_mask", mode="before")
-    @classmethod
-    def _length(cls, v: object) -> object:
-        if isinstance(v, bool):
-            raise ValueError("prefix_mask is the code length, e.g. prefix_mask: 6")
-        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HierarchyModel:
@@ -164,9 +226,23 @@ class HierarchyModel(Model):
 
 
 class ScheduleModel(Model):
-    cron: str | None = None
-    interval_seconds: float | None = Field(default=None, gt=0)
+    """When ``dppub serve`` runs the config: checked here as Prefect checks it, so ``plan`` and
+    ``run`` refuse what ``serve`` would."""
+
+    cron: Annotated[str, Field(max_length=MAX_CRON_LENGTH), AfterValidator(check_cron)] | None = (
+        None
+    )
+    """A cron expression (``minute hour day month weekday``), read as Prefect reads it."""
+    interval_seconds: Number | None = Field(default=None, ge=1, le=MAX_INTERVAL_SECONDS)
     timezone: str = "UTC"
+    """An IANA time zone name (``Europe/Berlin``)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        if v not in zoneinfo.available_timezones():
+            raise ValueError(f"unknown time zone {v!r} (an IANA name, e.g. Europe/Berlin)")
+        return v
 
     @model_validator(mode="after")
     def _one(self) -> ScheduleModel:
@@ -194,6 +270,12 @@ class PipelineConfig(Model):
             budget.policy  # noqa: B018 -- validates per, cap and renew together
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
+        if budget.renew and self.dataset.privacy_unit is not None:
+            raise ValueError(
+                f"budget renew: true cannot be used with privacy_unit "
+                f"{self.dataset.privacy_unit!r}: a unit may have rows in every period, so a "
+                "fresh budget per period does not bound its loss (use per with cap instead)"
+            )
         if budget.renew != (PERIOD_FIELD in str(self.dataset.path)):
             raise ValueError(
                 f"dataset.path must name {PERIOD_FIELD} exactly when the budget renews: each "

@@ -4,12 +4,14 @@ Every problem is one line naming the file and, where there is one, the line: a f
 (refused before parsing), not UTF-8, a YAML syntax error, a key given twice in one mapping
 (YAML keeps the later one silently), a non-finite number anywhere (``.nan``, ``.inf``),
 nesting deeper than :data:`~dp.pipeline.limits.MAX_CONFIG_DEPTH`, or a top level that is not a
-mapping.
+mapping. A number with an exponent (``1e-6``, ``1.5e3``) is a number, as in YAML 1.2 (YAML
+1.1 reads it as text unless it has both a dot and a signed exponent).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,13 @@ def _mapping(loader: _StrictLoader, node: yaml.Node) -> dict[Any, Any]:
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
 _StrictLoader.add_constructor("tag:yaml.org,2002:map", _mapping)
+# YAML 1.1 (PyYAML) reads 1e-6 and 1.5e3 as text, not numbers; with strict number types that
+# would refuse the usual way to write a delta. Read them as YAML 1.2 does: as floats.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def _where(path: Path, mark: yaml.Mark | None) -> str:

@@ -31,6 +31,7 @@ from dp.ledger import Ledger
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.domains import checked_leaves
 from dp.pipeline.kinds import ReleaseKind, ReleasePlan
+from dp.pipeline.limits import check_planned_total
 from dp.pipeline.loading import read_config
 from dp.pipeline.registry import KINDS, Config, kind_of
 from dp.runs import Run, RunPlan
@@ -155,7 +156,8 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
     if chosen not in ("auto", "memory", "pandas", "stream", "dask"):
         raise ConfigError(f"engine must be auto, memory, stream or dask, got {chosen!r}")
     resolved: Engine = "memory" if chosen == "pandas" else chosen  # type: ignore[assignment]
-    return Plan(config=cfg, releases=tuple(releases), total=compose(costs), engine=resolved)
+    total = check_planned_total(compose(costs))
+    return Plan(config=cfg, releases=tuple(releases), total=total, engine=resolved)
 
 
 def _format_validation(path: Path, exc: ValidationError) -> str:

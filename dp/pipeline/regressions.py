@@ -25,7 +25,7 @@ from pydantic import Field, model_validator
 from dp.budget import PlannedCost, PrivacyCost
 from dp.engine import Aggregate, StatisticsAggregate, TableSource, logistic_sums_stream
 from dp.errors import ConfigError
-from dp.pipeline.config import NAME_PATTERN, Cost, PipelineConfig
+from dp.pipeline.config import Cost, Flag, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.units import bounding_for, unit_statement
@@ -62,7 +62,7 @@ class RegressionModel(Cost):
     """A DP regression. Numeric features and target take their bounds from the declared
     columns; category features are one-hot encoded from their declared categories."""
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     target: str
     features: list[str] = Field(min_length=1)
     model: Literal["linear", "logistic", "trace"] = "linear"
@@ -70,10 +70,10 @@ class RegressionModel(Cost):
     """linear: auto (default: chosen at plan time, never worse than the noisy mean in
     expectation), functional (pure epsilon) or adassp (Gaussian, needs delta > 0); logistic:
     objective (default) or functional; trace: functional."""
-    fit_intercept: bool = True
+    fit_intercept: Flag = True
     positive: str | None = None
     """logistic with a category target: the category that is class 1."""
-    threshold: float | None = None
+    threshold: Number | None = None
     """logistic with a numeric target: values above it are class 1."""
     tasks: str | None = None
     """trace: the category column naming each row's task (tasks are disjoint partitions)."""

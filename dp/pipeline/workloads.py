@@ -30,7 +30,7 @@ from dp.matrix.cache import cached_select_strategy
 from dp.matrix.intervals import AnswerIntervals, answer_intervals
 from dp.matrix.labels import query_labels
 from dp.matrix.reconstruct import check_reconstruction
-from dp.pipeline.config import NAME_PATTERN, Cost, Model, PipelineConfig
+from dp.pipeline.config import Cost, Integer, Model, Name, PipelineConfig, Rho
 from dp.pipeline.domains import histogram_axis
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
@@ -48,21 +48,21 @@ class AxisModel(Model):
     """One histogram axis: bins of a numeric column, categories, or a fixed hierarchy level."""
 
     column: str
-    bins: int | None = Field(default=None, ge=1, le=MAX_DOMAIN_CELLS)
-    level: int | None = Field(default=None, ge=0)
+    bins: Integer | None = Field(default=None, ge=1, le=MAX_DOMAIN_CELLS)
+    level: Integer | None = Field(default=None, ge=0)
 
 
 class WorkloadModel(Cost):
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     attributes: list[AxisModel] = Field(min_length=1)
     workload: Literal["identity", "total", "prefix", "all_range", "marginals"] = "identity"
-    marginal_k: int = Field(default=1, ge=1)
+    marginal_k: Integer = Field(default=1, ge=1)
     strategy: Literal["auto", "identity", "hierarchical"] = "auto"
     reconstruction: Literal["nonneg-l1", "least-squares", "l1"] = "nonneg-l1"
     noise: Literal["laplace", "gaussian"] = "laplace"
     """``gaussian``: the analytic Gaussian mechanism at ``(epsilon, delta)``, which wins for
     many overlapping queries (marginals); it needs ``delta > 0``."""
-    rho: float | None = Field(default=None, gt=0, le=1e6)
+    rho: Rho | None = None
     """A zCDP budget instead of ``epsilon``: with ``delta``, charged as the ``(epsilon, delta)``
     of the standard conversion (Bun & Steinke 2016, Prop. 1.3); implies Gaussian noise."""
 

@@ -172,3 +172,131 @@ def test_a_struct_column_in_a_later_file(tmp_path: Path, census_frame: pd.DataFr
     pq.write_table(table.set_column(0, "age", nested), folder / "b.parquet")
     config = _write(tmp_path, _demo(tmp_path, folder))
     _refused_before_the_ledger(tmp_path, config, "b.parquet: column 'age' should be int")
+
+
+def _with_unit(raw: dict[str, Any]) -> None:
+    raw["dataset"]["columns"]["person"] = {"type": "int", "bounds": [0, 10**6]}
+    raw["dataset"].update(privacy_unit="person", max_rows_per_unit=3)
+
+
+def _renewing_with_a_unit(raw: dict[str, Any]) -> None:
+    _with_unit(raw)
+    raw["dataset"]["path"] = str(Path(raw["dataset"]["path"]).parent / "{period}.parquet")
+    raw["dataset"]["budget"] = {"epsilon": 1.0, "per": "month", "renew": True}
+
+
+# issue 29 items 5, 7 and 8, issue 24 item 1: each was accepted by `plan` and `run`.
+CONFIG_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "epsilon true": (
+        lambda r: r["workloads"][0].update(epsilon=True),
+        "workloads.0.epsilon: must be a number, got true/false True",
+    ),
+    "epsilon as text": (
+        lambda r: r["dataset"]["budget"].update(epsilon="0.5"),
+        "dataset.budget.epsilon: must be a number, got text '0.5'",
+    ),
+    "epsilon 1e308": (
+        lambda r: (
+            r["dataset"]["budget"].update(epsilon=1e308),
+            r["workloads"][0].update(epsilon=1e308),
+        ),
+        "dataset.budget.epsilon: epsilon must be at most 1,000",
+    ),
+    "a release's epsilon 1e308": (
+        lambda r: r["workloads"][0].update(epsilon=1e308),
+        "workloads.0.epsilon: epsilon must be at most 1,000",
+    ),
+    "releases totalling more than epsilon 1,000": (
+        lambda r: (
+            r["dataset"]["budget"].update(epsilon=1000),
+            [w.update(epsilon=400) for w in r["workloads"]],
+        ),
+        "the releases' total epsilon must be at most 1,000",
+    ),
+    "bounds of 1e300": (
+        lambda r: r["dataset"]["columns"]["income"].update(bounds=[0, 1e300]),
+        "dataset.columns.income.bounds.1: a bound must lie within [-2^63, 2^63], got 1e+300",
+    ),
+    "a 300-letter dataset name": (
+        lambda r: r["dataset"].update(name="d" * 300),
+        "dataset.name: a name is at most 64 characters",
+    ),
+    "an invalid cron": (
+        lambda r: r.update(schedule={"cron": "0 25 * * *"}),
+        "schedule.cron: invalid cron '0 25 * * *'",
+    ),
+    "an unknown time zone": (
+        lambda r: r.update(schedule={"cron": "0 3 * * 1", "timezone": "Europe/Atlantis"}),
+        "schedule.timezone: unknown time zone 'Europe/Atlantis'",
+    ),
+    "a renewing budget with a privacy unit": (
+        _renewing_with_a_unit,
+        "budget renew: true cannot be used with privacy_unit 'person': a unit may have rows",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_EDITS))
+def test_config_values_plan_and_run_used_to_accept_are_refused(
+    tmp_path: Path, census_small: Path, case: str
+) -> None:
+    edit, message = CONFIG_EDITS[case]
+    raw = _demo(tmp_path, census_small)
+    edit(raw)
+    config = _write(tmp_path, raw)
+    _refused_before_the_ledger(tmp_path, config, message)
+    started = time.monotonic()
+    _one_line(_invoke("plan", config, "--ledger", tmp_path / "l.sqlite"), 2, message, started)
+    # A ledger that exists is not touched either.
+    from dp.ledger import Ledger
+
+    ledger = tmp_path / "existing.sqlite"
+    Ledger(ledger)
+    assert ledger.exists()
+    before = ledger.read_bytes(), ledger.stat().st_mtime_ns
+    started = time.monotonic()
+    result = _invoke("run", config, "--ledger", ledger, "--out", tmp_path / "out")
+    _one_line(result, 2, message, started)
+    assert (ledger.read_bytes(), ledger.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if "sqlite" in p.name) == [ledger.name]
+
+
+CRONS = [
+    "0 3 * * 1",
+    "*/15 8-18 * * mon-fri",
+    "@daily",
+    "0 0 1 1 *",
+    "0 3 * * 1 30",
+    "0 0 L * *",
+    "61 * * * *",
+    "0 25 * * *",
+    "* * * *",
+    "H 3 * * *",
+    "0 3 * * R",
+    "*/0 * * * *",
+    "0 0 * * 8",
+    "every monday",
+    "",
+]
+
+
+@pytest.mark.parametrize("cron", CRONS)
+def test_a_cron_loads_exactly_when_prefect_accepts_it(tmp_path: Path, cron: str) -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    from dp.errors import ConfigError
+    from dp.pipeline.plan import load_config
+
+    try:
+        CronSchedule(cron=cron, timezone="Europe/Berlin")
+        prefect_accepts = True
+    except ValidationError:
+        prefect_accepts = False
+    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw["schedule"] = {"cron": cron, "timezone": "Europe/Berlin"}
+    if prefect_accepts:
+        assert load_config(_write(tmp_path, raw)).schedule is not None
+    else:
+        with pytest.raises(ConfigError, match="schedule.cron: "):
+            load_config(_write(tmp_path, raw))

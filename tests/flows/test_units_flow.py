@@ -97,8 +97,10 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
 def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
     tmp_path: Path, census_frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Negligible noise (epsilon 1e5, least squares): the published histogram of the table and
-    # of the table without one household differ by at most m in L1 (plus the noise, ~1e-4).
+    # Little noise (epsilon 1000, the limit; least squares): the published histograms of the
+    # table and of the table without one household differ by at most m in L1, plus the noise:
+    # 8 cells of Laplace differences of scale at most m * 4 / 1000 = 0.008 exceed 0.5 in total
+    # with probability below 1e-12.
     # Both runs draw the same row-selection key (a run draws a fresh one from the OS): under
     # one key every other household keeps exactly the rows it kept.
     monkeypatch.setattr("dp.engine.units.fresh_key", lambda: 7)  # not os.urandom: Prefect uses it
@@ -108,7 +110,7 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
     workload = [
         {
             "name": "ages",
-            "epsilon": 1e5,
+            "epsilon": 1000.0,
             "attributes": [{"column": "age", "level": 2}],
             "reconstruction": "least-squares",
         }
@@ -121,7 +123,7 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
         raw = yaml.safe_load(config.read_text())
         raw.pop("anonymize")
         raw["dataset"]["name"] = f"units_{label}"
-        raw["dataset"]["budget"]["epsilon"] = 1e6
+        raw["dataset"]["budget"]["epsilon"] = 1000.0
         config.write_text(yaml.safe_dump(raw))
         run_id = publish(str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out"))
         got = pd.read_parquet(
@@ -129,7 +131,8 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
         )
         estimates.append(got["estimate"].to_numpy())
     assert (frame["household"] == victim).sum() > m  # the bound really cut this unit
-    assert np.abs(estimates[0] - estimates[1]).sum() <= m + 0.01
+    assert len(estimates[0]) == 8
+    assert np.abs(estimates[0] - estimates[1]).sum() <= m + 0.5
 
 
 def test_a_unit_the_data_lacks_or_the_config_does_not_declare_is_refused(

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,218 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     )  # fmt: skip
     (line,) = workloads.WorkloadKind().report(summary)
     assert "No intervals (none: intervals are computed for up to 2048 cells)" in line
+
+
+def _with_unit(raw: dict) -> dict:  # type: ignore[type-arg]
+    raw["dataset"]["columns"]["person"] = {"type": "int", "bounds": [0, 10**6]}
+    raw["dataset"].update(privacy_unit="person", max_rows_per_unit=3)
+    return raw
+
+
+# Where each privacy parameter lives in the demo config (a per-month cap and a unit added).
+PARAMETERS: dict[str, tuple[str | int, ...]] = {
+    "budget epsilon": ("dataset", "budget", "epsilon"),
+    "budget delta": ("dataset", "budget", "delta"),
+    "cap epsilon": ("dataset", "budget", "cap", "epsilon"),
+    "workload epsilon": ("workloads", 0, "epsilon"),
+    "workload bins": ("workloads", 1, "attributes", 0, "bins"),
+    "marginal_k": ("workloads", 2, "marginal_k"),
+    "regression epsilon": ("regressions", 0, "epsilon"),
+    "logistic threshold": ("regressions", 1, "threshold"),
+    "clustering epsilon": ("clustering", 0, "epsilon"),
+    "clustering k": ("clustering", 0, "k"),
+    "k-anonymity k": ("anonymize", "k"),
+    "max_suppression": ("anonymize", "max_suppression"),
+    "bounds": ("dataset", "columns", "age", "bounds", 1),
+    "max_rows_per_unit": ("dataset", "max_rows_per_unit"),
+    "max_partitions_per_unit": ("dataset", "max_partitions_per_unit"),
+}
+
+
+def _set(raw: dict, where: tuple[str | int, ...], value: object) -> dict:  # type: ignore[type-arg]
+    node = raw
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    return raw
+
+
+def _privacy_raw() -> dict:  # type: ignore[type-arg]
+    raw = _with_unit(_demo_raw())
+    raw["dataset"]["budget"].update(per="month", cap={"epsilon": 2.0})
+    raw["dataset"]["max_partitions_per_unit"] = 1
+    return raw
+
+
+def test_every_privacy_parameter_takes_an_int_where_a_float_is_expected(tmp_path: Path) -> None:
+    raw = _privacy_raw()
+    raw["dataset"]["budget"]["epsilon"] = 4
+    raw["workloads"][0]["epsilon"] = 1
+    raw["regressions"][1]["threshold"] = 75000
+    cfg = load_config(_write(tmp_path, raw))
+    assert cfg.budget.epsilon == 4.0 and isinstance(cfg.budget.epsilon, float)
+    load_plan(_write(tmp_path, raw))
+
+
+@pytest.mark.parametrize("value", [True, False, "0.5", "3"])
+@pytest.mark.parametrize("parameter", list(PARAMETERS))
+def test_a_privacy_parameter_must_be_a_number(
+    tmp_path: Path, parameter: str, value: object
+) -> None:
+    # `epsilon: true` was read as 1 and `epsilon: "0.5"` as 0.5.
+    where = PARAMETERS[parameter]
+    raw = _set(_privacy_raw(), where, value)
+    loc = ".".join(str(k) for k in where)
+    with pytest.raises(ConfigError, match=rf"c\.yaml: {loc}: must be a (whole )?number, got "):
+        load_config(_write(tmp_path, raw))
+
+
+def test_a_rho_must_be_a_number(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"workloads\.0(\.rho)?: (rho )?must be a number"):
+        load_config(_write(tmp_path, _marginals(rho="0.02", delta=1e-6, noise="gaussian")))
+
+
+def test_a_number_with_an_exponent_is_a_number(tmp_path: Path) -> None:
+    # YAML 1.1 reads `1e-6` as text; with strict numbers that would refuse the usual delta.
+    text = DEMO.read_text().replace("    delta: 0.0\n", "    delta: 1e-6\n")
+    text = text.replace("    epsilon: 4.0 ", "    epsilon: 4e0 ")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    cfg = load_config(path)
+    assert cfg.budget.delta == 1e-6 and cfg.budget.epsilon == 4.0
+    quoted = tmp_path / "q.yaml"
+    quoted.write_text(text.replace("delta: 1e-6", "delta: '1e-6'"))
+    with pytest.raises(ConfigError, match=r"dataset\.budget\.delta: must be a number, got text"):
+        load_config(quoted)
+
+
+EXTREMES: list[tuple[tuple[str | int, ...], object, str]] = [
+    (("workloads", 0, "epsilon"), 1e308, r"epsilon must be at most 1,000 \("),
+    (("dataset", "budget", "epsilon"), 1e308, r"epsilon must be at most 1,000 \("),
+    (("dataset", "budget", "epsilon"), 1000.5, r"epsilon must be at most 1,000 \("),
+    (("dataset", "budget", "cap", "epsilon"), 1e300, r"epsilon must be at most 1,000 \("),
+    (("clustering", 0, "epsilon"), 10**308, r"epsilon must be at most 1,000 \("),
+    (("clustering", 0, "epsilon"), 10**400, "must be a number a float can hold, got one of 401"),
+    (("dataset", "budget", "delta"), 0.5, r"delta must be in \[0, 0.01\]"),
+    (("dataset", "budget", "delta"), 1.5, r"delta must be in \[0, 1\)"),
+    (("regressions", 0, "delta"), 0.02, r"delta must be in \[0, 0.01\]"),
+    (("dataset", "columns", "income", "bounds", 1), 1e300, r"a bound must lie within"),
+    (("dataset", "columns", "hours", "bounds", 0), -1e19, r"a bound must lie within"),
+]
+
+
+@pytest.mark.parametrize(("where", "value", "message"), EXTREMES)
+def test_extreme_privacy_parameters_are_refused(
+    tmp_path: Path, where: tuple[str | int, ...], value: object, message: str
+) -> None:
+    # `epsilon: 1e308` was accepted and reserved, and then made the ledger unusable.
+    raw = _set(_privacy_raw(), where, value)
+    loc = ".".join(str(k) for k in where).replace(".", r"\.")
+    with pytest.raises(ConfigError, match=rf"{loc}: {message}"):
+        load_config(_write(tmp_path, raw))
+
+
+def test_the_largest_accepted_values(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    raw["dataset"]["budget"] = {"epsilon": 1000, "delta": 0.01}
+    for w in raw["workloads"]:
+        w["epsilon"] = 100.0
+    raw["regressions"][0].update(epsilon=1000.0, delta=0.01, method="adassp")
+    cfg = load_config(_write(tmp_path, raw))
+    assert cfg.budget.epsilon == 1000.0 and cfg.budget.delta == 0.01
+    plan = build_plan(load_config(_write(tmp_path, _marginals(rho=100.0, delta=1e-300))))
+    assert plan.total.epsilon <= 1000.0  # rho's largest conversion fits the epsilon limit
+
+
+def test_a_rho_beyond_its_range_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"workloads\.0\.rho: rho must be in \(0, 100\]"):
+        load_config(_write(tmp_path, _marginals(rho=100.5, delta=1e-6)))
+
+
+def test_the_plans_total_is_bounded_too(tmp_path: Path) -> None:
+    # Each release within the limit, their sum beyond it: refused at plan time (exit 2), not
+    # reserved.
+    raw = _demo_raw()
+    raw["dataset"]["budget"]["epsilon"] = 1000
+    for w in raw["workloads"]:
+        w["epsilon"] = 400.0
+    with pytest.raises(
+        ConfigError, match=r"the releases' total epsilon must be at most 1,000 \(.*got 1200\.7"
+    ):
+        load_plan(_write(tmp_path, raw))
+    raw = _demo_raw()
+    for section in ("workloads", "regressions", "clustering"):
+        del raw[section]
+    assert build_plan(load_config(_write(tmp_path, raw))).total.epsilon == 0.0  # not DP: free
+
+
+@pytest.mark.parametrize("section", ["dataset", "workloads", "regressions", "clustering"])
+def test_names_are_at_most_64_characters(tmp_path: Path, section: str) -> None:
+    # A 300-letter dataset name gave a traceback from the lock file.
+    raw = _demo_raw()
+    item = raw["dataset"] if section == "dataset" else raw[section][0]
+    item["name"] = "n" * 64
+    load_config(_write(tmp_path, raw))
+    item["name"] = "n" * 300
+    loc = "dataset" if section == "dataset" else f"{section}.0"
+    with pytest.raises(ConfigError, match=rf"{loc}\.name: a name is at most 64 characters .*300"):
+        load_config(_write(tmp_path, raw))
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ({"cron": "61 * * * *"}, "schedule.cron: invalid cron '61 * * * *'"),
+        ({"cron": "* * * *"}, "schedule.cron: invalid cron"),
+        ({"cron": "H 3 * * *"}, "schedule.cron: invalid cron"),
+        ({"cron": "every monday"}, "schedule.cron: invalid cron"),
+        ({"cron": "0 3 * * 1", "timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
+        ({"cron": 5}, "schedule.cron: Input should be a valid string"),
+        ({"interval_seconds": True}, "must be a number, got true/false True"),
+        ({"interval_seconds": 1e-300}, "greater than or equal to 1"),
+    ],
+)
+def test_a_schedule_prefect_would_refuse_is_refused_at_load(
+    tmp_path: Path,
+    schedule: dict,
+    message: str,  # type: ignore[type-arg]
+) -> None:
+    # An invalid cron was accepted by plan and run; only serve noticed, after 27 s.
+    raw = _demo_raw()
+    raw["schedule"] = schedule
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(_write(tmp_path, raw))
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        {"cron": "0 3 * * 1"},
+        {"cron": "*/15 8-18 * * mon-fri", "timezone": "Europe/Berlin"},
+        {"cron": "@daily"},
+        {"interval_seconds": 3600},
+    ],
+)
+def test_valid_schedules_load(tmp_path: Path, schedule: dict) -> None:  # type: ignore[type-arg]
+    raw = _demo_raw()
+    raw["schedule"] = schedule
+    assert load_config(_write(tmp_path, raw)).schedule is not None
+
+
+def test_a_renewing_budget_with_a_privacy_unit_is_refused(tmp_path: Path) -> None:
+    # A unit with rows in k months lost k budgets while every report stated one.
+    raw = _with_unit(_demo_raw())
+    raw["dataset"]["path"] = "data/{period}/census.parquet"
+    raw["dataset"]["budget"] = {"epsilon": 1.0, "per": "month", "renew": True}
+    with pytest.raises(
+        ConfigError,
+        match=r"budget renew: true cannot be used with privacy_unit 'person': a unit may have "
+        r"rows in every period",
+    ):
+        load_config(_write(tmp_path, raw))
+    del raw["dataset"]["privacy_unit"], raw["dataset"]["max_rows_per_unit"]
+    assert load_config(_write(tmp_path, raw)).dataset.budget.renew  # rows alone: parallel
+    raw = _with_unit(raw)
+    raw["dataset"]["path"] = "census.parquet"
+    raw["dataset"]["budget"] = {"epsilon": 4.0, "per": "month", "cap": {"epsilon": 1.0}}
+    assert load_config(_write(tmp_path, raw)).dataset.budget.cap is not None  # a cap is fine
