@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
+from flows.interrupts import Interrupted, catching
 from flows.server import STATE
 
 P = ParamSpec("P")
@@ -100,30 +100,6 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
     )
 
 
-class _Interrupted(BaseException):
-    """SIGTERM or SIGINT arrived; carries the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`_Interrupted` in the main thread (SIGTERM is handled
-    like Ctrl-C: the run settles, then the process exits 143)."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise _Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 @contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """Send everything written to stdout -- by Prefect, a solver's native banner, any library --
@@ -159,15 +135,12 @@ def run(
     """
     from flows.commands import execute_opened, open_run
 
-    with _signals_raise(), _stdout_to_stderr():
+    with catching() as signals, _stdout_to_stderr():
         try:
-            opened = _guard(open_run, config, ledger, out, engine, LEDGER_TIMEOUT)
-        except _Interrupted as exc:
-            name = signal.Signals(exc.signum).name
-            _fail(
-                f"interrupted by {name} before the run started; nothing was spent", 128 + exc.signum
-            )
-        failure = execute_opened(opened, config, ledger, out, engine, interrupted=_Interrupted)
+            opened = _guard(open_run, config, ledger, out, engine, LEDGER_TIMEOUT, signals)
+        except Interrupted:
+            _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
+        failure = execute_opened(opened, config, ledger, out, engine, signals=signals)
     if failure is not None:
         _fail(*failure)
     typer.echo(f"published to {opened.run.staging.final}", err=True)

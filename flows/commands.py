@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 from dp.errors import DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dp.ledger.summary import spending_summary
+from flows.interrupts import Interrupted, Signals
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
@@ -93,39 +94,43 @@ class Opened:
     run: Run
 
 
-def open_run(config: Path, ledger: str, out: Path, engine: str | None, timeout: float) -> Opened:
-    """Load the plan, check the input's structure, open the run (no value read yet)."""
+def open_run(
+    config: Path, ledger: str, out: Path, engine: str | None, timeout: float, signals: Signals
+) -> Opened:
+    """Load the plan, check the input's structure, open the run (no value read yet).
+
+    From the reservation on, a signal is only noted: :func:`execute_opened` delivers it once
+    it holds the run, so an interrupted run is always settled (here, aborted at no cost).
+    """
     from dp.pipeline.plan import load_plan
     from dp.runs import Run
 
     plan = load_plan(config, engine)
     plan.check_structure(out)  # before the ledger is even opened
     book = Ledger(ledger, timeout=timeout)
+    signals.disarm()
     return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
 
 
 def execute_opened(
-    opened: Opened,
-    config: Path,
-    ledger: str,
-    out: Path,
-    engine: str | None,
-    *,
-    interrupted: type[BaseException],
+    opened: Opened, config: Path, ledger: str, out: Path, engine: str | None, *, signals: Signals
 ) -> tuple[str, int] | None:
     """Run the flow on an opened run, then settle it whatever happened; returns the failure
     (one line and an exit code) or None.
 
-    ``interrupted`` is the exception the caller's SIGTERM/SIGINT handler raises (it carries
-    ``signum``); Prefect's own SIGTERM bridge raises ``TerminationSignal`` inside a flow.
+    A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
+    ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
+    whatever exception Prefect made of it.
     """
     from prefect.exceptions import TerminationSignal
 
+    from dp.runs import settle
     from flows.runner import flow_for
     from flows.server import own_temporary_server, prefect_env
 
     failure: tuple[str, int] | None = None
     try:
+        signals.arm()
         prefect_env()
         with own_temporary_server():
             flow_for(opened.plan)(
@@ -135,39 +140,31 @@ def execute_opened(
                 run_id=opened.run.run_id,
                 engine=engine,
             )
-    except (interrupted, TerminationSignal, KeyboardInterrupt) as exc:
-        signum = int(getattr(exc, "signum", signal.SIGINT))
-        if isinstance(exc, TerminationSignal):
-            signum = int(signal.SIGTERM)
-        failure = (f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+    except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+        terminated = isinstance(exc, TerminationSignal)
+        signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
     except DPPubError as exc:
         failure = (str(exc), 2)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         failure = (f"I/O error: {exc.strerror or exc}{where}", 2)
     except Exception as exc:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
-        if os.environ.get("DPPUB_DEBUG"):
+        if os.environ.get("DPPUB_DEBUG") and signals.first is None:
             raise
         failure = (f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)", 1)
     finally:
-        settle_held(opened)
+        signals.disarm()
+        try:
+            settle(opened.ledger, opened.run.staging)  # signals wait until it is done
+        finally:
+            opened.run.close()
+    if signals.first is not None:  # the signal decides, not what Prefect made of it
+        failure = (signals.line(), signals.exit_code)
     if failure is None:
         return None
     state = opened.ledger.reservation(opened.run.run_id).state
-    return f"{failure[0]}; run {opened.run.run_id} was {state}", failure[1]
-
-
-def settle_held(opened: Opened) -> None:
-    """Settle the run with SIGTERM/SIGINT held back, so a second signal cannot cut it short."""
-    from dp.runs import settle
-
-    held = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        settle(opened.ledger, opened.run.staging)
-    finally:
-        opened.run.close()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    spent = ", nothing was spent" if state == "aborted" else ""
+    return f"{failure[0]}; run {opened.run.run_id} was {state}{spent}", failure[1]
 
 
 def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
