@@ -23,8 +23,6 @@ from flows.server import STATE
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# Seconds to wait for another process holding the ledger's write lock.
-LEDGER_TIMEOUT = float(os.environ.get("DPPUB_LEDGER_TIMEOUT", "30"))
 DEFAULT_LEDGER = str(STATE / "ledger.sqlite")
 DEFAULT_OUT = STATE / "published"
 
@@ -43,6 +41,21 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+@app.callback()
+def _check_environment() -> None:
+    """Every environment value dppub reads is checked before any command opens a ledger."""
+    from dp.pipeline.environment import environment
+
+    _guard(environment)
+
+
+def _ledger_timeout() -> float:
+    """Seconds to wait for another process holding the ledger's write lock."""
+    from dp.pipeline.environment import environment
+
+    return environment().ledger_timeout
+
+
 def _fail(message: str, code: int) -> None:
     """One line on stderr (whatever a message quotes) and the exit code."""
     line = " ".join(message.split())  # a value quoted in a message never breaks the line
@@ -51,8 +64,10 @@ def _fail(message: str, code: int) -> None:
 
 
 def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``fn``; turn dppub's own errors into one line and an exit code."""
+    """Run ``fn``; turn dppub's own errors and the machine's I/O errors into one line and an
+    exit code."""
     from dp.errors import BudgetExceededError, DPPubError
+    from flows.commands import io_error_line
 
     try:
         return fn(*args, **kwargs)
@@ -60,6 +75,8 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         _fail(str(exc), 3)
     except DPPubError as exc:
         _fail(str(exc), 2)
+    except OSError as exc:  # a missing folder, a full disk (``audit --html /dev/full``)
+        _fail(io_error_line(exc), 2)
     raise AssertionError("unreachable")  # _fail always raises
 
 
@@ -137,7 +154,7 @@ def run(
 
     with catching() as signals, _stdout_to_stderr():
         try:
-            opened = _guard(open_run, config, ledger, out, engine, LEDGER_TIMEOUT, signals)
+            opened = _guard(open_run, config, ledger, out, engine, _ledger_timeout(), signals)
         except Interrupted:
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
         failure = execute_opened(opened, config, ledger, out, engine, signals=signals)
@@ -203,7 +220,7 @@ def budget_amend(
     """
     from flows.commands import amend
 
-    done = _guard(amend, config, ledger, reason, LEDGER_TIMEOUT)
+    done = _guard(amend, config, ledger, reason, _ledger_timeout())
     typer.echo(f"recorded: dataset {done.name!r} ({done.path}): {done.policy.describe()}")
 
 

@@ -30,12 +30,18 @@ if TYPE_CHECKING:
 # by the commands that plan, the run protocol (pandas) by those that run or settle: `dppub
 # audit` needs only the ledger.
 
+INTERNAL_ERROR = 70
+"""Exit code of an unexpected error (a bug in dppub; sysexits' EX_SOFTWARE): not 1, which
+means a broken hash chain."""
+
 __all__ = [
+    "INTERNAL_ERROR",
     "Opened",
     "amend",
     "audit_lines",
     "audit_payload",
     "execute_opened",
+    "io_error_line",
     "open_run",
     "plan_payload",
     "serve_schedules",
@@ -104,9 +110,11 @@ def open_run(
     """
     from dp.pipeline.plan import load_plan
     from dp.runs import Run
+    from flows.server import check_api
 
     plan = load_plan(config, engine)
     plan.check_structure(out)  # before the ledger is even opened
+    check_api()
     book = Ledger(ledger, timeout=timeout)
     signals.disarm()
     return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
@@ -146,12 +154,16 @@ def execute_opened(
     except DPPubError as exc:
         failure = (str(exc), 2)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        failure = (f"I/O error: {exc.strerror or exc}{where}", 2)
-    except Exception as exc:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
-        if os.environ.get("DPPUB_DEBUG") and signals.first is None:
+        failure = (io_error_line(exc), 2)
+    except Exception as exc:
+        if _prefect_api_failed(exc):
+            url = os.environ.get("PREFECT_API_URL") or "Prefect's temporary server"
+            failure = (f"the Prefect API ({url}) failed: {exc}; check that server and retry", 2)
+        elif os.environ.get("DPPUB_DEBUG") and signals.first is None:
             raise
-        failure = (f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)", 1)
+        else:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
+            line = f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)"
+            failure = (line, INTERNAL_ERROR)
     finally:
         signals.disarm()
         try:
@@ -165,6 +177,19 @@ def execute_opened(
     state = opened.ledger.reservation(opened.run.run_id).state
     spent = ", nothing was spent" if state == "aborted" else ""
     return f"{failure[0]}; run {opened.run.run_id} was {state}{spent}", failure[1]
+
+
+def io_error_line(exc: OSError) -> str:
+    """``I/O error: No space left on device (/dev/full)``."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"I/O error: {exc.strerror or exc}{where}"
+
+
+def _prefect_api_failed(exc: Exception) -> bool:
+    """Prefect could not talk to its API (the server went away, or is not a Prefect API)."""
+    import httpx
+
+    return isinstance(exc, httpx.HTTPError) or str(exc).startswith("Failed to reach API")
 
 
 def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
@@ -213,7 +238,10 @@ def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> Non
     from dp.pipeline.audit_page import render_audit_html
 
     history = Ledger(ledger, create=False).history()
-    target.write_text(render_audit_html(payload, history), encoding="utf-8")
+    try:
+        target.write_text(render_audit_html(payload, history), encoding="utf-8")
+    except OSError as exc:  # a write error carries no file name: name the page
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
 def amend(config: Path, ledger: str, reason: str, timeout: float) -> Declaration:
@@ -233,12 +261,13 @@ def serve_schedules(
     """Serve each config's schedule until interrupted (``dppub serve``)."""
     from dp.errors import ConfigError
     from dp.pipeline.plan import load_plan
-    from flows.server import STATE, local_server, prefect_env, stop_server
+    from flows.server import STATE, check_api, local_server, prefect_env, stop_server
 
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
     if missing:
         raise ConfigError(f"no schedule in {', '.join(missing)}")
+    check_api()
     prefect_env()
     server = None
     if not os.environ.get("PREFECT_API_URL"):

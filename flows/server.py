@@ -23,6 +23,7 @@ from dp.errors import ConfigError
 
 __all__ = [
     "STATE",
+    "check_api",
     "die_with_parent",
     "local_server",
     "own_temporary_server",
@@ -52,6 +53,32 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def check_api(timeout: float = 10.0) -> None:
+    """If ``PREFECT_API_URL`` names a Prefect server, it must answer its health check: asked
+    before the ledger is opened, so an unreachable server refuses the run before any budget is
+    held (instead of Prefect's retries failing it after the reservation).
+
+    Raises:
+        ConfigError: one line with the URL, the cause and what to do.
+    """
+    url = os.environ.get("PREFECT_API_URL", "").strip()
+    if not url:
+        return
+    advice = "start that server, or unset PREFECT_API_URL to let dppub start a temporary one"
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"PREFECT_API_URL must be an http(s) URL, got {url!r}; {advice}")
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout) as resp:
+            if resp.status == 200:
+                return
+            cause = f"HTTP {resp.status}"
+    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts are OSErrors
+        cause = str(getattr(exc, "reason", None) or exc)
+    raise ConfigError(
+        f"the Prefect API at PREFECT_API_URL={url} is unreachable ({cause}); {advice}"
+    )
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
