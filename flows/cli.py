@@ -17,7 +17,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from flows.interrupts import Interrupted, catching
+from flows.interrupts import Interrupted, catching, ignore_from_now
 from flows.server import STATE
 
 P = ParamSpec("P")
@@ -36,6 +36,14 @@ app = typer.Typer(
 
 LedgerOpt = Annotated[
     str, typer.Option("--ledger", help="Budget ledger: a SQLite file, or a postgresql:// URL.")
+]
+ConfigLedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Budget ledger (default: the config's ledger:, else ledger.sqlite beside the "
+        "config); may not differ from the config's ledger:.",
+    ),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
@@ -81,7 +89,7 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 @app.command()
-def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False) -> None:
+def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
     """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
     from flows.commands import plan_payload
 
@@ -137,7 +145,7 @@ def _stdout_to_stderr() -> Iterator[None]:
 @app.command()
 def run(
     config: Path,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ConfigLedgerOpt = None,
     out: OutOpt = DEFAULT_OUT,
     engine: Annotated[
         str | None,
@@ -157,7 +165,7 @@ def run(
             opened = _guard(open_run, config, ledger, out, engine, _ledger_timeout(), signals)
         except Interrupted:
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
-        failure = execute_opened(opened, config, ledger, out, engine, signals=signals)
+        failure = execute_opened(opened, config, out, engine, signals=signals)
     if failure is not None:
         _fail(*failure)
     typer.echo(f"published to {opened.run.staging.final}", err=True)
@@ -211,7 +219,7 @@ app.add_typer(budget_app, name="budget")
 def budget_amend(
     config: Path,
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the ledger).")],
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ConfigLedgerOpt = None,
 ) -> None:
     """Record the config's budget, name and source as the dataset's declaration.
 
@@ -225,9 +233,7 @@ def budget_amend(
 
 
 @app.command()
-def serve(
-    configs: list[Path], ledger: LedgerOpt = DEFAULT_LEDGER, out: OutOpt = DEFAULT_OUT
-) -> None:
+def serve(configs: list[Path], ledger: ConfigLedgerOpt = None, out: OutOpt = DEFAULT_OUT) -> None:
     """Serve the publishing flow on each config's schedule (runs until interrupted).
 
     Uses the Prefect server at PREFECT_API_URL if set; otherwise starts one on loopback.
@@ -239,7 +245,10 @@ def serve(
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    finally:
+        ignore_from_now()
 
 
 if __name__ == "__main__":

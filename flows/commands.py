@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from dp.errors import DPPubError
+from dp.errors import ConfigError, DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dp.ledger.summary import spending_summary
 from flows.interrupts import Interrupted, Signals
@@ -22,6 +22,7 @@ from flows.interrupts import Interrupted, Signals
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
 
+    from dp.pipeline.config import PipelineConfig
     from dp.pipeline.kinds import JSON
     from dp.pipeline.plan import Plan
     from dp.runs import Recovered, Run
@@ -42,6 +43,7 @@ __all__ = [
     "audit_payload",
     "execute_opened",
     "io_error_line",
+    "ledger_for",
     "open_run",
     "plan_payload",
     "serve_schedules",
@@ -50,7 +52,27 @@ __all__ = [
 ]
 
 
-def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
+def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
+    """The ledger a config's runs spend in: its ``ledger:`` (default: ``ledger.sqlite`` beside
+    the config), whoever runs it. ``--ledger`` may name another only for a config without a
+    ``ledger:`` key.
+
+    Raises:
+        ConfigError: ``--ledger`` names another ledger than the config's ``ledger:``.
+    """
+    own = cfg.ledger_location
+    if given is None:
+        return ledger_location(own)
+    chosen = ledger_location(given)
+    if cfg.ledger is not None and chosen != ledger_location(own):
+        raise ConfigError(
+            f"--ledger {given} is not the config's ledger: {cfg.ledger} ({own}); a dataset's "
+            "budget is kept in one ledger: drop --ledger"
+        )
+    return chosen
+
+
+def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
     from dp.pipeline.plan import load_plan
 
@@ -58,7 +80,7 @@ def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
     cfg = plan.config
     remaining = cfg.budget
     try:
-        book = Ledger(ledger, create=False)
+        book = Ledger(ledger_for(cfg, ledger), create=False)
         remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
     except NoLedgerError:
         pass  # no ledger yet: the whole budget is left (plan never creates one)
@@ -97,11 +119,18 @@ class Opened:
 
     plan: Plan
     ledger: Ledger
+    location: str
+    """Where the ledger is (what the flow opens)."""
     run: Run
 
 
 def open_run(
-    config: Path, ledger: str, out: Path, engine: str | None, timeout: float, signals: Signals
+    config: Path,
+    ledger: str | None,
+    out: Path,
+    engine: str | None,
+    timeout: float,
+    signals: Signals,
 ) -> Opened:
     """Load the plan, check the input's structure, open the run (no value read yet).
 
@@ -115,13 +144,15 @@ def open_run(
     plan = load_plan(config, engine)
     plan.check_structure(out)  # before the ledger is even opened
     check_api()
-    book = Ledger(ledger, timeout=timeout)
+    location = ledger_for(plan.config, ledger)
+    book = Ledger(location, timeout=timeout)
     signals.disarm()
-    return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
+    run = Run.open(book, out, plan.run_plan)
+    return Opened(plan=plan, ledger=book, location=location, run=run)
 
 
 def execute_opened(
-    opened: Opened, config: Path, ledger: str, out: Path, engine: str | None, *, signals: Signals
+    opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
 ) -> tuple[str, int] | None:
     """Run the flow on an opened run, then settle it whatever happened; returns the failure
     (one line and an exit code) or None.
@@ -143,7 +174,7 @@ def execute_opened(
         with own_temporary_server():
             flow_for(opened.plan)(
                 str(config.resolve()),
-                ledger_location(ledger),
+                opened.location,
                 str(out.resolve()),
                 run_id=opened.run.run_id,
                 engine=engine,
@@ -244,29 +275,38 @@ def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> Non
         raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
-def amend(config: Path, ledger: str, reason: str, timeout: float) -> Declaration:
+def amend(config: Path, ledger: str | None, reason: str, timeout: float) -> Declaration:
     """Record the config's budget, name and source for its data (``budget amend``)."""
     from dp.pipeline.plan import load_plan
 
     cfg = load_plan(config).config
-    book = Ledger(ledger, timeout=timeout, create=False)
+    book = Ledger(ledger_for(cfg, ledger), timeout=timeout, create=False)
     return book.amend(
         data=cfg.data_identity, policy=cfg.budget_policy, who=getpass.getuser(), why=reason
     )
 
 
 def serve_schedules(
-    configs: list[Path], ledger: str, out: Path, say: Callable[[str], None]
+    configs: list[Path], ledger: str | None, out: Path, say: Callable[[str], None]
 ) -> None:
-    """Serve each config's schedule until interrupted (``dppub serve``)."""
+    """Serve each config's schedule until interrupted (``dppub serve``); each deployment's
+    config, ledger and output folder are bound here, never run parameters."""
     from dp.errors import ConfigError
     from dp.pipeline.plan import load_plan
-    from flows.server import STATE, check_api, local_server, prefect_env, stop_server
+    from flows.server import (
+        STATE,
+        check_api,
+        local_server,
+        prefect_env,
+        register_served,
+        stop_server,
+    )
 
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
     if missing:
         raise ConfigError(f"no schedule in {', '.join(missing)}")
+    ledgers = [ledger_for(p.config, ledger) for _, p in plans]
     check_api()
     prefect_env()
     server = None
@@ -280,16 +320,17 @@ def serve_schedules(
 
         from flows.runner import flow_for
 
-        deployments = []
-        for path, plan in plans:
+        deployments, bound = [], []
+        for (path, plan), location in zip(plans, ledgers, strict=True):
             sched = plan.config.schedule
             if sched is None:  # refused above; keeps the type checker informed
                 continue
             params = {
                 "config_path": str(path.resolve()),
-                "ledger_path": ledger_location(ledger),
+                "ledger_path": location,
                 "out_dir": str(out.resolve()),
             }
+            bound.append(params)
             schedule = (
                 Cron(sched.cron, timezone=sched.timezone)
                 if sched.cron is not None
@@ -298,6 +339,7 @@ def serve_schedules(
             name = plan.config.dataset.name
             made = flow_for(plan).to_deployment(name=name, parameters=params, schedule=schedule)
             deployments.append(cast("RunnerDeployment", made))  # sync call: not a coroutine
+        register_served(bound)  # what the runs may use: their processes inherit it
         prefect_serve(*deployments)
     finally:
         if server is not None:

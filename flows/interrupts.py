@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["Interrupted", "Signals", "catching"]
+__all__ = ["Interrupted", "Signals", "catching", "ignore_from_now"]
 
 
 class Interrupted(BaseException):
@@ -68,12 +68,19 @@ class Signals:
 @contextmanager
 def catching() -> Iterator[Signals]:
     """SIGTERM and SIGINT are handled by a :class:`Signals` (SIGTERM like Ctrl-C: the run
-    settles, then the process exits 143). The handlers stay, disarmed, after the block: a
-    signal while the process shuts down (Prefect's server stopping) is only noted."""
+    settles, then the process exits 143) until the block ends."""
     signals = Signals()
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, signals.handler)
+    previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield signals
     finally:
         signals.disarm()
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def ignore_from_now() -> None:
+    """After a command has settled and reported its run, only Prefect's temporary server is
+    left to stop (at exit): a signal then changes nothing and must not print a traceback."""
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_IGN)

@@ -8,6 +8,7 @@ here touches private data.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -24,10 +25,12 @@ from dp.errors import ConfigError
 __all__ = [
     "STATE",
     "check_api",
+    "check_served",
     "die_with_parent",
     "local_server",
     "own_temporary_server",
     "prefect_env",
+    "register_served",
     "stop_server",
 ]
 
@@ -53,6 +56,35 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+_SERVED = "DPPUB_SERVED"
+"""The deployments ``dppub serve`` registered, as JSON, in the environment its runs inherit."""
+
+
+def register_served(runs: list[dict[str, str]]) -> None:
+    """Record what each served deployment runs (config, ledger, output folder) where only the
+    serving process can set it: the environment its flow-run processes inherit."""
+    os.environ[_SERVED] = json.dumps(runs)
+
+
+def check_served(parameters: dict[str, str | None]) -> None:
+    """A run of a deployment must run exactly what ``dppub serve`` registered: its config,
+    ledger and output folder are never run parameters (anyone reaching the Prefect API or UI
+    could otherwise point a run at a fresh ledger: a new budget).
+
+    Raises:
+        ConfigError: the run's parameters differ from every registration (or none exists).
+    """
+    registered = json.loads(os.environ.get(_SERVED) or "[]")
+    given = {k: v for k, v in parameters.items() if v is not None}
+    if given in registered:
+        return
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(given.items()))
+    raise ConfigError(
+        f"refused a deployment run with {fixed}: a served run's config, ledger and output "
+        "folder are the ones `dppub serve` registered, never run parameters"
+    )
 
 
 def check_api(timeout: float = 10.0) -> None:

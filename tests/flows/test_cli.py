@@ -243,3 +243,40 @@ def test_an_unreachable_prefect_api_is_one_line_and_spends_nothing(
     s = spending_summary(Ledger(ledger))["census_demo"]
     assert (s["lifetime_spent_epsilon"], s["pending_runs"]) == (0.0, 0)
     assert _published(out) == []
+
+
+def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    # A scheduled job and a hand run by another user: different homes, no --ledger.
+    config = config_factory(budget=2.0)  # the demo plan costs 1.5: one run fits
+    users = []
+    for name in ("cron", "ana"):
+        home = tmp_path / name
+        home.mkdir()
+        env = {"HOME": str(home), "DPPUB_HOME": str(home / "state"), "XDG_STATE_HOME": ""}
+        users.append(env | {"PREFECT_HOME": str(home / "prefect")})
+    first = dppub("run", config, env=users[0])
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = dppub("run", config, env=users[1])
+    assert second.returncode == 3, second.stderr[-2000:]
+    assert "spent epsilon=1.5" in _one_error_line(second)
+    shared = config.parent / "ledger.sqlite"  # the default: beside the config, whoever runs it
+    s = spending_summary(Ledger(shared))["census_demo"]
+    assert (s["lifetime_spent_epsilon"], s["runs"]) == (1.5, 1)
+    assert not any((tmp_path / u / "state" / "ledger.sqlite").exists() for u in ("cron", "ana"))
+
+
+def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
+    tmp_path: Path, config_factory
+) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory(ledger="books/shared.sqlite")
+    (tmp_path / "books").mkdir()
+    plan = dppub("plan", config, "--json")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    other = tmp_path / "mine.sqlite"
+    done = dppub("run", config, "--ledger", other, "--out", tmp_path / "out")
+    assert done.returncode == 2
+    line = _one_error_line(done)
+    assert f"--ledger {other} is not the config's ledger: books/shared.sqlite" in line
+    assert not other.exists() and not (tmp_path / "books" / "shared.sqlite").exists()
+    same = dppub("plan", config, "--ledger", tmp_path / "books" / "shared.sqlite")
+    assert same.returncode == 0, same.stderr[-2000:]  # naming the same ledger is fine
