@@ -1,9 +1,10 @@
 """The ``dppub`` command line: plan, run, audit, recover, budget amend, serve.
 
 Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
-(2 for configuration / input / ledger / I/O errors, 3 when the budget refuses a run, 1 when an
-audit finds a broken chain, 130 / 143 when SIGINT / SIGTERM interrupted a run, after settling
-it). Prefect is imported only by the commands that run flows.
+(2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
+run, 1 when an audit finds a broken chain, 70 for an internal error, 130 / 143 when SIGINT /
+SIGTERM interrupted a run, after settling it). Prefect is imported only by the commands that
+run flows.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["Interrupted", "Signals", "catching", "ignore_from_now"]
+__all__ = ["Interrupted", "Signals", "arrived", "catching", "ignore_from_now"]
 
 
 class Interrupted(BaseException):
@@ -69,14 +69,26 @@ class Signals:
 def catching() -> Iterator[Signals]:
     """SIGTERM and SIGINT are handled by a :class:`Signals` (SIGTERM like Ctrl-C: the run
     settles, then the process exits 143) until the block ends."""
+    global _active
     signals = Signals()
     previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    _active = signals
     try:
         yield signals
     finally:
         signals.disarm()
+        _active = None
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+_active: Signals | None = None
+
+
+def arrived() -> bool:
+    """A signal interrupted the command running now: whatever fails after it (in Prefect's
+    engine too) is its consequence, reported by the command's one line."""
+    return _active is not None and _active.first is not None
 
 
 def ignore_from_now() -> None:
