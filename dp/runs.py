@@ -28,6 +28,10 @@ import fcntl
 import json
 import os
 import secrets
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +45,16 @@ from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, Reserva
 from dp.ledger.store import Liveness
 from dp.publication import MANIFEST, Staging, sha256_files
 
-__all__ = ["Recovered", "Run", "RunPlan", "check_publications", "new_run_id", "recover", "settle"]
+__all__ = [
+    "Recovered",
+    "Run",
+    "RunPlan",
+    "check_publications",
+    "new_run_id",
+    "recover",
+    "settle",
+    "signals_deferred",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,29 +155,30 @@ class Run:
         lock = _lock(ledger, staging)
         if not lock.acquire():
             raise InvariantError(f"a fresh run id {staging.run_id!r} is already locked")
+        run: Run | None = None
         try:
-            declared = ledger.declaration_of(plan.data)
-            if declared is not None:
-                recover(ledger, key=declared.key)
-            check_publications(ledger, staging.dataset_dir)
-            remaining = ledger.reserve(
-                run_id=staging.run_id,
-                data=plan.data,
-                policy=plan.policy,
-                cost=plan.cost,
-                config_hash=plan.config_hash,
-                location=str(staging.dataset_dir.resolve()),
-            )
-        except BaseException:
-            lock.release()
-            raise
-        run = cls(ledger, staging, remaining=remaining)
-        run._lock = lock
-        try:
+            with signals_deferred():  # a signal lands once the run is reserved, or refused
+                declared = ledger.declaration_of(plan.data)
+                if declared is not None:
+                    recover(ledger, key=declared.key)
+                check_publications(ledger, staging.dataset_dir)
+                remaining = ledger.reserve(
+                    run_id=staging.run_id,
+                    data=plan.data,
+                    policy=plan.policy,
+                    cost=plan.cost,
+                    config_hash=plan.config_hash,
+                    location=str(staging.dataset_dir.resolve()),
+                )
+                run = cls(ledger, staging, remaining=remaining)
+                run._lock = lock
             fault_point("reserved")
-        except BaseException:  # interrupted before the caller holds the run: settle it here
-            settle(ledger, staging)
-            run.close()
+        except BaseException:  # refused, or interrupted before the caller holds the run
+            if run is None:
+                lock.release()
+            else:
+                settle(ledger, staging)
+                run.close()
             raise
         return run
 
@@ -237,18 +251,51 @@ class Run:
 
 def settle(ledger: Ledger, staging: Staging) -> str:
     """End a pending run by what is true now; returns the action taken (``none`` if it had
-    ended). Idempotent; the caller holds the run's lock (or the run's process is dead)."""
-    if ledger.reservation(staging.run_id).state != "pending":
-        return "none"
-    if staging.published:
-        ledger.commit(run_id=staging.run_id, output_hash=sha256_files(staging.final))
-        return "committed"
-    staging.discard()
-    if ledger.drew(staging.run_id):
-        ledger.charge(run_id=staging.run_id)
-        return "charged"
-    ledger.abort(run_id=staging.run_id)
-    return "aborted"
+    ended). Idempotent; the caller holds the run's lock (or the run's process is dead).
+    SIGINT and SIGTERM wait until it is done (:func:`signals_deferred`)."""
+    with signals_deferred():
+        if ledger.reservation(staging.run_id).state != "pending":
+            return "none"
+        fault_point("settling")
+        if staging.published:
+            ledger.commit(run_id=staging.run_id, output_hash=sha256_files(staging.final))
+            return "committed"
+        staging.discard()
+        if ledger.drew(staging.run_id):
+            ledger.charge(run_id=staging.run_id)
+            return "charged"
+        ledger.abort(run_id=staging.run_id)
+        return "aborted"
+
+
+_deferring = False
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block are delivered when it ends, to whatever
+    handler was there (dppub's, Prefect's SIGTERM bridge, Python's Ctrl-C): a reservation or a
+    settlement is never cut short half-way. Python runs signal handlers in the main thread
+    only, so elsewhere there is nothing to defer."""
+    global _deferring
+    if _deferring or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in wanted}
+    swapped = {s: h for s, h in previous.items() if h is not None}  # None: not Python's
+    for s in swapped:
+        signal.signal(s, lambda signum, frame: arrived.append(signum))
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+        for s, h in swapped.items():
+            signal.signal(s, h)
+        if arrived:
+            signal.raise_signal(arrived[0])  # the handler runs here, after the block
 
 
 def check_publications(ledger: Ledger, dataset_dir: Path) -> None:

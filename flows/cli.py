@@ -1,16 +1,16 @@
 """The ``dppub`` command line: plan, run, audit, recover, budget amend, serve.
 
 Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
-(2 for configuration / input / ledger / I/O errors, 3 when the budget refuses a run, 1 when an
-audit finds a broken chain, 130 / 143 when SIGINT / SIGTERM interrupted a run, after settling
-it). Prefect is imported only by the commands that run flows.
+(2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
+run, 1 when an audit finds a broken chain, 70 for an internal error, 130 / 143 when SIGINT /
+SIGTERM interrupted a run, after settling it). Prefect is imported only by the commands that
+run flows.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,13 +18,12 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
+from flows.interrupts import Interrupted, catching, ignore_from_now
 from flows.server import STATE
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# Seconds to wait for another process holding the ledger's write lock.
-LEDGER_TIMEOUT = float(os.environ.get("DPPUB_LEDGER_TIMEOUT", "30"))
 DEFAULT_LEDGER = str(STATE / "ledger.sqlite")
 DEFAULT_OUT = STATE / "published"
 
@@ -39,8 +38,31 @@ app = typer.Typer(
 LedgerOpt = Annotated[
     str, typer.Option("--ledger", help="Budget ledger: a SQLite file, or a postgresql:// URL.")
 ]
+ConfigLedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Budget ledger (default: the config's ledger:, else ledger.sqlite beside the "
+        "config); may not differ from the config's ledger:.",
+    ),
+]
 OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@app.callback()
+def _check_environment() -> None:
+    """Every environment value dppub reads is checked before any command opens a ledger."""
+    from dp.pipeline.environment import environment
+
+    _guard(environment)
+
+
+def _ledger_timeout() -> float:
+    """Seconds to wait for another process holding the ledger's write lock."""
+    from dp.pipeline.environment import environment
+
+    return environment().ledger_timeout
 
 
 def _fail(message: str, code: int) -> None:
@@ -51,8 +73,10 @@ def _fail(message: str, code: int) -> None:
 
 
 def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``fn``; turn dppub's own errors into one line and an exit code."""
+    """Run ``fn``; turn dppub's own errors and the machine's I/O errors into one line and an
+    exit code."""
     from dp.errors import BudgetExceededError, DPPubError
+    from flows.commands import io_error_line
 
     try:
         return fn(*args, **kwargs)
@@ -60,11 +84,13 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         _fail(str(exc), 3)
     except DPPubError as exc:
         _fail(str(exc), 2)
+    except OSError as exc:  # a missing folder, a full disk (``audit --html /dev/full``)
+        _fail(io_error_line(exc), 2)
     raise AssertionError("unreachable")  # _fail always raises
 
 
 @app.command()
-def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False) -> None:
+def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
     """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
     from flows.commands import plan_payload
 
@@ -100,30 +126,6 @@ def plan(config: Path, ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = Fa
     )
 
 
-class _Interrupted(BaseException):
-    """SIGTERM or SIGINT arrived; carries the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`_Interrupted` in the main thread (SIGTERM is handled
-    like Ctrl-C: the run settles, then the process exits 143)."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise _Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 @contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """Send everything written to stdout -- by Prefect, a solver's native banner, any library --
@@ -144,7 +146,7 @@ def _stdout_to_stderr() -> Iterator[None]:
 @app.command()
 def run(
     config: Path,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ConfigLedgerOpt = None,
     out: OutOpt = DEFAULT_OUT,
     engine: Annotated[
         str | None,
@@ -159,15 +161,12 @@ def run(
     """
     from flows.commands import execute_opened, open_run
 
-    with _signals_raise(), _stdout_to_stderr():
+    with catching() as signals, _stdout_to_stderr():
         try:
-            opened = _guard(open_run, config, ledger, out, engine, LEDGER_TIMEOUT)
-        except _Interrupted as exc:
-            name = signal.Signals(exc.signum).name
-            _fail(
-                f"interrupted by {name} before the run started; nothing was spent", 128 + exc.signum
-            )
-        failure = execute_opened(opened, config, ledger, out, engine, interrupted=_Interrupted)
+            opened = _guard(open_run, config, ledger, out, engine, _ledger_timeout(), signals)
+        except Interrupted:
+            _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
+        failure = execute_opened(opened, config, out, engine, signals=signals)
     if failure is not None:
         _fail(*failure)
     typer.echo(f"published to {opened.run.staging.final}", err=True)
@@ -221,7 +220,7 @@ app.add_typer(budget_app, name="budget")
 def budget_amend(
     config: Path,
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the ledger).")],
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ConfigLedgerOpt = None,
 ) -> None:
     """Record the config's budget, name and source as the dataset's declaration.
 
@@ -230,14 +229,12 @@ def budget_amend(
     """
     from flows.commands import amend
 
-    done = _guard(amend, config, ledger, reason, LEDGER_TIMEOUT)
+    done = _guard(amend, config, ledger, reason, _ledger_timeout())
     typer.echo(f"recorded: dataset {done.name!r} ({done.path}): {done.policy.describe()}")
 
 
 @app.command()
-def serve(
-    configs: list[Path], ledger: LedgerOpt = DEFAULT_LEDGER, out: OutOpt = DEFAULT_OUT
-) -> None:
+def serve(configs: list[Path], ledger: ConfigLedgerOpt = None, out: OutOpt = DEFAULT_OUT) -> None:
     """Serve the publishing flow on each config's schedule (runs until interrupted).
 
     Uses the Prefect server at PREFECT_API_URL if set; otherwise starts one on loopback.
@@ -249,7 +246,10 @@ def serve(
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    finally:
+        ignore_from_now()
 
 
 if __name__ == "__main__":

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from dp.errors import DPPubError
+from dp.errors import ConfigError, DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dp.ledger.summary import spending_summary
+from flows.interrupts import Interrupted, Signals
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
 
+    from dp.pipeline.config import PipelineConfig
     from dp.pipeline.kinds import JSON
     from dp.pipeline.plan import Plan
     from dp.runs import Recovered, Run
@@ -29,12 +31,19 @@ if TYPE_CHECKING:
 # by the commands that plan, the run protocol (pandas) by those that run or settle: `dppub
 # audit` needs only the ledger.
 
+INTERNAL_ERROR = 70
+"""Exit code of an unexpected error (a bug in dppub; sysexits' EX_SOFTWARE): not 1, which
+means a broken hash chain."""
+
 __all__ = [
+    "INTERNAL_ERROR",
     "Opened",
     "amend",
     "audit_lines",
     "audit_payload",
     "execute_opened",
+    "io_error_line",
+    "ledger_for",
     "open_run",
     "plan_payload",
     "serve_schedules",
@@ -43,7 +52,27 @@ __all__ = [
 ]
 
 
-def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
+def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
+    """The ledger a config's runs spend in: its ``ledger:`` (default: ``ledger.sqlite`` beside
+    the config), whoever runs it. ``--ledger`` may name another only for a config without a
+    ``ledger:`` key.
+
+    Raises:
+        ConfigError: ``--ledger`` names another ledger than the config's ``ledger:``.
+    """
+    own = cfg.ledger_location
+    if given is None:
+        return ledger_location(own)
+    chosen = ledger_location(given)
+    if cfg.ledger is not None and chosen != ledger_location(own):
+        raise ConfigError(
+            f"--ledger {given} is not the config's ledger: {cfg.ledger} ({own}); a dataset's "
+            "budget is kept in one ledger: drop --ledger"
+        )
+    return chosen
+
+
+def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
     from dp.pipeline.plan import load_plan
 
@@ -51,7 +80,7 @@ def plan_payload(config: Path, ledger: str) -> dict[str, JSON]:
     cfg = plan.config
     remaining = cfg.budget
     try:
-        book = Ledger(ledger, create=False)
+        book = Ledger(ledger_for(cfg, ledger), create=False)
         remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
     except NoLedgerError:
         pass  # no ledger yet: the whole budget is left (plan never creates one)
@@ -90,84 +119,108 @@ class Opened:
 
     plan: Plan
     ledger: Ledger
+    location: str
+    """Where the ledger is (what the flow opens)."""
     run: Run
 
 
-def open_run(config: Path, ledger: str, out: Path, engine: str | None, timeout: float) -> Opened:
-    """Load the plan, check the input's structure, open the run (no value read yet)."""
+def open_run(
+    config: Path,
+    ledger: str | None,
+    out: Path,
+    engine: str | None,
+    timeout: float,
+    signals: Signals,
+) -> Opened:
+    """Load the plan, check the input's structure, open the run (no value read yet).
+
+    From the reservation on, a signal is only noted: :func:`execute_opened` delivers it once
+    it holds the run, so an interrupted run is always settled (here, aborted at no cost).
+    """
     from dp.pipeline.plan import load_plan
     from dp.runs import Run
+    from flows.server import check_api
 
     plan = load_plan(config, engine)
     plan.check_structure(out)  # before the ledger is even opened
-    book = Ledger(ledger, timeout=timeout)
-    return Opened(plan=plan, ledger=book, run=Run.open(book, out, plan.run_plan))
+    check_api()
+    location = ledger_for(plan.config, ledger)
+    book = Ledger(location, timeout=timeout)
+    signals.disarm()
+    run = Run.open(book, out, plan.run_plan)
+    return Opened(plan=plan, ledger=book, location=location, run=run)
 
 
 def execute_opened(
-    opened: Opened,
-    config: Path,
-    ledger: str,
-    out: Path,
-    engine: str | None,
-    *,
-    interrupted: type[BaseException],
+    opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
 ) -> tuple[str, int] | None:
     """Run the flow on an opened run, then settle it whatever happened; returns the failure
     (one line and an exit code) or None.
 
-    ``interrupted`` is the exception the caller's SIGTERM/SIGINT handler raises (it carries
-    ``signum``); Prefect's own SIGTERM bridge raises ``TerminationSignal`` inside a flow.
+    A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
+    ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
+    whatever exception Prefect made of it.
     """
     from prefect.exceptions import TerminationSignal
 
+    from dp.runs import settle
     from flows.runner import flow_for
     from flows.server import own_temporary_server, prefect_env
 
     failure: tuple[str, int] | None = None
     try:
+        signals.arm()
         prefect_env()
         with own_temporary_server():
             flow_for(opened.plan)(
                 str(config.resolve()),
-                ledger_location(ledger),
+                opened.location,
                 str(out.resolve()),
                 run_id=opened.run.run_id,
                 engine=engine,
             )
-    except (interrupted, TerminationSignal, KeyboardInterrupt) as exc:
-        signum = int(getattr(exc, "signum", signal.SIGINT))
-        if isinstance(exc, TerminationSignal):
-            signum = int(signal.SIGTERM)
-        failure = (f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+    except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+        terminated = isinstance(exc, TerminationSignal)
+        signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
     except DPPubError as exc:
         failure = (str(exc), 2)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        failure = (f"I/O error: {exc.strerror or exc}{where}", 2)
-    except Exception as exc:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
-        if os.environ.get("DPPUB_DEBUG"):
+        failure = (io_error_line(exc), 2)
+    except Exception as exc:
+        if _prefect_api_failed(exc):
+            url = os.environ.get("PREFECT_API_URL") or "Prefect's temporary server"
+            failure = (f"the Prefect API ({url}) failed: {exc}; check that server and retry", 2)
+        elif os.environ.get("DPPUB_DEBUG") and signals.first is None:
             raise
-        failure = (f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)", 1)
+        else:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
+            line = f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)"
+            failure = (line, INTERNAL_ERROR)
     finally:
-        settle_held(opened)
+        signals.disarm()
+        try:
+            settle(opened.ledger, opened.run.staging)  # signals wait until it is done
+        finally:
+            opened.run.close()
+    if signals.first is not None:  # the signal decides, not what Prefect made of it
+        failure = (signals.line(), signals.exit_code)
     if failure is None:
         return None
     state = opened.ledger.reservation(opened.run.run_id).state
-    return f"{failure[0]}; run {opened.run.run_id} was {state}", failure[1]
+    spent = ", nothing was spent" if state == "aborted" else ""
+    return f"{failure[0]}; run {opened.run.run_id} was {state}{spent}", failure[1]
 
 
-def settle_held(opened: Opened) -> None:
-    """Settle the run with SIGTERM/SIGINT held back, so a second signal cannot cut it short."""
-    from dp.runs import settle
+def io_error_line(exc: OSError) -> str:
+    """``I/O error: No space left on device (/dev/full)``."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"I/O error: {exc.strerror or exc}{where}"
 
-    held = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        settle(opened.ledger, opened.run.staging)
-    finally:
-        opened.run.close()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+def _prefect_api_failed(exc: Exception) -> bool:
+    """Prefect could not talk to its API (the server went away, or is not a Prefect API)."""
+    import httpx
+
+    return isinstance(exc, httpx.HTTPError) or str(exc).startswith("Failed to reach API")
 
 
 def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
@@ -216,32 +269,45 @@ def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> Non
     from dp.pipeline.audit_page import render_audit_html
 
     history = Ledger(ledger, create=False).history()
-    target.write_text(render_audit_html(payload, history), encoding="utf-8")
+    try:
+        target.write_text(render_audit_html(payload, history), encoding="utf-8")
+    except OSError as exc:  # a write error carries no file name: name the page
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
-def amend(config: Path, ledger: str, reason: str, timeout: float) -> Declaration:
+def amend(config: Path, ledger: str | None, reason: str, timeout: float) -> Declaration:
     """Record the config's budget, name and source for its data (``budget amend``)."""
     from dp.pipeline.plan import load_plan
 
     cfg = load_plan(config).config
-    book = Ledger(ledger, timeout=timeout, create=False)
+    book = Ledger(ledger_for(cfg, ledger), timeout=timeout, create=False)
     return book.amend(
         data=cfg.data_identity, policy=cfg.budget_policy, who=getpass.getuser(), why=reason
     )
 
 
 def serve_schedules(
-    configs: list[Path], ledger: str, out: Path, say: Callable[[str], None]
+    configs: list[Path], ledger: str | None, out: Path, say: Callable[[str], None]
 ) -> None:
-    """Serve each config's schedule until interrupted (``dppub serve``)."""
+    """Serve each config's schedule until interrupted (``dppub serve``); each deployment's
+    config, ledger and output folder are bound here, never run parameters."""
     from dp.errors import ConfigError
     from dp.pipeline.plan import load_plan
-    from flows.server import STATE, local_server, prefect_env, stop_server
+    from flows.server import (
+        STATE,
+        check_api,
+        local_server,
+        prefect_env,
+        register_served,
+        stop_server,
+    )
 
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
     if missing:
         raise ConfigError(f"no schedule in {', '.join(missing)}")
+    ledgers = [ledger_for(p.config, ledger) for _, p in plans]
+    check_api()
     prefect_env()
     server = None
     if not os.environ.get("PREFECT_API_URL"):
@@ -254,16 +320,17 @@ def serve_schedules(
 
         from flows.runner import flow_for
 
-        deployments = []
-        for path, plan in plans:
+        deployments, bound = [], []
+        for (path, plan), location in zip(plans, ledgers, strict=True):
             sched = plan.config.schedule
             if sched is None:  # refused above; keeps the type checker informed
                 continue
             params = {
                 "config_path": str(path.resolve()),
-                "ledger_path": ledger_location(ledger),
+                "ledger_path": location,
                 "out_dir": str(out.resolve()),
             }
+            bound.append(params)
             schedule = (
                 Cron(sched.cron, timezone=sched.timezone)
                 if sched.cron is not None
@@ -272,6 +339,7 @@ def serve_schedules(
             name = plan.config.dataset.name
             made = flow_for(plan).to_deployment(name=name, parameters=params, schedule=schedule)
             deployments.append(cast("RunnerDeployment", made))  # sync call: not a coroutine
+        register_served(bound)  # what the runs may use: their processes inherit it
         prefect_serve(*deployments)
     finally:
         if server is not None:

@@ -3,7 +3,9 @@
 Prefect logs every task/flow failure with its traceback. For a :class:`DPPubError` — bad input,
 bad config, budget refused — or an ``OSError`` from the machine (a full disk, an I/O error) the
 message is the whole story, so the traceback is dropped from the console and from the logs
-Prefect stores; unexpected exceptions keep theirs.
+Prefect stores; so is every traceback once SIGINT/SIGTERM interrupted ``dppub run`` (whatever
+Prefect's engine raises then is the interruption's consequence, and the command's one line
+says how the run was settled). Unexpected exceptions keep theirs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from dp.errors import DPPubError
+from flows.interrupts import Interrupted, arrived
 
 __all__ = ["quiet_expected_errors"]
 
@@ -18,7 +21,9 @@ __all__ = ["quiet_expected_errors"]
 class _DropExpectedTracebacks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, DPPubError | OSError):
+        if isinstance(exc, DPPubError | OSError | KeyboardInterrupt | Interrupted) or (
+            exc is not None and arrived()
+        ):
             record.exc_info = None
             record.exc_text = None
         return True

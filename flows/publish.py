@@ -15,6 +15,7 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 from prefect.futures import PrefectFuture, wait
+from prefect.runtime import deployment
 
 from dp.faults import fault_point
 from dp.ledger import Ledger
@@ -24,6 +25,7 @@ from dp.pipeline.report import budget_rows
 from dp.pipeline.report_html import write_reports
 from dp.runs import Run
 from flows.logs import quiet_expected_errors
+from flows.server import check_served
 from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
 
 __all__ = ["publish"]
@@ -64,6 +66,9 @@ def publish(
     flow attaches to that reservation, which must match this plan.
     """
     quiet_expected_errors()  # in whichever process runs the flow (CLI or a served run)
+    if deployment.id is not None:  # a served run: nothing may differ from the registration
+        paths = {"config_path": config_path, "ledger_path": ledger_path, "out_dir": out_dir}
+        check_served({**paths, "run_id": run_id, "engine": engine})
     logger = get_run_logger()
     plan = load_plan(config_path, engine)
     ledger = Ledger(ledger_path)

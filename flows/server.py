@@ -8,6 +8,7 @@ here touches private data.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -23,10 +24,13 @@ from dp.errors import ConfigError
 
 __all__ = [
     "STATE",
+    "check_api",
+    "check_served",
     "die_with_parent",
     "local_server",
     "own_temporary_server",
     "prefect_env",
+    "register_served",
     "stop_server",
 ]
 
@@ -52,6 +56,61 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+_SERVED = "DPPUB_SERVED"
+"""The deployments ``dppub serve`` registered, as JSON, in the environment its runs inherit."""
+
+
+def register_served(runs: list[dict[str, str]]) -> None:
+    """Record what each served deployment runs (config, ledger, output folder) where only the
+    serving process can set it: the environment its flow-run processes inherit."""
+    os.environ[_SERVED] = json.dumps(runs)
+
+
+def check_served(parameters: dict[str, str | None]) -> None:
+    """A run of a deployment must run exactly what ``dppub serve`` registered: its config,
+    ledger and output folder are never run parameters (anyone reaching the Prefect API or UI
+    could otherwise point a run at a fresh ledger: a new budget).
+
+    Raises:
+        ConfigError: the run's parameters differ from every registration (or none exists).
+    """
+    registered = json.loads(os.environ.get(_SERVED) or "[]")
+    given = {k: v for k, v in parameters.items() if v is not None}
+    if given in registered:
+        return
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(given.items()))
+    raise ConfigError(
+        f"refused a deployment run with {fixed}: a served run's config, ledger and output "
+        "folder are the ones `dppub serve` registered, never run parameters"
+    )
+
+
+def check_api(timeout: float = 10.0) -> None:
+    """If ``PREFECT_API_URL`` names a Prefect server, it must answer its health check: asked
+    before the ledger is opened, so an unreachable server refuses the run before any budget is
+    held (instead of Prefect's retries failing it after the reservation).
+
+    Raises:
+        ConfigError: one line with the URL, the cause and what to do.
+    """
+    url = os.environ.get("PREFECT_API_URL", "").strip()
+    if not url:
+        return
+    advice = "start that server, or unset PREFECT_API_URL to let dppub start a temporary one"
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"PREFECT_API_URL must be an http(s) URL, got {url!r}; {advice}")
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout) as resp:
+            if resp.status == 200:
+                return
+            cause = f"HTTP {resp.status}"
+    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts are OSErrors
+        cause = str(getattr(exc, "reason", None) or exc)
+    raise ConfigError(
+        f"the Prefect API at PREFECT_API_URL={url} is unreachable ({cause}); {advice}"
+    )
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

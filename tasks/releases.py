@@ -13,6 +13,7 @@ from typing import Any
 from prefect import task
 
 from dp.engine import TableSource, with_progress
+from dp.faults import fault_point
 from dp.pipeline import execute
 from dp.pipeline.execute import Filters
 from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
@@ -34,6 +35,7 @@ __all__ = ["bound_units", "compose", "compute_release", "read_source", "shared_s
 def read_source(plan: Plan, period: str) -> TableSource:
     """The run's data as its engine reads it (the in-memory engine reads and validates it
     here, once, for every release)."""
+    fault_point("reading")
     source = plan.source(period)
     run_logger().info(
         "data of period %s: %d declared column(s), %s engine",

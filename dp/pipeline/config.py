@@ -258,6 +258,10 @@ class PipelineConfig(Model):
     dataset: DatasetModel
     hierarchies: dict[str, HierarchyModel] = {}
     schedule: ScheduleModel | None = None
+    ledger: str | None = Field(default=None, min_length=1)
+    """The dataset's budget ledger: a SQLite file (relative to the config file) or a
+    ``postgresql://`` URL; by default ``ledger.sqlite`` beside the config file, whoever runs it
+    (see :attr:`ledger_location`)."""
     base_dir: Path = Path(".")
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
     leaves: dict[str, list[str]] = {}
@@ -344,12 +348,21 @@ class PipelineConfig(Model):
         return path if path.is_absolute() else (self.base_dir / path).resolve()
 
     @property
+    def ledger_location(self) -> str:
+        """Where this config's ledger lives: the ``ledger:`` URL as given, or its file (or the
+        default ``ledger.sqlite`` beside the config) as an absolute path."""
+        if self.ledger is not None and self.ledger.startswith(("postgresql://", "postgres://")):
+            return self.ledger
+        return str(self.resolve(Path(self.ledger or "ledger.sqlite")))
+
+    @property
     def config_hash(self) -> str:
         """Hash of what the config releases; how aggregates are computed is not part of it."""
         payload = self.model_dump(
             mode="json",
             exclude={
                 "base_dir": True,
+                "ledger": True,  # where the budget is kept, not what is released
                 "leaves": True,
                 "dataset": {"engine", "memory_budget_mb", "scheduler", "workers", "batch_size"},
             },

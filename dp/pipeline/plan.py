@@ -30,6 +30,7 @@ from dp.io import check_source
 from dp.ledger import Ledger
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.domains import checked_leaves
+from dp.pipeline.environment import environment
 from dp.pipeline.kinds import ReleaseKind, ReleasePlan
 from dp.pipeline.limits import check_planned_total
 from dp.pipeline.loading import read_config
@@ -61,6 +62,8 @@ class Plan:
     """The composed cost of every DP release (what the ledger reserves)."""
     engine: Engine
     """As requested (``auto`` is resolved against the data's size by :meth:`source`)."""
+    memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB
+    """What ``engine: auto`` may hold: the config's, else DPPUB_MEMORY_BUDGET_MB's, else 1024."""
 
     @property
     def columns(self) -> list[str]:
@@ -102,11 +105,8 @@ class Plan:
         """``auto``: in memory when the run's columns fit the memory budget, else streamed."""
         if self.engine != "auto":
             return self.engine
-        ds = self.config.dataset
-        env = os.environ.get("DPPUB_MEMORY_BUDGET_MB")
-        budget = ds.memory_budget_mb or (float(env) if env else DEFAULT_MEMORY_BUDGET_MB)
         needed = estimate_bytes(self.config.data_path(period), self.columns)
-        return "memory" if needed <= budget * 2**20 else "stream"
+        return "memory" if needed <= self.memory_budget_mb * 2**20 else "stream"
 
     def source(self, period: str | None = None) -> TableSource:
         """The data of ``period`` as the engine reads it (the in-memory engine reads it here)."""
@@ -156,8 +156,15 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
     if chosen not in ("auto", "memory", "pandas", "stream", "dask"):
         raise ConfigError(f"engine must be auto, memory, stream or dask, got {chosen!r}")
     resolved: Engine = "memory" if chosen == "pandas" else chosen  # type: ignore[assignment]
-    total = check_planned_total(compose(costs))
-    return Plan(config=cfg, releases=tuple(releases), total=total, engine=resolved)
+    from_env = environment().memory_budget_mb  # every environment value is checked here
+    memory = cfg.dataset.memory_budget_mb or from_env
+    return Plan(
+        config=cfg,
+        releases=tuple(releases),
+        total=check_planned_total(compose(costs)),
+        engine=resolved,
+        memory_budget_mb=memory or DEFAULT_MEMORY_BUDGET_MB,
+    )
 
 
 def _format_validation(path: Path, exc: ValidationError) -> str:

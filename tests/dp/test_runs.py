@@ -264,3 +264,25 @@ def test_a_live_run_on_another_host_is_seen_through_the_postgres_ledger(
     assert other.reservation(alive.run_id).state == "pending"
     alive.close()  # A's process ends: its session, and the lock, with it
     assert [r.action for r in recover(other, key=DATA.source)] == ["aborted"]
+
+
+def test_ctrl_c_during_settlement_waits_until_the_run_is_settled(
+    tmp_path: Path, ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second Ctrl-C arrives as the interrupted run starts to be settled: the settlement
+    # completes first (charged for the draw), then the Ctrl-C is delivered.
+    import signal
+
+    led = ledger_factory()
+
+    def ctrl_c_at(step: str) -> None:
+        if step in ("drawn", "settling"):
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(dp.runs, "fault_point", ctrl_c_at)
+    monkeypatch.setattr(dp.publication, "fault_point", ctrl_c_at)
+    with pytest.raises(KeyboardInterrupt), Run.open(led, tmp_path / "out", _plan()) as run:
+        _record(run, "a", 0.4)  # Ctrl-C right after the draw is recorded
+    assert led.reservation(run.run_id).state == "charged"
+    assert _spent(led) == pytest.approx(0.4)
+    assert led.pending() == []

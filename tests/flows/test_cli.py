@@ -1,25 +1,39 @@
 """The ``dppub`` command line, run as a user would: real processes, real Prefect local mode."""
 
+import http.server
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
+from dp.ledger import Ledger
+from dp.ledger.summary import spending_summary
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def dppub(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def dppub(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "flows.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, **(env or {})},
     )
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("dppub: error:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    return errors[0]
 
 
 def _ledger_rows(path: Path) -> int:
@@ -145,3 +159,124 @@ def test_dask_engine_runs_the_releases_on_a_local_cluster(tmp_path: Path, config
         tables[engine] = (run_dir / "k_anonymous_table" / "table.parquet").read_bytes()
     # The syntactic release is deterministic: the same table through either engine.
     assert tables["dask"] == tables["stream"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DPPUB_LEDGER_TIMEOUT", "abc"),
+        ("DPPUB_LEDGER_TIMEOUT", "-1"),
+        ("DPPUB_MEMORY_BUDGET_MB", "abc"),
+        ("DPPUB_MEMORY_BUDGET_MB", "nan"),
+        ("DPPUB_MEMORY_BUDGET_MB", "0"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "plan", "audit"])
+def test_a_bad_environment_value_is_one_line_before_the_ledger(
+    tmp_path: Path, config_factory, name: str, value: str, command: str
+) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory()
+    ledger = tmp_path / "ledger.sqlite"
+    args = {"run": ("run", config), "plan": ("plan", config), "audit": ("audit",)}[command]
+    done = dppub(*args, "--ledger", ledger, env={name: value})
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert _one_error_line(done) == (
+        f"dppub: error: environment variable {name} must be a number "
+        f"{'>= 0' if name == 'DPPUB_LEDGER_TIMEOUT' else '> 0'}, got '{value}'"
+    )
+    assert not ledger.exists()  # refused before the ledger was opened, nothing held
+
+
+@pytest.mark.parametrize("target", ["missing/audit.html", "/dev/full"])
+def test_audit_html_that_cannot_be_written_is_one_line(
+    tmp_path: Path, config_factory, target: str
+) -> None:  # type: ignore[no-untyped-def]
+    ledger = tmp_path / "ledger.sqlite"
+    assert (
+        dppub("run", config_factory(), "--ledger", ledger, "--out", tmp_path / "o").returncode == 0
+    )
+    page = target if target.startswith("/") else tmp_path / target
+    done = dppub("audit", "--ledger", ledger, "--html", page)
+    assert done.returncode == 2
+    line = _one_error_line(done)
+    assert line.startswith("dppub: error: I/O error: ") and line.endswith(f"({page})")
+
+
+class _NotAPrefectApi(http.server.BaseHTTPRequestHandler):
+    """Answers the health check, then fails every Prefect API call (a server that died or is
+    not Prefect's)."""
+
+    def _answer(self) -> None:
+        healthy = self.path.rstrip("/").endswith("/health")
+        self.send_response(200 if healthy else 500)
+        self.end_headers()
+        self.wfile.write(b"true" if healthy else b"{}")
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_unreachable_prefect_api_is_one_line_and_spends_nothing(
+    tmp_path: Path, config_factory
+) -> None:  # type: ignore[no-untyped-def]
+    config, ledger, out = config_factory(), tmp_path / "ledger.sqlite", tmp_path / "out"
+    closed = "http://127.0.0.1:9/api"  # the discard port: nothing listens
+    done = dppub("run", config, "--ledger", ledger, "--out", out, env={"PREFECT_API_URL": closed})
+    assert done.returncode == 2
+    line = _one_error_line(done)
+    assert f"PREFECT_API_URL={closed} is unreachable" in line and "unset PREFECT_API_URL" in line
+    assert not ledger.exists()  # refused before the budget was held
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAPrefectApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/api"
+        done = dppub("run", config, "--ledger", ledger, "--out", out, env={"PREFECT_API_URL": url})
+    finally:
+        server.shutdown()
+    assert done.returncode == 2
+    line = _one_error_line(done)
+    assert f"the Prefect API ({url}) failed" in line
+    assert line.endswith("was aborted, nothing was spent")  # settled before exiting
+    s = spending_summary(Ledger(ledger))["census_demo"]
+    assert (s["lifetime_spent_epsilon"], s["pending_runs"]) == (0.0, 0)
+    assert _published(out) == []
+
+
+def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    # A scheduled job and a hand run by another user: different homes, no --ledger.
+    config = config_factory(budget=2.0)  # the demo plan costs 1.5: one run fits
+    users = []
+    for name in ("cron", "ana"):
+        home = tmp_path / name
+        home.mkdir()
+        env = {"HOME": str(home), "DPPUB_HOME": str(home / "state"), "XDG_STATE_HOME": ""}
+        users.append(env | {"PREFECT_HOME": str(home / "prefect")})
+    first = dppub("run", config, env=users[0])
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = dppub("run", config, env=users[1])
+    assert second.returncode == 3, second.stderr[-2000:]
+    assert "spent epsilon=1.5" in _one_error_line(second)
+    shared = config.parent / "ledger.sqlite"  # the default: beside the config, whoever runs it
+    s = spending_summary(Ledger(shared))["census_demo"]
+    assert (s["lifetime_spent_epsilon"], s["runs"]) == (1.5, 1)
+    assert not any((tmp_path / u / "state" / "ledger.sqlite").exists() for u in ("cron", "ana"))
+
+
+def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
+    tmp_path: Path, config_factory
+) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory(ledger="books/shared.sqlite")
+    (tmp_path / "books").mkdir()
+    plan = dppub("plan", config, "--json")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    other = tmp_path / "mine.sqlite"
+    done = dppub("run", config, "--ledger", other, "--out", tmp_path / "out")
+    assert done.returncode == 2
+    line = _one_error_line(done)
+    assert f"--ledger {other} is not the config's ledger: books/shared.sqlite" in line
+    assert not other.exists() and not (tmp_path / "books" / "shared.sqlite").exists()
+    same = dppub("plan", config, "--ledger", tmp_path / "books" / "shared.sqlite")
+    assert same.returncode == 0, same.stderr[-2000:]  # naming the same ledger is fine

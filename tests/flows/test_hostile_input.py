@@ -224,7 +224,7 @@ def test_locked_ledger(
 ) -> None:
     case = Case(tmp_path, census_frame)
     Ledger(case.ledger)
-    monkeypatch.setattr(cli, "LEDGER_TIMEOUT", 0.5)
+    monkeypatch.setenv("DPPUB_LEDGER_TIMEOUT", "0.5")
     holder = sqlite3.connect(case.ledger, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process is mid-write and never finishes
     try:

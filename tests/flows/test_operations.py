@@ -7,6 +7,7 @@ slowest tests of the suite (~2 minutes on 2 cores).
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,6 +90,7 @@ def _spent(ledger: Path | str) -> tuple[float, int]:
 # whichever were recorded: None below), a published one commits.
 SETTLED = {
     "reserved": ("aborted", 0.0),
+    "reading": ("aborted", 0.0),
     "drawn": ("charged", None),
     "staged": ("charged", 0.5),
     "composed": ("charged", 0.5),
@@ -152,6 +154,7 @@ def test_kill_at_every_step_never_undercounts(
         ("renamed", "term", 143, "committed", 0.5),  # SIGTERM right after the rename
         ("renamed", "eio", 2, "committed", 0.5),  # an I/O error from the folder's fsync
         ("drawn", "int", 130, "charged", None),  # Ctrl-C after a draw
+        ("reading", "int", 130, "aborted", 0.0),  # Ctrl-C in the read task: no internal error
         ("reserved", "term", 143, "aborted", 0.0),
     ],
 )
@@ -172,7 +175,7 @@ def test_signals_and_io_errors_settle_the_run_in_one_line(
     )
     assert got == code, err[-2000:]
     errors = [ln for ln in err.splitlines() if ln.startswith("dppub: error:")]
-    ending = "nothing was spent" if step == "reserved" else f"was {state}"
+    ending = "nothing was spent" if state == "aborted" else f"was {state}"
     assert len(errors) == 1 and errors[0].endswith(ending), err[-2000:]
     assert "Traceback" not in err
     spent, pending = _spent(ledger)
@@ -182,6 +185,76 @@ def test_signals_and_io_errors_settle_the_run_in_one_line(
         assert cost > 0
     assert (spent, pending) == (pytest.approx(cost), 0)  # settled now, not at the next run
     assert len(_published(out)) == (1 if state == "committed" else 0)
+
+
+def _settled_as_said(err: str, code: int, ledger: Path, out: Path) -> str:
+    """One error line, no traceback, and the line says what the ledger and the output folder
+    show: the run's final state, what it spent, whether its folder is in place. Returns the
+    state."""
+    errors = [ln for ln in err.splitlines() if ln.startswith("dppub: error:")]
+    assert len(errors) == 1, err[-3000:]
+    assert "Traceback" not in err and "internal error" not in err, err[-3000:]
+    name = signal.Signals(code - 128).name
+    said = re.fullmatch(
+        rf"dppub: error: interrupted by {name}(?: before the run started)?"
+        r"(?:; run (\S+) was (committed|charged|aborted))?[,;]?( nothing was spent)?",
+        errors[0],
+    )
+    assert said is not None, errors[0]
+    run_id, state = said.group(1), said.group(2) or "aborted"
+    book = Ledger(ledger)
+    spent, pending = _spent(ledger)
+    assert pending == 0  # settled now, not at the next run
+    if run_id is not None:
+        assert book.reservation(run_id).state == state
+    drawn = sum(r["epsilon"] for r in book.history() if r["event"] == "draw")
+    assert spent == pytest.approx({"committed": 0.5, "charged": drawn, "aborted": 0.0}[state])
+    assert (state == "charged") == (spent > 0 and state != "committed")
+    assert [p.name for p in _published(out)] == ([run_id] if state == "committed" else [])
+    assert not any((out / "census_demo" / ".staging").glob("*/")) if out.exists() else True
+    assert book.verify().ok
+    return state
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("step", "fault"), [*((step, "int") for step in STEPS), ("drawn", "term")])
+def test_a_second_signal_while_settling_changes_nothing(
+    tmp_path: Path, census_small: Path, step: str, fault: str
+) -> None:
+    # One signal at the step, a second one as the interrupted run starts to be settled (after
+    # "committed" there is nothing left to settle: one signal).
+    config = _light_config(tmp_path, census_small, budget=10.0)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    env = {"DPPUB_FAULT_AT": f"{step},settling", "DPPUB_FAULT": fault}
+    code, stdout, err = _finish(
+        _start("run", config, "--ledger", ledger, "--out", out, env=env, logs=tmp_path)
+    )
+    expected = 130 if fault == "int" else 143
+    assert code == expected, err[-3000:]
+    assert stdout == ""
+    action, _ = SETTLED[step]
+    assert _settled_as_said(err, code, ledger, out) == (action or "committed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", ["Beginning flow run", "Task run 'release"])
+def test_two_ctrl_c_from_outside_settle_the_run_in_one_line(
+    tmp_path: Path, census_small: Path, after: str
+) -> None:
+    # Ctrl-C pressed twice at a moment chosen by the log, wherever Prefect's engine is then.
+    config = _light_config(tmp_path, census_small, budget=10.0)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    run = _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path)
+    deadline = time.monotonic() + 240
+    while after not in run.err_path.read_text() and time.monotonic() < deadline:
+        assert run.proc.poll() is None, run.err_path.read_text()[-3000:]
+        time.sleep(0.05)
+    for _ in range(2):
+        os.kill(run.proc.pid, signal.SIGINT)
+        time.sleep(0.2)
+    code, _, err = _finish(run)
+    assert code == 130, err[-3000:]
+    _settled_as_said(err, code, ledger, out)
 
 
 def test_the_next_run_resolves_a_dead_reservation(tmp_path: Path, census_small: Path) -> None:

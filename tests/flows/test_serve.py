@@ -3,6 +3,7 @@ cleanly inside a minute and resumes when the next minute opens (~1-2 minutes of 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -83,3 +84,77 @@ def test_schedule_fires_refuses_and_resumes_with_the_next_period(
     assert "Traceback" not in text.split("SIGTERM received")[0]
     for p in spending_summary(Ledger(ledger))["census_demo"]["periods"].values():
         assert p["spent_epsilon"] <= 0.7 + 1e-12
+
+
+_TRIGGER = """
+import json, sys
+from prefect.deployments import run_deployment
+run = run_deployment("dppub-publish/census_demo", parameters=json.loads(sys.argv[1]), timeout=240)
+print(run.state.type.value)
+"""
+
+
+def test_a_served_run_cannot_be_pointed_at_another_ledger(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # Anyone who reaches the Prefect API can start a deployment run with parameters: they must
+    # not buy a fresh budget by naming another ledger or output folder.
+    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw["dataset"]["path"] = str(census_small)
+    raw["dataset"]["budget"] = {"epsilon": 10.0}
+    raw.pop("anonymize")
+    raw.pop("clustering")
+    raw["workloads"] = [{**raw["workloads"][2], "epsilon": 0.3}]
+    raw["regressions"] = [{**raw["regressions"][0], "epsilon": 0.2}]
+    raw["schedule"] = {"cron": "0 0 1 1 *"}  # never fires during the test: runs are triggered
+    config = tmp_path / "serve.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out, log = tmp_path / "out", tmp_path / "serve.log"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "DPPUB_HOME": str(tmp_path)}
+    env.pop("PREFECT_API_URL", None)
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "serve", str(config), "--out", str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while "deployment run" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        url = re.search(r"Prefect server for the schedules: (\S+)", log.read_text())
+        assert url is not None, log.read_text()[-3000:]
+        client = {**env, "PREFECT_API_URL": url.group(1) + "/api"}
+
+        def trigger(**params: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-c", _TRIGGER, json.dumps(params)],
+                env={**client, "PREFECT_HOME": str(tmp_path / "client")},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            return done.stdout.split()[-1]
+
+        other, elsewhere = tmp_path / "other.sqlite", tmp_path / "elsewhere"
+        assert trigger(ledger_path=str(other), out_dir=str(elsewhere)) == "FAILED"
+        assert trigger(ledger_path=str(other)) == "FAILED"
+        assert trigger() == "COMPLETED"  # the registered run still works
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "never run parameters" in text
+    assert not other.exists() and not elsewhere.exists()  # nothing opened or written there
+    # The registered run spent in the config's ledger (ledger.sqlite beside the config).
+    spent = spending_summary(Ledger(tmp_path / "ledger.sqlite"))["census_demo"]
+    assert spent["lifetime_spent_epsilon"] == 0.5 and spent["runs"] == 1
+    assert len(list((out / "census_demo").glob("2*"))) == 1
