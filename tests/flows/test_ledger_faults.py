@@ -92,7 +92,7 @@ def test_a_lock_held_by_another_process_is_named(
     config = small_config(tmp_path, census_small)
     ledger = tmp_path / "ledger.sqlite"
     Ledger(ledger)
-    monkeypatch.setattr(cli, "LEDGER_TIMEOUT", 0.5)  # DPPUB_LEDGER_TIMEOUT=0.5
+    monkeypatch.setenv("DPPUB_LEDGER_TIMEOUT", "0.5")
     ctx = mp.get_context("fork")
     ready, done = ctx.Event(), ctx.Event()
     holder = ctx.Process(target=_hold_exclusively, args=(str(ledger), ready, done))
