@@ -24,9 +24,10 @@ The aggregates therefore do not depend on the order of the rows, batches or part
 
 The exact per-iteration aggregates can come from rows in memory (:meth:`KMeans.fit`) or from any
 fold over the rows (:meth:`KMeans.fit_steps`, e.g. the streaming engine's
-:class:`dp.engine.LloydAggregate` over Parquet batches, which adds :func:`lloyd_partial` integer
-sums and finishes them with :func:`lloyd_finish`): the noise is then added here, once per
-iteration, to the combined exact counts and sums -- never per batch or partition.
+:class:`dp.engine.lloyd_sums.LloydAggregate` over Parquet batches, which adds
+:func:`lloyd_partial` integer sums and finishes them with :func:`lloyd_finish`): the noise is
+then added here, once per iteration, to the combined exact counts and sums -- never per batch or
+partition.
 """
 
 from __future__ import annotations

@@ -8,6 +8,6 @@ in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
 """
 
 from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import ARX_METRICS, METRICS
+from dp.anonymity.metrics import METRICS
 
-__all__ = ["ARX_METRICS", "METRICS", "Hierarchy"]
+__all__ = ["METRICS", "Hierarchy"]
