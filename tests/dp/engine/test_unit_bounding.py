@@ -324,7 +324,7 @@ def test_a_pass_killed_midway_leaves_no_spill_file(tmp_path: Path) -> None:
 import os, signal, tempfile
 import dp.engine.unit_bounding as units
 from dp.engine import StreamingBackend
-from tests.dp.engine.test_units import SCHEMA, COLUMNS
+from tests.dp.engine.test_unit_bounding import SCHEMA, COLUMNS
 tempfile.tempdir = {str(spill)!r}
 units.SPILL_ROWS = 100
 update = units.BoundingAggregate.update
