@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 
 import dp.matrix as mx  # noqa: E402
 from dp.anonymity import Hierarchy  # noqa: E402
-from dp.histogram import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
+from dp.axes import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
 from dp.matrix.intervals import answer_intervals, least_squares_intervals  # noqa: E402
 from dp.matrix.measure import Measurement  # noqa: E402
 from dp.matrix.reconstruct import reconstruct  # noqa: E402

@@ -73,7 +73,7 @@ def _child(step: str, path: str) -> None:
         parts = (sums.loss, sums.gradient, sums.hessian) if hasattr(sums, "loss") else sums
         out = np.r_[parts[0], parts[1], parts[2].ravel()]
     else:
-        from dp.regression import FeatureDomain
+        from dp.numerics.domains import FeatureDomain
 
         domain = FeatureDomain.box([17.0, 1.0], [90.0, 99.0], d=2)
         centres = np.array([[-10.0, -20.0], [0.0, 0.0], [15.0, 20.0]])

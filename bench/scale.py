@@ -76,9 +76,10 @@ def _child(mode: str, path: str, batch_size: int, workers: int) -> None:
     """Run one measurement in this (fresh) process and print one JSON line."""
     import numpy as np
 
+    from dp.axes import category_axis, numeric_axis
+
     # Imports happen before the clock starts: the step is timed, not the interpreter start-up.
     from dp.engine import histogram_stream
-    from dp.histogram import category_axis, numeric_axis
 
     schema = _schema()
     axes = [

@@ -14,7 +14,7 @@ drawn heavy-tailed: row ``i`` belongs to unit ``floor(U * u_i^2)``, ``u_i`` unif
 2. **Accuracy price of the bound** ``m = 1, 2, 5, 10`` (and ``m = R``, nothing dropped): the
    histogram of age (74 cells) released at unit-level ``epsilon`` with Laplace noise of scale
    ``m / epsilon`` on the bounded counts (rows kept by the engine's own rule,
-   :class:`dp.engine.units.UnitBound`, seeded key), against the *unbounded* true counts:
+   :class:`dp.engine.unit_bounding.UnitBound`, seeded key), against the *unbounded* true counts:
    per-cell RMSE = ``sqrt(bias^2 + 2 (m / epsilon)^2)``, with ``bias^2`` the mean squared count
    of dropped rows (exact), and the empirical RMSE over 50 seeded Laplace draws. The row-level
    release (noise ``1 / epsilon``, no bias) is the reference that protects the heavy unit only at
@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import _dataset, watched_run  # noqa: E402
+from dp.axes import Axis, numeric_axis  # noqa: E402
 from dp.engine import HistogramAggregate, StreamingBackend, TableSource  # noqa: E402
-from dp.engine.units import BoundingAggregate, UnitBound  # noqa: E402
-from dp.histogram import Axis, numeric_axis  # noqa: E402
+from dp.engine.unit_bounding import BoundingAggregate, UnitBound  # noqa: E402
 from dp.pipeline.units import bounded_source  # noqa: E402
 from dp.schema import ColumnSpec, TableSchema  # noqa: E402
 

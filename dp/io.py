@@ -9,21 +9,19 @@ Two kinds of problems, handled so that no single record can change what a run do
 * value-level -- nulls, NaN, infinities, numbers outside the declared bounds, undeclared
   categories, an empty table -- handled by the declared policies of :mod:`dp.schema` (clamp,
   drop, map) while reading, never an error. How many values a policy handled is an exact
-  statistic: it is kept in memory (:attr:`ReadResult.clamped`) for tests, never logged or
-  published. Each file is read through the declared types, whatever its storage type (an
-  ``int`` column stored as int64 in one file and double in another, or as Arrow's null type
-  where a file has no value): a stored value is converted by the value rules, never by a cast
-  that could fail on one value.
+  statistic: it is kept in memory for tests, never logged or published. Each file is read
+  through the declared types, whatever its storage type (an ``int`` column stored as int64 in
+  one file and double in another, or as Arrow's null type where a file has no value): a stored
+  value is converted by the value rules, never by a cast that could fail on one value.
 
-:func:`read_table` reads through the same batch validator the streaming engines use
-(:mod:`dp.engine.batches`), so both paths see the very same values.
+Values are read batch by batch by :mod:`dp.engine.batches`; a whole table in one frame, for tests
+and benchmarks, is :func:`dp.reference.frame.read_table`, through the same validator.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,23 +35,12 @@ from dp.errors import InputError, InvariantError
 from dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
-    "ReadResult",
     "check_source",
     "clamp_numeric",
-    "complete_rows",
     "data_files",
     "empty_frame",
     "fragments",
-    "read_table",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReadResult:
-    """A validated private table. Never persist or log :attr:`clamped`: it is exact."""
-
-    frame: pd.DataFrame
-    clamped: dict[str, int] = field(default_factory=dict, repr=False)
 
 
 def _reason(exc: BaseException) -> str:
@@ -192,54 +179,8 @@ def check_source(
         raise InputError(f"cannot read {p} as Parquet: {_reason(exc)}") from None
 
 
-def read_table(
-    path: str | Path,
-    schema: TableSchema,
-    *,
-    columns: Sequence[str] | None = None,
-    complete: bool = True,
-) -> ReadResult:
-    """Read ``columns`` (default: all declared) of a Parquet file or folder into one frame,
-    through the streaming validator (so with exactly its values and policies).
-
-    With ``complete`` (default) rows with a value the ``drop`` policy rejects are left out;
-    otherwise such a value is NA, for a frame several releases share: each then takes its own
-    complete rows with :func:`complete_rows`, exactly the rows a streamed scan of its columns
-    keeps.
-
-    Raises:
-        InputError: a structural problem (see :func:`check_source`) or an unreadable file.
-    """
-    from dp.engine.batches import batch_frame, iter_batches, open_scan
-
-    wanted = list(columns) if columns is not None else list(schema.names)
-    scan = open_scan(path, schema, wanted)
-    frames: list[pd.DataFrame] = []
-    clamped = dict.fromkeys((s.name for s in scan.specs if s.is_numeric), 0)
-    for fragment in scan.fragments:
-        for marked in iter_batches(scan, fragment):
-            batch = marked.complete(wanted) if complete else marked
-            frames.append(batch_frame(batch, scan.specs))
-            for name, n in batch.clamped.items():
-                clamped[name] += n
-    kept = [f for f in frames if len(f)]
-    frame = pd.concat(kept, ignore_index=True) if kept else empty_frame(scan.specs)
-    return ReadResult(frame=frame, clamped=clamped)
-
-
-def complete_rows(frame: pd.DataFrame, schema: TableSchema, columns: Sequence[str]) -> pd.DataFrame:
-    """The rows of a shared frame (``read_table(..., complete=False)``) whose ``columns`` are
-    all present, with the dtypes of a complete read (``int`` columns back to int64)."""
-    cols = list(dict.fromkeys(columns))
-    part = frame[cols].dropna().reset_index(drop=True)
-    for c in cols:
-        if schema[c].type == "int" and part[c].dtype != np.int64:
-            part[c] = part[c].astype(np.int64)
-    return part
-
-
 def empty_frame(specs: Sequence[ColumnSpec]) -> pd.DataFrame:
-    """A frame with no rows and the dtypes :func:`read_table` gives these columns."""
+    """A frame with no rows and the dtypes a validated batch has for these columns."""
     out: dict[str, pd.Series] = {}
     for spec in specs:
         if spec.is_numeric:

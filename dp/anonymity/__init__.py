@@ -3,11 +3,11 @@ utility and risk metrics.
 
 A k-anonymous table is a syntactic, *not* differentially private release. DP stages may read
 generalized columns only through hierarchy axes with levels fixed in the config
-(:func:`dp.histogram.hierarchy_axis`). The release is :mod:`dp.engine.anonymize`; the same on an
+(:func:`dp.axes.hierarchy_axis`). The release is :mod:`dp.engine.anonymize`; the same on an
 in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
 """
 
 from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import ARX_METRICS, METRICS
+from dp.anonymity.metrics import METRICS
 
-__all__ = ["ARX_METRICS", "METRICS", "Hierarchy"]
+__all__ = ["METRICS", "Hierarchy"]

@@ -2,8 +2,8 @@
 
 Two passes over the source, never a whole column in memory:
 
-1. :func:`~dp.engine.classes.leaf_counts_stream` reduces the quasi-identifiers to their distinct
-   leaf-code tuples and counts (through the engine, so also on Dask), and
+1. :func:`~dp.engine.anonymity_counts.leaf_counts_stream` reduces the quasi-identifiers to their
+   distinct leaf-code tuples and counts (through the engine, so also on Dask), and
    :func:`dp.anonymity.anonymize.anonymize_counts` searches the lattice on them: the same base rows,
    hence the same node, levels and metrics as :func:`dp.anonymity.anonymize` on the whole table.
 2. The release is written batch by batch (locally, in source order): each batch's records are
@@ -35,8 +35,8 @@ from dp.anonymity.hierarchy import Hierarchy
 from dp.anonymity.release import InputDigest, release_rows
 from dp.anonymity.result import AnonymizationReport
 from dp.engine.aggregate import Backend, StreamingBackend
+from dp.engine.anonymity_counts import IntArray, batch_leaf_codes, leaf_counts_stream
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, batch_frame
-from dp.engine.classes import IntArray, batch_leaf_codes, leaf_counts_stream
 from dp.errors import ConfigError, InputError
 from dp.io import empty_frame
 from dp.schema import TableSchema

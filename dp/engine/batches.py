@@ -1,7 +1,7 @@
 """Validated record batches streamed from a Parquet file or partitioned folder.
 
-The one validator of the private input: :func:`dp.io.read_table` (the in-memory frame) reads
-through it too, so every engine sees the same values.
+The one validator of the private input: :func:`dp.reference.frame.read_table` (the in-memory
+frame of tests and benchmarks) reads through it too, so every engine sees the same values.
 
 * Structural problems (missing path, a folder that loops or lists a file twice, not Parquet,
   missing column, wrong type in any file) are found by :func:`dp.io.check_source` from the

@@ -8,7 +8,7 @@ axis (a ``Total`` factor, which adds no condition). The rows are enumerated exac
 products in C order over the axes, ranges ``[i, j]`` by ``i`` then ``j``, marginals subset by
 subset in ``itertools.combinations`` order with each marginal's cells in C order.
 
-Each selection is rendered from the axis's declared domain (:class:`dp.histogram.Axis`):
+Each selection is rendered from the axis's declared domain (:class:`dp.axes.Axis`):
 
 * integer columns (one cell per value): ``age = 30``, ``age <= 30``, ``age in [20, 30]``;
 * binned numeric columns (half-open bins, the last one closed): ``income in [0, 3906.25)``,
@@ -22,7 +22,7 @@ clamped into the declared numeric bounds on read, so ``age <= 30`` on ages 17-90
 row whose (clamped) age is at most 30.
 
 >>> from dp.schema import ColumnSpec
->>> from dp.histogram import category_axis, numeric_axis
+>>> from dp.axes import category_axis, numeric_axis
 >>> age = numeric_axis(ColumnSpec(name="age", type="int", bounds=(17, 19)))
 >>> query_labels("prefix", [age])
 ['age <= 17', 'age <= 18', 'age <= 19']
@@ -37,8 +37,8 @@ import itertools
 import re
 from collections.abc import Sequence
 
+from dp.axes import Axis
 from dp.errors import ConfigError
-from dp.histogram import Axis
 
 __all__ = ["WORKLOAD_KINDS", "query_labels"]
 

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from dp.clustering import KMeans, Step
 from dp.engine import (
     Aggregate,
     ProjectionAggregate,
@@ -29,6 +28,7 @@ from dp.engine import (
     projected_lloyd_step,
 )
 from dp.errors import ConfigError
+from dp.kmeans import KMeans, Step
 from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary

@@ -171,9 +171,9 @@ class DatasetModel(Model):
     path: Path
     budget: BudgetModel
     columns: dict[str, ColumnModel]
-    engine: Literal["auto", "memory", "pandas", "stream", "dask"] = "auto"
+    engine: Literal["auto", "memory", "stream", "dask"] = "auto"
     """How exact aggregates are computed: ``memory`` (the run's columns held as validated
-    batches; ``pandas`` is an alias), ``stream`` (record batches: memory bounded by the
+    batches), ``stream`` (record batches: memory bounded by the
     domain), ``dask`` (one task per Parquet file), or ``auto`` (memory when it fits)."""
     memory_budget_mb: Number | None = Field(default=None, gt=0)
     """``auto`` holds the data in memory when it needs at most this (default 1024 MiB, or the

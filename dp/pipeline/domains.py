@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dp.anonymity import Hierarchy
+from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.errors import ConfigError
-from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.limits import (
     MAX_DOMAIN_CELLS,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dp.engine import Aggregate, Fused, TableSource
-from dp.engine.units import UnitFilter
+from dp.engine.unit_bounding import UnitFilter
 from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dp.pipeline.registry import kind_of
 from dp.pipeline.units import Bounded, bounded_source

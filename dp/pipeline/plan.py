@@ -153,9 +153,9 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
             )
     costs: list[PlannedCost] = [c for r in releases for c in r.planned_costs]
     chosen = engine or cfg.dataset.engine
-    if chosen not in ("auto", "memory", "pandas", "stream", "dask"):
+    if chosen not in ("auto", "memory", "stream", "dask"):
         raise ConfigError(f"engine must be auto, memory, stream or dask, got {chosen!r}")
-    resolved: Engine = "memory" if chosen == "pandas" else chosen  # type: ignore[assignment]
+    resolved: Engine = chosen  # type: ignore[assignment]
     from_env = environment().memory_budget_mb  # every environment value is checked here
     memory = cfg.dataset.memory_budget_mb or from_env
     return Plan(
@@ -174,6 +174,8 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     )
     loc = ".".join(parts) or "(top level)"
     msg = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "literal_error":  # echo the bad value: `engine: pandas` is no more
+        msg += f", got {first['input']!r}"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{path}: {loc}: {msg}{more}"
 

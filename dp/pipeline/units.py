@@ -3,7 +3,7 @@
 Without ``dataset.privacy_unit`` neighbours differ by one row. With it they differ by every row
 of one unit; each release reads at most ``max_rows_per_unit`` rows of a unit (and a partitioned
 release at most ``max_partitions_per_unit`` partitions of it), chosen by the data-independent
-rule of :mod:`dp.engine.units`.
+rule of :mod:`dp.engine.unit_bounding`.
 
 The accounting is group privacy over the bound (Dwork & Roth 2014, Thm 2.2; for approximate DP
 e.g. Vadhan 2017, Lemma 2.2): a mechanism that is ``(e, d)``-DP for one row is
@@ -26,7 +26,13 @@ from dataclasses import dataclass
 
 from dp.budget import PrivacyCost
 from dp.engine import TableSource
-from dp.engine.units import Bounded, BoundedBackend, BoundingAggregate, UnitBound, UnitFilter
+from dp.engine.unit_bounding import (
+    Bounded,
+    BoundedBackend,
+    BoundingAggregate,
+    UnitBound,
+    UnitFilter,
+)
 from dp.pipeline.config import PipelineConfig
 
 __all__ = [

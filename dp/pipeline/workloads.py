@@ -21,11 +21,11 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from dp import matrix
+from dp.axes import Axis
 from dp.budget import PrivacyCost
 from dp.calibration import zcdp_gaussian_sigma
 from dp.engine import Aggregate, HistogramAggregate, TableSource
 from dp.errors import ConfigError
-from dp.histogram import Axis
 from dp.matrix.cache import cached_select_strategy
 from dp.matrix.intervals import AnswerIntervals, answer_intervals
 from dp.matrix.labels import query_labels

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dp.axes import Axis
 from dp.errors import ConfigError, InvariantError
-from dp.histogram import Axis
 
 __all__ = ["histogram"]
 

@@ -2,8 +2,9 @@
 trace regression; numeric and one-hot category features. Neighbours add or remove one record
 throughout.
 
-The public names are imported on first use (PEP 562): planning needs only the domains and
-sensitivities, and the estimators pull in scipy.stats and cvxpy (~0.7 s of a ``dppub plan``).
+The public names are imported on first use (PEP 562): planning needs only the domains
+(:mod:`dp.numerics.domains`) and sensitivities, and the estimators pull in scipy.stats and cvxpy
+(~0.7 s of a ``dppub plan``).
 """
 
 from __future__ import annotations
@@ -12,39 +13,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dp.regression.domain import FeatureDomain, TargetDomain
     from dp.regression.encoding import FeatureEncoding
     from dp.regression.linear import LinearRegression
     from dp.regression.logistic import LogisticRegression
-    from dp.regression.sensitivity import (
-        NEIGHBOURS,
-        BlockSensitivity,
-        l1_sensitivity,
-        l2_sensitivity,
-    )
+    from dp.regression.sensitivity import l1_sensitivity, l2_sensitivity
     from dp.regression.trace import TraceRegression
 
 _HOME = {
-    "FeatureDomain": "domain",
-    "TargetDomain": "domain",
     "FeatureEncoding": "encoding",
     "LinearRegression": "linear",
     "LogisticRegression": "logistic",
-    "NEIGHBOURS": "sensitivity",
-    "BlockSensitivity": "sensitivity",
     "l1_sensitivity": "sensitivity",
     "l2_sensitivity": "sensitivity",
     "TraceRegression": "trace",
 }
 
 __all__ = [
-    "NEIGHBOURS",
-    "BlockSensitivity",
-    "FeatureDomain",
     "FeatureEncoding",
     "LinearRegression",
     "LogisticRegression",
-    "TargetDomain",
     "TraceRegression",
     "l1_sensitivity",
     "l2_sensitivity",

@@ -41,8 +41,8 @@ import numpy.typing as npt
 
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import gaussian
+from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dp.regression.eigen import certified_min_eigenvalue
-from dp.regression.fixedpoint import CONVERSION_ALLOWANCE
 from dp.regression.functional import trimmed_solve
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dp.regression.statistics import Design, SufficientStatistics

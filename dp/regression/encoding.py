@@ -36,7 +36,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import (
+from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     check_n_features,

@@ -124,7 +124,7 @@ def budget_shares(
     when the slopes are shrunk towards zero (:mod:`dp.regression.auto`) the noisy mean is the
     model, and the first-order split, which assumes the slopes are kept, starves it.
 
-    >>> from dp.regression.domain import FeatureDomain, TargetDomain
+    >>> from dp.numerics.domains import FeatureDomain, TargetDomain
     >>> dsg = Design(features=FeatureDomain.ball(1.0, d=10),
     ...              target=TargetDomain(lower=-1.0, upper=1.0), fit_intercept=True)
     >>> s = l1_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=True)

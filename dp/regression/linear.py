@@ -32,6 +32,16 @@ import numpy.typing as npt
 from dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
 from dp.calibration import gaussian_sigma
 from dp.errors import ConfigError
+from dp.numerics.domains import (
+    BoundLike,
+    FeatureDomain,
+    TargetDomain,
+    check_fitted,
+    check_training_data,
+    design_matrix,
+    feature_domain,
+)
+from dp.numerics.fixedpoint import fixed_point_record
 from dp.regression.adassp import adassp_fit, adassp_release
 from dp.regression.auto import (
     INTERCEPT_SHARE,
@@ -41,17 +51,7 @@ from dp.regression.auto import (
     choose_release,
     variance_floor,
 )
-from dp.regression.domain import (
-    BoundLike,
-    FeatureDomain,
-    TargetDomain,
-    check_fitted,
-    check_training_data,
-    design_matrix,
-    feature_domain,
-)
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.fixedpoint import fixed_point_record
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     eigenvalue_floor,
@@ -179,7 +179,7 @@ class LinearRegression:
     def design(self, d: int | None = None) -> Design:
         """The public preprocessing of a fit on ``d`` features (``None``: the encoding's).
 
-        Pass it as ``design`` to :func:`dp.engine.regression.regression_statistics_stream`
+        Pass it as ``design`` to :func:`dp.engine.regression_sums.regression_statistics_stream`
         (identity ``response``) to compute the ``exact`` statistics :meth:`fit_statistics` takes.
         """
         d = resolve_d(d, self.encoding)

@@ -36,7 +36,7 @@ from scipy.special import expit
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import (
+from dp.numerics.domains import (
     BoundLike,
     TargetDomain,
     check_fitted,
@@ -44,8 +44,8 @@ from dp.regression.domain import (
     design_matrix,
     feature_domain,
 )
+from dp.numerics.fixedpoint import ONE, check_norms, fixed_point_record, quantise
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.fixedpoint import ONE, check_norms, fixed_point_record, quantise
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
 from dp.regression.objective import (
     LossSumsAt,
@@ -139,10 +139,10 @@ class LogisticRegression:
         target: the Taylor ``y - 1/2``).
 
         Pass it as ``design``, with :meth:`response` as ``response``, to
-        :func:`dp.engine.regression.regression_statistics_stream` to compute the ``exact``
+        :func:`dp.engine.regression_sums.regression_statistics_stream` to compute the ``exact``
         statistics :meth:`fit_statistics` takes (method ``"functional"``). For ``"objective"``
         its features and intercept define the rows :func:`normalised_rows` feeds the loss
-        (:func:`dp.engine.logistic.logistic_sums_stream`, :meth:`fit_loss_sums`).
+        (:func:`dp.engine.logistic_sums.logistic_sums_stream`, :meth:`fit_loss_sums`).
         """
         d = resolve_d(d, self.encoding)
         if self.encoding is not None:
@@ -347,7 +347,7 @@ def row_norm_bound(design: Design) -> float:
 def normalised_rows(X: FloatArray, design: Design) -> tuple[FloatArray, float]:
     """Clipped, centred, scaled rows with the constant column, divided by their public norm
     bound :func:`row_norm_bound` and quantised toward zero on the ``2^-16`` grid
-    (:mod:`dp.regression.fixedpoint`), so that every row has norm <= 1 *exactly* (objective
+    (:mod:`dp.numerics.fixedpoint`), so that every row has norm <= 1 *exactly* (objective
     perturbation's premise; checked in integers). Row by row, so a batch's rows are those of
     the whole table."""
     Z = (design.features.clip(X) - design.feature_shift) / design.feature_scale

@@ -7,7 +7,7 @@ Objective perturbation (:mod:`dp.regression.objective`) needs, at each Newton it
 
 over the normalised rows ``z_i`` (``||z_i|| <= 1``) and labels ``y_i`` in {0, 1}, with
 ``l(s; y) = log(1 + e^s) - y s``. The rows are on the fixed-point grid of
-:mod:`dp.regression.fixedpoint` (``z = V 2^-16``, integers ``V`` with ``||V|| <= 2^16``, checked
+:mod:`dp.numerics.fixedpoint` (``z = V 2^-16``, integers ``V`` with ``||V|| <= 2^16``, checked
 exactly), and every per-row term is turned into integers before it is summed, so the sums are
 functions of the multiset of rows: batches, partitions and merge order change no bit.
 
@@ -42,7 +42,7 @@ import numpy.typing as npt
 from scipy.special import expit
 
 from dp.errors import InvariantError
-from dp.regression.fixedpoint import (
+from dp.numerics.fixedpoint import (
     FRACTION_BITS,
     ONE,
     IntArray,

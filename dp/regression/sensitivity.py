@@ -40,7 +40,7 @@ number of groups. The bounds stay functions of the declared categories only.
   ``min(sqrt(((sum_j a_j^2)^2 + sum_j a_j^4) / 2), R^2)`` (replace-one: ``sqrt(2) R^2``);
 * feature sum ``R``, cross ``B R``, target sum ``B``, count ``1``.
 
-**Float64.** The statistics are exact sums of quantised rows (:mod:`dp.regression.fixedpoint`),
+**Float64.** The statistics are exact sums of quantised rows (:mod:`dp.numerics.fixedpoint`),
 which lie inside every bound above, rounded once to float64. A coordinate the added or removed
 row does not touch (its term is 0) has the same exact sum on both sides, hence the same float;
 a touched coordinate's two floats differ by at most their exact difference plus
@@ -63,8 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.regression.domain import FeatureDomain, TargetDomain
-from dp.regression.fixedpoint import CONVERSION_ALLOWANCE
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 
 __all__ = ["NEIGHBOURS", "PARTS", "BlockSensitivity", "l1_sensitivity", "l2_sensitivity"]
 

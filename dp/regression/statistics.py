@@ -16,7 +16,7 @@ relative accuracy, instead of drowning a feature declared in ``[0, 1]`` next to 
 category columns (:mod:`dp.regression.encoding`) are neither shifted nor scaled: any shift would
 make a block dense and its norm larger.
 
-The sums are exact (:mod:`dp.regression.fixedpoint`): each shifted coordinate and target is
+The sums are exact (:mod:`dp.numerics.fixedpoint`): each shifted coordinate and target is
 quantised toward zero on a grid of ``2^-16`` of its declared magnitude
 (:attr:`Design.coordinate_magnitudes`, :attr:`Design.target_magnitude`), the products are summed
 as integers (:class:`ExactMoments`, which the streaming engine adds batch by batch) and each
@@ -33,9 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.errors import InputError
-from dp.regression.domain import FeatureDomain, TargetDomain
-from dp.regression.encoding import FeatureEncoding
-from dp.regression.fixedpoint import (
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.numerics.fixedpoint import (
     FRACTION_BITS,
     ONE,
     IntArray,
@@ -46,6 +45,7 @@ from dp.regression.fixedpoint import (
     quantise,
     to_float,
 )
+from dp.regression.encoding import FeatureEncoding
 
 __all__ = [
     "Design",
@@ -239,7 +239,7 @@ class ExactMoments:
         """The float64 statistics: each exact sum rounded once.
 
         Raises:
-            InputError: more rows than :data:`dp.regression.fixedpoint.MAX_ROWS`.
+            InputError: more rows than :data:`dp.numerics.fixedpoint.MAX_ROWS`.
         """
         check_rows(self.rows)
         c = design.coordinate_magnitudes

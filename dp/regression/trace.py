@@ -59,7 +59,7 @@ import numpy.typing as npt
 
 from dp.budget import PlannedCost, PrivacyCost, parallel
 from dp.errors import ConfigError, InputError
-from dp.regression.domain import (
+from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
@@ -67,8 +67,8 @@ from dp.regression.domain import (
     check_training_data,
     feature_domain,
 )
+from dp.numerics.fixedpoint import fixed_point_record
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.fixedpoint import fixed_point_record
 from dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     FunctionalRelease,
@@ -161,7 +161,7 @@ class TraceRegression:
         """The public preprocessing of a fit on ``d`` features (no intercept).
 
         Multi-task (default): the box or ball of one row ``x``; pass it as ``design`` to
-        :func:`dp.engine.regression.regression_statistics_stream` with ``by`` the task column
+        :func:`dp.engine.regression_sums.regression_statistics_stream` with ``by`` the task column
         (its ``n_tasks`` declared categories, in order, are the tasks). ``matrix=True``: the
         Frobenius ball of ``vec(X_i)`` (column-major, ``d * n_tasks`` entries) of matrix
         covariates, which needs ``data_norm``.

@@ -10,7 +10,8 @@ import pytest
 
 from dp import io
 from dp.errors import ConfigError, InputError
-from dp.io import check_source, complete_rows, read_table
+from dp.io import check_source
+from dp.reference.frame import complete_rows, read_table
 from dp.schema import ColumnSpec, TableSchema
 
 SCHEMA = TableSchema(

@@ -12,7 +12,7 @@ two-sided exponential, the worst case sits on a threshold event) and two (the la
 the auditor's projection event sees much of the loss).
 
 (The exact sums are not audited here: a float64 fold's excess over the sensitivity is a relative
-``2^-13``-sized loss, far below any sampling resolution; ``tests/dp/test_clustering.py`` shows
+``2^-13``-sized loss, far below any sampling resolution; ``tests/dp/test_kmeans.py`` shows
 it deterministically on the float-absorption neighbours of Casacuberta et al. 2022.)
 
 False-failure rate: every audit of a correct release is rejected with probability <= 2e-6

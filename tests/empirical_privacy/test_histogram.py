@@ -15,7 +15,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.histogram import category_axis, numeric_axis
+from dp.axes import category_axis, numeric_axis
 from dp.mechanisms import laplace
 from dp.reference.empirical_privacy import audit
 from dp.reference.histogram import histogram

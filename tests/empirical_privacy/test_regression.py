@@ -30,10 +30,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.clustering import COUNT_SENSITIVITY, sum_sensitivity
+from dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
 from dp.mechanisms import laplace
+from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.reference.empirical_privacy import audit, looped
-from dp.regression import FeatureDomain, TargetDomain
 from dp.regression.auto import INTERCEPT_SHARE
 from dp.regression.encoding import FeatureEncoding
 from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
@@ -144,7 +144,7 @@ def test_functional_release_end_to_end_passes_and_its_twin_is_rejected(weight: f
 @pytest.mark.parametrize("release", ["counts", "sums"])
 def test_kmeans_releases_pass_and_their_twins_are_rejected(release: str) -> None:
     # One Lloyd iteration, one cluster: its count is n and its sum the sum of the centred rows
-    # (module doc of dp.clustering); each is released at epsilon / (2T) = EPS / 2.
+    # (module doc of dp.kmeans); each is released at epsilon / (2T) = EPS / 2.
     domain = FeatureDomain.box(-1.0, 1.0, d=3)
     centred = domain.translated(domain.midpoint())
     rows = np.array([[0.5, -0.25, 0.0], [-1.0, 0.75, 0.5]])

@@ -103,7 +103,8 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
     # with probability below 1e-12.
     # Both runs draw the same row-selection key (a run draws a fresh one from the OS): under
     # one key every other household keeps exactly the rows it kept.
-    monkeypatch.setattr("dp.engine.units.fresh_key", lambda: 7)  # not os.urandom: Prefect uses it
+    # not os.urandom: Prefect uses it
+    monkeypatch.setattr("dp.engine.unit_bounding.fresh_key", lambda: 7)
     frame = _households(census_frame.head(3_000), seed=2)
     victim = frame["household"].value_counts().index[0]  # the heaviest household
     m = 2

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dp.anonymity.hierarchy import Hierarchy
+from dp.axes import category_axis, hierarchy_axis, numeric_axis
 from dp.engine import (
     histogram_stream,
     leaf_counts_stream,
@@ -17,9 +18,8 @@ from dp.engine import (
 )
 from dp.engine.dask import DaskBackend
 from dp.errors import InputError
-from dp.histogram import category_axis, hierarchy_axis, numeric_axis
+from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.regression import LogisticRegression
-from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part

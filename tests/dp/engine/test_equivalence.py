@@ -1,4 +1,4 @@
-"""The streaming engine gives the aggregates of the pandas path (dp.io + dp.histogram + ...)."""
+"""The streaming engine gives the aggregates of the pandas path (dp.io + dp.axes + ...)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 
 from dp.anonymity.classes import CodedTable
 from dp.anonymity.hierarchy import Hierarchy
+from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.engine import histogram_stream, leaf_counts_stream, node_class_sizes
 from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.batches import iter_batches, open_scan
 from dp.errors import ConfigError
-from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
-from dp.io import read_table
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.reference.frame import read_table
 from dp.reference.histogram import histogram
-from dp.regression.domain import FeatureDomain, TargetDomain
 from dp.regression.statistics import Design, sufficient_statistics
 from tests.dp.engine.conftest import SCHEMA
 

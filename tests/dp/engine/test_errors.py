@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dp.axes import category_axis, numeric_axis
 from dp.engine import histogram_stream
 from dp.errors import ConfigError, InputError
-from dp.histogram import category_axis, numeric_axis
-from dp.io import read_table
+from dp.reference.frame import read_table
 from dp.reference.histogram import histogram
 from dp.schema import TableSchema
 from tests.conftest import generate

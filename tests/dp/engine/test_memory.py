@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dp.axes import category_axis, numeric_axis
 from dp.engine import histogram_stream, regression_statistics_stream
 from dp.engine.batches import iter_batches, open_scan
-from dp.histogram import category_axis, numeric_axis
-from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.regression.statistics import Design
 from tests.dp.engine.conftest import SCHEMA
 

@@ -15,6 +15,7 @@ import pytest
 
 import dp.engine.aggregate as aggregate_module
 from dp.anonymity.hierarchy import Hierarchy
+from dp.axes import category_axis, numeric_axis
 from dp.engine import (
     Fused,
     HistogramAggregate,
@@ -26,7 +27,6 @@ from dp.engine import (
 from dp.engine.batches import Batch, Scan, iter_batches
 from dp.engine.dask import DaskBackend
 from dp.errors import InputError
-from dp.histogram import category_axis, numeric_axis
 from tests.dp.engine.conftest import SCHEMA
 
 

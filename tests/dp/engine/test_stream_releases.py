@@ -15,7 +15,6 @@ import pytest
 
 from dp.anonymity import Hierarchy
 from dp.anonymity.classes import CodedTable
-from dp.clustering import KMeans, lloyd_step
 from dp.engine import (
     anonymize_stream,
     distinct_values_stream,
@@ -25,9 +24,10 @@ from dp.engine import (
 from dp.engine import regression_statistics_stream as stats_stream
 from dp.engine.dask import DaskBackend
 from dp.errors import InputError
-from dp.io import read_table
+from dp.kmeans import KMeans, lloyd_step
+from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.reference.anonymize import anonymize
-from dp.regression.domain import FeatureDomain, TargetDomain
+from dp.reference.frame import read_table
 from dp.regression.statistics import Design, sufficient_statistics
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part

@@ -11,8 +11,8 @@ import pytest
 
 from dp import matrix
 from dp.anonymity import Hierarchy
+from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.errors import ConfigError
-from dp.histogram import Axis, category_axis, hierarchy_axis, numeric_axis
 from dp.matrix.labels import query_labels
 from dp.reference.histogram import histogram
 from dp.schema import ColumnSpec

@@ -73,6 +73,24 @@ def test_bad_delta_and_unknown_keys(tmp_path: Path) -> None:
         load_config(_write(tmp_path, raw))
 
 
+def test_the_pandas_engine_alias_is_gone(tmp_path: Path) -> None:
+    raw = _demo_raw()
+    raw["dataset"]["engine"] = "pandas"
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: dataset.engine: Input should be 'auto', 'memory', 'stream' or 'dask', "
+        "got 'pandas'"
+    )
+    raw["dataset"]["engine"] = "memory"
+    path = _write(tmp_path, raw)
+    with pytest.raises(
+        ConfigError, match="engine must be auto, memory, stream or dask, got 'pandas'"
+    ):
+        build_plan(load_config(path), "pandas")
+
+
 def test_unknown_workload_name(tmp_path: Path) -> None:
     raw = _demo_raw()
     raw["workloads"][0]["workload"] = "everything"

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from dp.errors import InvariantError
-from dp.regression import FeatureDomain, TargetDomain
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.numerics.domains import FeatureDomain as _Domain
 from dp.regression import functional as fm
-from dp.regression.domain import FeatureDomain as _Domain
 from dp.regression.sensitivity import PARTS, BlockSensitivity
 from dp.regression.statistics import Design, sufficient_statistics
 

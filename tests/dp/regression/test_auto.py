@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.regression import FeatureDomain, LinearRegression, TargetDomain
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.regression import LinearRegression
 from dp.regression.auto import (
     INTERCEPT_SHARE,
     NoiseVariances,

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from dp.engine import logistic_sums_stream, regression_statistics_stream
 from dp.errors import ConfigError, InputError
+from dp.numerics.domains import TargetDomain
 from dp.regression import (
     LinearRegression,
     LogisticRegression,
-    TargetDomain,
     TraceRegression,
     l1_sensitivity,
     l2_sensitivity,

@@ -15,7 +15,8 @@ from scipy.special import expit
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError, InvariantError, SolverError
-from dp.regression import FeatureDomain, LogisticRegression, TargetDomain
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.regression import LogisticRegression
 from dp.regression import objective as op
 from dp.regression.logistic import normalised_rows, row_norm_bound
 from dp.regression.losssums import SIGMA_ERROR, LossSums, gradient_error, logistic_sums

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp.errors import ConfigError
-from dp.regression import FeatureDomain, TargetDomain, l1_sensitivity, l2_sensitivity
-from dp.regression.fixedpoint import CONVERSION_ALLOWANCE as A
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE as A
+from dp.regression import l1_sensitivity, l2_sensitivity
 from dp.regression.sensitivity import PARTS
 from dp.regression.statistics import Design, sufficient_statistics
 

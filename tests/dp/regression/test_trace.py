@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost, compose
 from dp.errors import ConfigError, InputError, SolverError
-from dp.regression import FeatureDomain, TargetDomain, TraceRegression, lowrank
-from dp.regression.fixedpoint import ONE, quantise
+from dp.numerics.domains import FeatureDomain, TargetDomain
+from dp.numerics.fixedpoint import ONE, quantise
+from dp.regression import TraceRegression, lowrank
 from dp.regression.statistics import Design, sufficient_statistics
 
 

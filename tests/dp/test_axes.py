@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dp.axes import category_axis, numeric_axis
 from dp.errors import ConfigError, InputError
-from dp.histogram import category_axis, numeric_axis
 from dp.reference.histogram import histogram
 from dp.schema import ColumnSpec
 

@@ -12,7 +12,7 @@ import pytest
 from dp.engine import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.dask import DaskBackend
 from dp.errors import ConfigError
-from dp.io import read_table
+from dp.reference.frame import read_table
 from dp.regression import LogisticRegression
 from dp.regression.logistic import normalised_rows, row_norm_bound
 from dp.regression.losssums import logistic_sums

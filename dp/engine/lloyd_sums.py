@@ -2,12 +2,12 @@
 
 :class:`LloydAggregate` computes, for fixed centres, the per-cluster counts and coordinate sums
 of the rows clipped into the declared domain and shifted by its midpoint: each batch goes through
-the very :func:`dp.clustering.lloyd_partial` of the in-memory fit, and the per-batch integer sums
-are added, then rounded once by :func:`dp.clustering.lloyd_finish`: the result is bit for bit
-the whole-table computation, whatever the batches. :meth:`dp.clustering.KMeans.fit_steps` calls
+the very :func:`dp.kmeans.lloyd_partial` of the in-memory fit, and the per-batch integer sums
+are added, then rounded once by :func:`dp.kmeans.lloyd_finish`: the result is bit for bit
+the whole-table computation, whatever the batches. :meth:`dp.kmeans.KMeans.fit_steps` calls
 :func:`lloyd_statistics_stream` once per iteration and adds the noise to the combined result,
 once. When the run's shared scan could hold the features' weighted distinct rows
-(:class:`~dp.engine.projection.Projection`), :func:`projected_lloyd_step` computes the very
+(:class:`~dp.engine.lloyd_cache.Projection`), :func:`projected_lloyd_step` computes the very
 same integers from them instead, without reading the source again.
 """
 
@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.clustering import lloyd_finish, lloyd_partial
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
-from dp.engine.projection import Projection
+from dp.engine.lloyd_cache import Projection
 from dp.errors import ConfigError
-from dp.regression.domain import FeatureDomain
-from dp.regression.fixedpoint import IntArray, int_zeros
+from dp.kmeans import lloyd_finish, lloyd_partial
+from dp.numerics.domains import FeatureDomain
+from dp.numerics.fixedpoint import IntArray, int_zeros
 from dp.schema import TableSchema
 
 __all__ = ["LloydAggregate", "lloyd_statistics_stream", "projected_lloyd_step"]
@@ -85,7 +85,7 @@ class LloydAggregate:
         """The exact ``(counts, sums)``, each rounded once to float64.
 
         Raises:
-            InputError: more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+            InputError: more than :data:`dp.numerics.fixedpoint.MAX_ROWS` rows.
         """
         return lloyd_finish(acc[0], acc[1], self._centred)
 
@@ -100,11 +100,11 @@ def lloyd_statistics_stream(
     batch_size: int = DEFAULT_BATCH_SIZE,
     backend: Backend | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Exact per-cluster counts and sums of a Parquet file or folder (a :data:`dp.clustering.Step`).
+    """Exact per-cluster counts and sums of a Parquet file or folder (a :data:`dp.kmeans.Step`).
 
     Raises:
         ConfigError: a feature is not numeric.
-        InputError: as :func:`dp.io.read_table` would.
+        InputError: as :func:`dp.reference.frame.read_table` would.
     """
     for name in features:
         if not schema[name].is_numeric:
@@ -128,7 +128,7 @@ def _centred_rows(
 def projected_lloyd_step(
     projection: Projection, *, features: Sequence[str], domain: FeatureDomain
 ) -> Callable[[FloatArray], tuple[FloatArray, FloatArray]]:
-    """A :data:`dp.clustering.Step` over ``projection`` (the weighted distinct rows of
+    """A :data:`dp.kmeans.Step` over ``projection`` (the weighted distinct rows of
     ``features``): for any centres, the exact counts and sums :func:`lloyd_statistics_stream`
     gives on the source, bit for bit, without reading it."""
     if domain.dim != len(features):

@@ -1,4 +1,5 @@
-"""Declared data domains of a regression: a feature box or ball, and a target interval.
+"""Declared data domains (of a regression, a clustering): a feature box or ball, and a target
+interval.
 
 Every sensitivity in :mod:`dp.regression` is a function of these declared bounds, never of the
 data (bounds never come from the data). Rows are clipped *into* the domain before any statistic

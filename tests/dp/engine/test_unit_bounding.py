@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.engine.units as units_module
+import dp.engine.unit_bounding as units_module
+from dp.axes import category_axis, numeric_axis
 from dp.engine import Fused, HistogramAggregate, MemoryBackend, StreamingBackend
 from dp.engine.dask import DaskBackend
-from dp.engine.units import Bounded, BoundingAggregate, UnitBound
-from dp.histogram import category_axis, numeric_axis
+from dp.engine.unit_bounding import Bounded, BoundingAggregate, UnitBound
 from dp.schema import ColumnSpec, TableSchema
 
 SCHEMA = TableSchema(
@@ -322,9 +322,9 @@ def test_a_pass_killed_midway_leaves_no_spill_file(tmp_path: Path) -> None:
     spill.mkdir()
     script = f"""
 import os, signal, tempfile
-import dp.engine.units as units
+import dp.engine.unit_bounding as units
 from dp.engine import StreamingBackend
-from tests.dp.engine.test_units import SCHEMA, COLUMNS
+from tests.dp.engine.test_unit_bounding import SCHEMA, COLUMNS
 tempfile.tempdir = {str(spill)!r}
 units.SPILL_ROWS = 100
 update = units.BoundingAggregate.update

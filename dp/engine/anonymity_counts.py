@@ -236,7 +236,8 @@ def leaf_counts_stream(
         backend: where to run; default a :class:`StreamingBackend` of ``batch_size``.
 
     Raises:
-        InputError: as :func:`dp.io.read_table` would, or a value that is not a hierarchy leaf.
+        InputError: as :func:`dp.reference.frame.read_table` would, or a value that is not a
+            hierarchy leaf.
     """
     agg = LeafCountsAggregate(
         qi=tuple(hierarchies), hierarchies=tuple(hierarchies.values()), also=tuple(also)

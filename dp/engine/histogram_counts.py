@@ -1,11 +1,11 @@
 """Histograms over a declared domain, counted batch by batch.
 
-The cell of every row is computed by the very :meth:`dp.histogram.Axis.codes` of the pandas path:
+The cell of every row is computed by the very :meth:`dp.axes.Axis.codes` of the pandas path:
 numeric bins on the clamped values of the batch, and category / hierarchy axes on the *distinct*
 values of a dictionary-encoded column (then gathered per row), which is where the speed comes from
 -- a few thousand string lookups per batch instead of one per row. Counts are accumulated as
 int64 and converted to float64 once, so the result is bit-identical to
-``dp.histogram.histogram(read_table(...).frame, axes)`` whatever the batching.
+``dp.axes.histogram(read_table(...).frame, axes)`` whatever the batching.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dp.axes import Axis
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
 from dp.errors import ConfigError, InvariantError
-from dp.histogram import Axis
 from dp.schema import TableSchema
 
 __all__ = ["HistogramAggregate", "axis_codes", "histogram_stream"]
@@ -101,7 +101,7 @@ class HistogramAggregate:
         return left
 
     def finish(self, acc: IntArray) -> FloatArray:
-        """float64 counts, as :func:`dp.histogram.histogram` returns."""
+        """float64 counts, as :func:`dp.axes.histogram` returns."""
         return acc.astype(np.float64)
 
 
@@ -125,7 +125,8 @@ def histogram_stream(
         backend: where to run; default a :class:`StreamingBackend` of ``batch_size``.
 
     Raises:
-        InputError: as :func:`dp.io.read_table` would, or a value outside an axis's domain.
+        InputError: as :func:`dp.reference.frame.read_table` would, or a value outside an
+            axis's domain.
     """
     runner = backend if backend is not None else StreamingBackend(batch_size=batch_size)
     agg = HistogramAggregate(tuple(axes))

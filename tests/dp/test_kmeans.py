@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost
-from dp.clustering import COUNT_SENSITIVITY, KMeans, lloyd_step, sum_sensitivity
 from dp.errors import ConfigError, InputError, InvariantError
-from dp.regression import FeatureDomain
+from dp.kmeans import COUNT_SENSITIVITY, KMeans, lloyd_step, sum_sensitivity
+from dp.numerics.domains import FeatureDomain
 
 
 def test_config_messages() -> None:

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.engine.projection as projection_module
-from dp.clustering import KMeans, lloyd_partial
+import dp.engine.lloyd_cache as projection_module
 from dp.engine import (
     MemoryBackend,
     Projection,
@@ -23,8 +22,9 @@ from dp.engine import (
     projected_lloyd_step,
 )
 from dp.errors import ConfigError, InputError
-from dp.io import read_table
-from dp.regression.fixedpoint import MAX_ROWS
+from dp.kmeans import KMeans, lloyd_partial
+from dp.numerics.fixedpoint import MAX_ROWS
+from dp.reference.frame import read_table
 from tests.dp.engine.conftest import SCHEMA
 
 FEATURES = ("age", "hours")

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from dp.engine.aggregate import Backend, StreamingBackend
 from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
-from dp.engine.regression import check_design_columns, check_regression_columns, design_rows
+from dp.engine.regression_sums import check_design_columns, check_regression_columns, design_rows
 from dp.errors import ConfigError
 from dp.regression.logistic import normalised_rows
 from dp.regression.losssums import LossPartial, LossSums, loss_partial
@@ -118,7 +118,7 @@ def logistic_sums_stream(
 
     Raises:
         ConfigError: a feature is not numeric, or the target does not fit the label rule.
-        InputError: as :func:`dp.io.read_table` would.
+        InputError: as :func:`dp.reference.frame.read_table` would.
     """
     check_regression_columns(
         schema, features, target, positive=positive, categories=design.encoding is not None

@@ -7,7 +7,7 @@ finished result is the same :class:`~dp.regression.statistics.SufficientStatisti
 mechanisms (:func:`~dp.regression.functional.functional_release`,
 :func:`~dp.regression.adassp.adassp_fit`) take as ``exact``, bit for bit the in-memory one:
 integer sums do not depend on batch boundaries, partitions or merge order
-(:mod:`dp.regression.fixedpoint`).
+(:mod:`dp.numerics.fixedpoint`).
 
 A *response* maps the target to the ``y`` that is summed: identity for linear regression,
 ``label - 0.5`` for the logistic Taylor objective, where the label is ``target > threshold``
@@ -123,7 +123,7 @@ class StatisticsAggregate:
         """One :class:`SufficientStatistics` per group, each sum rounded once.
 
         Raises:
-            InputError: a group of more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+            InputError: a group of more than :data:`dp.numerics.fixedpoint.MAX_ROWS` rows.
         """
         if len(acc) != max(1, len(self.labels)):
             raise InvariantError("lost a regression group")

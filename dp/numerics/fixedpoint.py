@@ -28,7 +28,7 @@ is therefore computed exactly:
    per-row value has magnitude ``<= M``, ``|s| <= n M``, so neighbours' *returned* values differ
    by at most their exact difference plus ``2^-52 n M``. Up to :data:`MAX_ROWS` ``= 2^36`` rows
    that is :data:`CONVERSION_ALLOWANCE` ``M = 2^-16 M`` per coordinate, which the declared
-   sensitivities include (:mod:`dp.regression.sensitivity`, :mod:`dp.clustering`). Counts are
+   sensitivities include (:mod:`dp.regression.sensitivity`, :mod:`dp.kmeans`). Counts are
    integers below ``2^53``: exact, no allowance. A statistic of more than ``MAX_ROWS`` rows is
    refused when it is finished (:func:`check_rows`): the allowance would not cover it.
 """

@@ -15,7 +15,7 @@ composition; the assignment step only uses the previous (already private) centre
 number of rows is never used (only noisy counts are). Initial and re-seeded centres are
 data-independent.
 
-Exact sums (:mod:`dp.regression.fixedpoint`). Each centred coordinate is quantised toward zero
+Exact sums (:mod:`dp.numerics.fixedpoint`). Each centred coordinate is quantised toward zero
 on a grid of ``2^-16`` of its magnitude bound ``a_j`` (a quantised row keeps ``|x_j| <= a_j``
 and, on a ball, ``||x|| <= R``, checked exactly), the per-cluster sums are integers, and each is
 rounded to float64 once: the counts exactly, the sums within ``2^-16 a_j`` of their exact
@@ -24,9 +24,10 @@ The aggregates therefore do not depend on the order of the rows, batches or part
 
 The exact per-iteration aggregates can come from rows in memory (:meth:`KMeans.fit`) or from any
 fold over the rows (:meth:`KMeans.fit_steps`, e.g. the streaming engine's
-:class:`dp.engine.LloydAggregate` over Parquet batches, which adds :func:`lloyd_partial` integer
-sums and finishes them with :func:`lloyd_finish`): the noise is then added here, once per
-iteration, to the combined exact counts and sums -- never per batch or partition.
+:class:`dp.engine.lloyd_sums.LloydAggregate` over Parquet batches, which adds
+:func:`lloyd_partial` integer sums and finishes them with :func:`lloyd_finish`): the noise is
+then added here, once per iteration, to the combined exact counts and sums -- never per batch or
+partition.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import numpy.typing as npt
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError, InvariantError
 from dp.mechanisms import laplace
-from dp.regression.domain import (
+from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     check_fitted,
@@ -49,7 +50,7 @@ from dp.regression.domain import (
     declared_feature_bounds,
     feature_domain,
 )
-from dp.regression.fixedpoint import (
+from dp.numerics.fixedpoint import (
     CONVERSION_ALLOWANCE,
     FRACTION_BITS,
     ONE,
@@ -329,7 +330,7 @@ def lloyd_finish(
     """The float64 counts and sums of :func:`lloyd_partial` totals (each rounded once).
 
     Raises:
-        InputError: more than :data:`dp.regression.fixedpoint.MAX_ROWS` rows.
+        InputError: more than :data:`dp.numerics.fixedpoint.MAX_ROWS` rows.
     """
     check_rows(int(sum(counts)))
     grid = _magnitudes(domain) / ONE
