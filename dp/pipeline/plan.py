@@ -31,10 +31,10 @@ from dp.ledger import Ledger
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.domains import checked_leaves
 from dp.pipeline.environment import environment
-from dp.pipeline.kinds import ReleaseKind, ReleasePlan
+from dp.pipeline.kinds import ReleasePlan
 from dp.pipeline.limits import check_planned_total
 from dp.pipeline.loading import read_config
-from dp.pipeline.registry import KINDS, Config, kind_of
+from dp.pipeline.registry import KINDS, AnyKind, Config, kind_of
 from dp.runs import Run, RunPlan
 
 __all__ = [
@@ -57,7 +57,7 @@ class Plan:
     """A validated config, its planned releases and composed cost, and the engine to use."""
 
     config: PipelineConfig
-    releases: tuple[ReleasePlan, ...]
+    releases: tuple[ReleasePlan[Any], ...]
     total: PrivacyCost
     """The composed cost of every DP release (what the ledger reserves)."""
     engine: Engine
@@ -84,7 +84,7 @@ class Plan:
             config_hash=cfg.config_hash,
         )
 
-    def kind(self, release: ReleasePlan) -> ReleaseKind:
+    def kind(self, release: ReleasePlan[Any]) -> AnyKind:
         return kind_of(release.kind)
 
     def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
@@ -134,7 +134,7 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
         ConfigError: one line for the first problem (unknown column, duplicate name, a delta
             the budget cannot hold...).
     """
-    releases: list[ReleasePlan] = []
+    releases: list[ReleasePlan[Any]] = []
     for kind in KINDS:
         for item in cfg.section(kind.section):
             if getattr(item, "publish", True):

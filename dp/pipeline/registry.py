@@ -1,8 +1,9 @@
 """The release kinds, in the order a run computes and reports them.
 
-Adding a kind: write its module (a config model and a :class:`~dp.pipeline.kinds.ReleaseKind`
-with ``plan``, ``aggregates``, ``execute`` and ``report``) and add one line to :data:`KINDS`;
-its config section, planning, ledger rows, manifest and report follow from here.
+Adding a kind: write its module in :mod:`dp.pipeline.kinds` (a config model and a
+:class:`~dp.pipeline.kinds.base.ReleaseKind` with ``plan``, ``scan``, ``execute`` and
+``report``) and add one line to :data:`KINDS`; its config section, planning, ``dppub plan``'s
+text, ledger rows, manifest, both reports and the audit follow from here.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ from typing import Any
 from pydantic import create_model
 
 from dp.errors import InvariantError
-from dp.pipeline.anonymity import AnonymityKind
-from dp.pipeline.clustering import ClusteringKind
 from dp.pipeline.config import PipelineConfig
-from dp.pipeline.kinds import ReleaseKind
-from dp.pipeline.regressions import RegressionKind
-from dp.pipeline.workloads import WorkloadKind
+from dp.pipeline.kinds.base import ReleaseKind
+from dp.pipeline.kinds.clustering import ClusteringKind
+from dp.pipeline.kinds.k_anonymity import KAnonymityKind
+from dp.pipeline.kinds.regression import RegressionKind
+from dp.pipeline.kinds.workload import WorkloadKind
 
-__all__ = ["KINDS", "Config", "kind_of"]
+__all__ = ["KINDS", "AnyKind", "Config", "kind_of"]
 
-KINDS: tuple[ReleaseKind, ...] = (
-    AnonymityKind(),
+AnyKind = ReleaseKind[Any, Any, Any]
+"""A kind as the run dispatches to it: by a plan's label, its types known only to itself."""
+
+KINDS: tuple[AnyKind, ...] = (
+    KAnonymityKind(),
     WorkloadKind(),
     RegressionKind(),
     ClusteringKind(),
@@ -42,7 +46,7 @@ Config: type[PipelineConfig] = create_model("Config", __base__=PipelineConfig, *
 _BY_LABEL = {k.label: k for k in KINDS}
 
 
-def kind_of(label: str) -> ReleaseKind:
+def kind_of(label: str) -> AnyKind:
     """The kind whose releases carry ``label`` (``workload``, ``regression``...)."""
     try:
         return _BY_LABEL[label]

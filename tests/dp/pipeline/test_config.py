@@ -228,8 +228,8 @@ def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str)
 def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     tmp_path: Path,
 ) -> None:
-    from dp.pipeline import workloads
     from dp.pipeline.kinds import ReleaseSummary
+    from dp.pipeline.kinds import workload as workloads
 
     plan = build_plan(load_config(_write(tmp_path, _marginals(epsilon=1.0))))
     (release,) = (r for r in plan.releases if r.name == "m")

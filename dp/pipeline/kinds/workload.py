@@ -1,4 +1,5 @@
-"""Release kind ``workloads``: linear-query workloads answered through the matrix mechanism.
+"""Release kind workload (section ``workloads:``): linear-query workloads answered through
+the matrix mechanism.
 
 The histogram over the declared domain comes from the run's shared scan; the strategy is chosen
 data-independently by expected error (or fixed in the config), measured with Laplace noise of
@@ -12,18 +13,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from pydantic import Field, model_validator
 
 from dp import matrix
 from dp.budget import PrivacyCost
 from dp.calibration import zcdp_gaussian_sigma
-from dp.engine import Aggregate, HistogramAggregate, TableSource
+from dp.engine import HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.histogram import Axis
 from dp.matrix.cache import cached_select_strategy
@@ -32,10 +35,21 @@ from dp.matrix.labels import query_labels
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Integer, Model, Name, PipelineConfig, Rho
 from dp.pipeline.domains import histogram_axis
-from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
 from dp.pipeline.units import bounding_for
 from dp.publication import Staging
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
 
@@ -181,7 +195,11 @@ def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> Ans
     )
 
 
-class WorkloadKind:
+Histogram = npt.NDArray[np.float64]
+"""The exact counts over the workload's domain, flattened in C order."""
+
+
+class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     """See the module docstring."""
 
     section = "workloads"
@@ -189,7 +207,7 @@ class WorkloadKind:
     many = True
     model = WorkloadModel
 
-    def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan[WorkloadSpec]:
         axes = tuple(
             histogram_axis(cfg, item.name, a.column, bins=a.bins, level=a.level)
             for a in item.attributes
@@ -221,16 +239,17 @@ class WorkloadKind:
             facts={"queries": int(W.shape[0]), "cells": int(W.shape[1])},
         )
 
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
-        return [HistogramAggregate(tuple(plan.spec.axes))]
+    def scan(self, plan: ReleasePlan[WorkloadSpec]) -> Scan[Histogram]:
+        return scan_one(HistogramAggregate(tuple(plan.spec.axes)))
 
-    def describe(self, plan: ReleasePlan) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan[WorkloadSpec]) -> dict[str, JSON]:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
-        spec: WorkloadSpec = plan.spec
+        spec = plan.spec
         m = plan.bounding.rows_per_unit
         strategy = spec.chosen()
         out: dict[str, JSON] = {
+            **plan.facts,
             "strategy": strategy.name,
             "noise": spec.noise,
             "expected_rmse": spec.expected_rmse(plan.cost, strategy, group=m),
@@ -240,15 +259,29 @@ class WorkloadKind:
             out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost, strategy)
         return out
 
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        r = described
+        text = (
+            f"  {r['queries']} queries, {r['strategy']}, {r['noise']} noise: expected RMSE "
+            f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
+        )
+        if "expected_rmse_one_row" in r:
+            text += f"; {r['expected_rmse_one_row']:.4g} if no unit had more than one row"
+        return text
+
     def execute(
-        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[WorkloadSpec],
+        exact: Histogram,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
-        spec: WorkloadSpec = plan.spec
+        spec = plan.spec
         # At the unit-level cost, with the sensitivity of m rows of one unit: for Laplace noise
         # the same scale as group privacy, for Gaussian noise less.
         result = matrix.answer(
             spec.workload,
-            exact[0],
+            exact,
             epsilon=plan.cost.epsilon,
             delta=plan.cost.delta,
             noise=spec.noise,
@@ -312,3 +345,10 @@ class WorkloadKind:
             f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). {intervals} in "
             "`answers.csv`."
         ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.workload_plots import (
+            workload_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return workload_plot(summary, folder)

@@ -1,4 +1,5 @@
-"""Release kind ``anonymize``: the k-anonymous table, a syntactic release that is *not* DP.
+"""Release kind k-anonymity (config section ``anonymize:``, ledger label ``k-anonymity``): the
+k-anonymous table, a syntactic release that is *not* DP.
 
 The generalization is chosen by looking at the data (a globally optimal full-domain search on
 the QI leaf counts), so the ledger records this release as not differentially private and DP
@@ -9,13 +10,16 @@ publishes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from dp.anonymity import Hierarchy
 from dp.budget import PrivacyCost
-from dp.engine import Aggregate, DistinctValuesAggregate, TableSource, anonymize_stream
+from dp.engine import DistinctValuesAggregate, TableSource, anonymize_stream
 from dp.errors import ConfigError
 from dp.pipeline.config import Flag, Integer, Model, Name, Number, PipelineConfig
 from dp.pipeline.domains import (
@@ -24,14 +28,24 @@ from dp.pipeline.domains import (
     hierarchy_from_values,
     leaves_from_data,
 )
-from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds.base import (
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_each,
+)
 from dp.pipeline.units import Bounding
 from dp.publication import Staging
 
-__all__ = ["AnonymityKind", "AnonymizeModel"]
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
+
+__all__ = ["KAnonymityKind", "KAnonymityModel", "KAnonymitySpec"]
 
 
-class AnonymizeModel(Model):
+class KAnonymityModel(Model):
     name: Name = "k_anonymous_table"
     quasi_identifiers: list[str] = Field(min_length=1)
     k: Integer = Field(ge=1)
@@ -42,15 +56,35 @@ class AnonymizeModel(Model):
     publish: Flag = True
 
 
-class AnonymityKind:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class KAnonymitySpec:
+    """What the search needs: the item, the declared hierarchies, and the QIs whose
+    hierarchy takes its leaves from the data (their distinct values come from the scan)."""
+
+    cfg: PipelineConfig
+    item: KAnonymityModel
+    declared: Mapping[str, Hierarchy]
+    from_data: tuple[str, ...]
+
+
+DistinctValues = tuple[list[str], ...]
+"""Per QI in :attr:`KAnonymitySpec.from_data`: its distinct values in the rows read."""
+
+_NOT_COVERED = (
+    "a k-anonymous table is a syntactic release whose generalization was chosen from the "
+    "data; its rows are not protected by the DP guarantee."
+)
+
+
+class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues]):
     """See the module docstring."""
 
     section = "anonymize"
     label = "k-anonymity"
     many = False
-    model = AnonymizeModel
+    model = KAnonymityModel
 
-    def plan(self, cfg: PipelineConfig, item: AnonymizeModel) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
         qis = item.quasi_identifiers
         columns = declared_columns(cfg, [*qis, *item.include])
         missing = [q for q in qis if q not in cfg.hierarchies]
@@ -66,25 +100,31 @@ class AnonymityKind:
             is_dp=False,
             columns=columns,
             bounding=Bounding(),  # not DP: it publishes every row, units or not
-            spec=(cfg, item, declared, from_data),
+            spec=KAnonymitySpec(cfg=cfg, item=item, declared=declared, from_data=from_data),
         )
 
-    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
-        return plan.facts
-
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
+    def scan(self, plan: ReleasePlan[KAnonymitySpec]) -> Scan[DistinctValues]:
         """The distinct codes of the QIs whose hierarchy takes its leaves from the data, over
         the rows this release reads (complete in all of its columns)."""
-        from_data = plan.spec[3]
-        return [DistinctValuesAggregate(q, also=plan.columns) for q in from_data]
+        return scan_each(
+            [DistinctValuesAggregate(q, also=plan.columns) for q in plan.spec.from_data]
+        )
 
     def execute(
-        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[KAnonymitySpec],
+        exact: DistinctValues,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
-        cfg, item, declared, from_data = plan.spec
-        built = {q: hierarchy_from_values(cfg, q, v) for q, v in zip(from_data, exact, strict=True)}
+        spec = plan.spec
+        item = spec.item
+        built = {
+            q: hierarchy_from_values(spec.cfg, q, v)
+            for q, v in zip(spec.from_data, exact, strict=True)
+        }
         hierarchies = {
-            q: declared[q] if q in declared else built[q] for q in item.quasi_identifiers
+            q: spec.declared[q] if q in spec.declared else built[q] for q in item.quasi_identifiers
         }
         result = anonymize_stream(
             data.path,
@@ -108,3 +148,16 @@ class AnonymityKind:
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         return [str(summary.details["report"])]
+
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        return f"{summary.details.get('guarantee', 'syntactic')} (not DP)"
+
+    def not_covered(self, summary: ReleaseSummary) -> str:
+        return _NOT_COVERED
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.model_plots import (
+            k_anonymity_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return k_anonymity_plot(summary, folder)
