@@ -34,7 +34,7 @@ from dp.pipeline.environment import environment
 from dp.pipeline.kinds import ReleasePlan
 from dp.pipeline.limits import check_planned_total
 from dp.pipeline.loading import read_config
-from dp.pipeline.registry import KINDS, AnyKind, Config, kind_of
+from dp.pipeline.registry import AnyKind, config_model, kind_of, registered
 from dp.runs import Run, RunPlan
 
 __all__ = [
@@ -135,7 +135,7 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
             the budget cannot hold...).
     """
     releases: list[ReleasePlan[Any]] = []
-    for kind in KINDS:
+    for kind in registered():
         for item in cfg.section(kind.section):
             if getattr(item, "publish", True):
                 releases.append(kind.plan(cfg, item))
@@ -184,7 +184,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     raw = read_config(p)
     raw.pop("leaves", None)
     try:
-        cfg = Config.model_validate({**raw, "base_dir": p.resolve().parent})
+        cfg = config_model().model_validate({**raw, "base_dir": p.resolve().parent})
     except ValidationError as exc:
         raise ConfigError(_format_validation(p, exc)) from None
     try:

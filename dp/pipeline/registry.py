@@ -8,6 +8,7 @@ text, ledger rows, manifest, both reports and the audit follow from here.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from pydantic import create_model
@@ -20,7 +21,7 @@ from dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dp.pipeline.kinds.regression import RegressionKind
 from dp.pipeline.kinds.workload import WorkloadKind
 
-__all__ = ["KINDS", "AnyKind", "Config", "kind_of"]
+__all__ = ["KINDS", "AnyKind", "config_model", "kind_of", "registered"]
 
 AnyKind = ReleaseKind[Any, Any, Any]
 """A kind as the run dispatches to it: by a plan's label, its types known only to itself."""
@@ -33,22 +34,30 @@ KINDS: tuple[AnyKind, ...] = (
 )
 
 
-def _sections() -> dict[str, Any]:
-    return {
+@cache
+def _config_model(kinds: tuple[AnyKind, ...]) -> type[PipelineConfig]:
+    sections: dict[str, Any] = {
         k.section: (list[k.model], []) if k.many else (k.model | None, None)  # type: ignore[name-defined]
-        for k in KINDS
+        for k in kinds
     }
+    model: type[PipelineConfig] = create_model("Config", __base__=PipelineConfig, **sections)
+    return model
 
 
-Config: type[PipelineConfig] = create_model("Config", __base__=PipelineConfig, **_sections())
-"""The whole pipeline configuration: :class:`PipelineConfig` plus one section per kind."""
+def config_model() -> type[PipelineConfig]:
+    """The whole pipeline configuration: :class:`PipelineConfig` plus one section per kind
+    of :data:`KINDS` (read when called, so a test may register a kind by replacing it)."""
+    return _config_model(KINDS)
 
-_BY_LABEL = {k.label: k for k in KINDS}
+
+def registered() -> tuple[AnyKind, ...]:
+    """The registered kinds, :data:`KINDS` as it is when called."""
+    return KINDS
 
 
 def kind_of(label: str) -> AnyKind:
     """The kind whose releases carry ``label`` (``workload``, ``regression``...)."""
-    try:
-        return _BY_LABEL[label]
-    except KeyError:
-        raise InvariantError(f"no release kind {label!r}") from None
+    for k in KINDS:
+        if k.label == label:
+            return k
+    raise InvariantError(f"no release kind {label!r}")
