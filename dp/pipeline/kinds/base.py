@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.engine import Aggregate, TableSource
@@ -33,6 +33,7 @@ __all__ = [
     "ReleaseKind",
     "ReleasePlan",
     "ReleaseSummary",
+    "Result",
     "Scan",
     "scan_each",
     "scan_one",
@@ -172,14 +173,25 @@ class ReleaseSummary:
         )
 
 
+class Result(Protocol):
+    """A kind's typed, frozen account of one computed release (public values only). Its
+    JSON is the summary's ``details``; the kind reads it back with its own ``from_json``."""
+
+    def to_json(self) -> dict[str, JSON]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Executed:
     """What :meth:`ReleaseKind.execute` returns besides the files it wrote."""
 
     details: Mapping[str, JSON]
-    """Public facts for the report and manifest."""
+    """Public facts for the report and manifest: a :class:`Result`'s JSON."""
     sensitivity: float | None = None
     """The L1 sensitivity of the noise, where one number says it."""
+
+    @classmethod
+    def of(cls, result: Result, sensitivity: float | None = None) -> Executed:
+        return cls(details=result.to_json(), sensitivity=sensitivity)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ whether the centre was re-drawn at random because that size was below 1
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +36,7 @@ from dp.errors import ConfigError
 from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds.base import (
+    JSON,
     Executed,
     ReleaseKind,
     ReleasePlan,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
 from dp.regression.uncertainty import cluster_table
 
-__all__ = ["ClusteringKind", "ClusteringModel", "ClusteringSpec"]
+__all__ = ["ClusteringKind", "ClusteringModel", "ClusteringResult", "ClusteringSpec"]
 
 
 class ClusteringModel(Cost):
@@ -87,6 +88,39 @@ class ClusteringSpec:
 
     def fresh(self) -> KMeans:
         return copy.deepcopy(self.estimator)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusteringResult:
+    """A k-means release's public account (``release.json``'s details, the clusters' metadata)."""
+
+    features: tuple[str, ...]
+    k: int
+    interval_level: float
+    privacy_unit: Mapping[str, JSON] | None = None
+    """The unit its guarantee is stated for and its bound, if any."""
+    interval_method: str = "exact Laplace interval of each noisy size (centres: none)"
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "features": list(self.features),
+            "k": self.k,
+            "interval_method": self.interval_method,
+            "interval_level": self.interval_level,
+        }
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = dict(self.privacy_unit)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> ClusteringResult:
+        return cls(
+            features=tuple(data["features"]),
+            k=int(data["k"]),
+            interval_level=float(data["interval_level"]),
+            privacy_unit=data.get("privacy_unit"),
+            interval_method=str(data["interval_method"]),
+        )
 
 
 class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | None]):
@@ -156,22 +190,22 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
             level=level,
             reseeded=estimator.reseeded_,
         )
-        details = {
-            "features": list(item.features),
-            "k": item.k,
-            "interval_method": "exact Laplace interval of each noisy size (centres: none)",
-            "interval_level": level,
-            **{k: v for k, v in statement.items() if k == "privacy_unit"},
-        }
-        table.attrs = {"dppub": {**statement, **details}}
+        unit = statement.get("privacy_unit")
+        result = ClusteringResult(
+            features=tuple(item.features),
+            k=item.k,
+            interval_level=level,
+            privacy_unit=unit if isinstance(unit, dict) else None,
+        )
+        table.attrs = {"dppub": {**statement, **result.to_json()}}
         out.write_table(plan.name, "clusters", table)
-        return Executed(details=details)
+        return Executed.of(result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        features = ", ".join(f"`{f}`" for f in d["features"])
+        r = ClusteringResult.from_json(summary.details)
+        features = ", ".join(f"`{f}`" for f in r.features)
         return [
-            f"k-means with k = {d['k']} on {features} ({summary.mechanism}); bounds from the "
+            f"k-means with k = {r.k} on {features} ({summary.mechanism}); bounds from the "
             "config and parameters in `model.json`, centres and noisy cluster sizes with "
             "95% intervals on the sizes in `clusters.csv` (and `.parquet`); a centre marked "
             "`reseeded` is a random point (its noisy size was below 1), not an estimate."

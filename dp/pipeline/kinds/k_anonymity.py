@@ -29,6 +29,7 @@ from dp.pipeline.domains import (
     leaves_from_data,
 )
 from dp.pipeline.kinds.base import (
+    JSON,
     Executed,
     ReleaseKind,
     ReleasePlan,
@@ -42,7 +43,7 @@ from dp.publication import Staging
 if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
 
-__all__ = ["KAnonymityKind", "KAnonymityModel", "KAnonymitySpec"]
+__all__ = ["KAnonymityKind", "KAnonymityModel", "KAnonymityResult", "KAnonymitySpec"]
 
 
 class KAnonymityModel(Model):
@@ -65,6 +66,27 @@ class KAnonymitySpec:
     item: KAnonymityModel
     declared: Mapping[str, Hierarchy]
     from_data: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KAnonymityResult:
+    """The released table's public account: its guarantee, levels and ``report.md`` text."""
+
+    guarantee: str
+    """``k=5``."""
+    levels: Mapping[str, int]
+    """The generalization level chosen per quasi-identifier."""
+    report: str
+    """Its markdown report (utility and risk)."""
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"guarantee": self.guarantee, "levels": dict(self.levels), "report": self.report}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> KAnonymityResult:
+        return cls(
+            guarantee=str(data["guarantee"]), levels=dict(data["levels"]), report=data["report"]
+        )
 
 
 DistinctValues = tuple[list[str], ...]
@@ -139,18 +161,17 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
             backend=data.backend,
         )
         out.write_json(plan.name, "metrics.json", result.metrics)
-        details = {
-            "guarantee": f"k={item.k}",
-            "levels": result.levels,
-            "report": result.to_markdown(),
-        }
-        return Executed(details=details)
+        return Executed.of(
+            KAnonymityResult(
+                guarantee=f"k={item.k}", levels=result.levels, report=result.to_markdown()
+            )
+        )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        return [str(summary.details["report"])]
+        return [KAnonymityResult.from_json(summary.details).report]
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        return f"{summary.details.get('guarantee', 'syntactic')} (not DP)"
+        return f"{KAnonymityResult.from_json(summary.details).guarantee} (not DP)"
 
     def not_covered(self, summary: ReleaseSummary) -> str:
         return _NOT_COVERED
