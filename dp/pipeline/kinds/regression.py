@@ -54,7 +54,7 @@ from dp.regression.uncertainty import (
     point_table,
 )
 
-__all__ = ["RegressionKind", "RegressionModel", "RegressionSpec"]
+__all__ = ["RegressionKind", "RegressionModel", "RegressionResult", "RegressionSpec"]
 
 _METHODS = {
     "linear": ("auto", "functional", "adassp"),
@@ -178,6 +178,48 @@ class RegressionSpec:
         return copy.deepcopy(self.estimator)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegressionResult:
+    """A fitted model's public account: its ``release.json`` details."""
+
+    model: str
+    target: str
+    features: tuple[str, ...]
+    """The model's features as published (category features one-hot, by level)."""
+    tasks: int
+    """Disjoint tasks of a trace regression (0 otherwise)."""
+    zcdp_rho: float | None
+    """The unit-level zCDP of a Gaussian mechanism, else None."""
+    intervals: Mapping[str, JSON]
+    """How the coefficient table's intervals were computed (``interval_method``...)."""
+    outcome: Mapping[str, JSON] | None = None
+    """A logistic model's ``y = 1``."""
+    privacy_unit: Mapping[str, JSON] | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "model": self.model,
+            "target": self.target,
+            "features": list(self.features),
+            "tasks": self.tasks,
+            "zcdp_rho": self.zcdp_rho,
+        }
+        if self.outcome is not None:
+            out["outcome"] = dict(self.outcome)
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = dict(self.privacy_unit)
+        return {**out, **self.intervals}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> RegressionResult:
+        named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
+        fields = {k: v for k, v in data.items() if k in named}
+        return cls(
+            **{**fields, "features": tuple(data["features"])},
+            intervals={k: v for k, v in data.items() if k not in named},
+        )
+
+
 Statistics = tuple[list[SufficientStatistics], ...]
 """The exact sufficient statistics (one per task), or nothing for objective perturbation (it
 reads the data once per Newton iterate, in :meth:`RegressionKind.execute`)."""
@@ -298,29 +340,31 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         # zCDP's group privacy: m rows of a unit cost m^2 times the row-level rho.
         row_rho = getattr(estimator, "zcdp_rho", None)
         m = plan.bounding.rows_per_unit
-        details = {
-            "model": item.model,
-            "target": item.target,
-            "features": features,
-            "tasks": len(plan.parts),
-            "zcdp_rho": None if row_rho is None else m * m * float(row_rho),
-            **_outcome_of(item),
-            **{k: v for k, v in statement.items() if k == "privacy_unit"},
-            **table.describe(),
-        }
-        return Executed(details=details)
+        unit = statement.get("privacy_unit")
+        result = RegressionResult(
+            model=item.model,
+            target=item.target,
+            features=tuple(features),
+            tasks=len(plan.parts),
+            zcdp_rho=None if row_rho is None else m * m * float(row_rho),
+            intervals=table.describe(),
+            outcome=outcome(item) if item.model == "logistic" else None,
+            privacy_unit=unit if isinstance(unit, dict) else None,
+        )
+        return Executed.of(result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        features = ", ".join(f"`{f}`" for f in d["features"])
-        parts = f"; {d['tasks']} disjoint tasks" if d["tasks"] else ""
+        r = RegressionResult.from_json(summary.details)
+        features = ", ".join(f"`{f}`" for f in r.features)
+        parts = f"; {r.tasks} disjoint tasks" if r.tasks else ""
         lines = [
-            f"{d['model'].capitalize()} regression of `{d['target']}` on {features} "
+            f"{r.model.capitalize()} regression of `{r.target}` on {features} "
             f"({summary.mechanism}{parts}); bounds from the config, parameters and per-part "
             "sensitivities in `model.json`."
         ]
-        if "outcome" in d:
-            lines.append(f"Outcome: y = 1 means `{d['outcome']['y=1']}` (else y = 0).")
+        if r.outcome is not None:
+            lines.append(f"Outcome: y = 1 means `{r.outcome['y=1']}` (else y = 0).")
+        d = r.intervals
         level = d.get("interval_level")
         if level is not None:
             columns = ", ".join(f"`{c}`" for c in d.get("interval_columns", ()))

@@ -51,7 +51,7 @@ from dp.publication import Staging
 if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
 
-__all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
+__all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadResult", "WorkloadSpec"]
 
 MAX_INTERVAL_CELLS = 2048
 """Workloads over more cells publish answers without intervals: their variances need the
@@ -177,6 +177,54 @@ _NO_INTERVALS: dict[str, JSON] = {
     "interval_level": None,
     "bootstrap_replicates": 0,
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadResult:
+    """An answered workload's public account: its ``release.json`` details."""
+
+    workload: str
+    strategy: str
+    reconstruction: str
+    queries: int
+    cells: int
+    expected_rmse: float
+    svd_bound_rmse: float
+    noise: str
+    noise_scale: float
+    intervals: Mapping[str, JSON]
+    """How the answers' intervals were computed (``interval_method``, ``interval_level``...)."""
+    zcdp_rho: float | None = None
+    """With Gaussian noise: the unit-level zCDP the measurement satisfies."""
+    accounting: str | None = None
+    """With a ``rho`` budget: how it was accounted."""
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "workload": self.workload,
+            "strategy": self.strategy,
+            "reconstruction": self.reconstruction,
+            "queries": self.queries,
+            "cells": self.cells,
+            "expected_rmse": self.expected_rmse,
+            "svd_bound_rmse": self.svd_bound_rmse,
+            "noise": self.noise,
+            "noise_scale": self.noise_scale,
+            **self.intervals,
+        }
+        if self.zcdp_rho is not None:
+            out["zcdp_rho"] = self.zcdp_rho
+        if self.accounting is not None:
+            out["accounting"] = self.accounting
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> WorkloadResult:
+        named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
+        return cls(
+            **{k: v for k, v in data.items() if k in named},
+            intervals={k: v for k, v in data.items() if k not in named},
+        )
 
 
 def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
@@ -308,41 +356,45 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
         estimate = pd.DataFrame(cells, columns=[a.column for a in spec.axes])
         estimate["estimate"] = result.estimate
         out.write_frame(plan.name, "estimate.parquet", estimate)
-        details = {
-            "workload": spec.kind,
-            "strategy": result.strategy,
-            "reconstruction": spec.reconstruction,
-            "queries": len(result.answers),
-            "cells": len(result.estimate),
-            "expected_rmse": float(result.expected_rmse),
-            "svd_bound_rmse": float(result.svd_bound_rmse),
-            "noise": spec.noise,
-            "noise_scale": float(result.noise_scale),
-            **(_NO_INTERVALS if intervals is None else intervals.describe()),
-        }
+        rho = None
         if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
-            details["zcdp_rho"] = (result.sensitivity / result.noise_scale) ** 2 / 2.0
+            rho = (result.sensitivity / result.noise_scale) ** 2 / 2.0
+        accounting = None
         if spec.rho is not None:
-            details["accounting"] = (
+            accounting = (
                 f"zCDP: rho = {spec.rho:g} (Gaussian sigma = L2 sensitivity / sqrt(2 rho), "
                 f"sigma = {result.noise_scale:.6g}); charged as its (epsilon, delta) conversion"
             )
+        released = WorkloadResult(
+            workload=spec.kind,
+            strategy=result.strategy,
+            reconstruction=spec.reconstruction,
+            queries=len(result.answers),
+            cells=len(result.estimate),
+            expected_rmse=float(result.expected_rmse),
+            svd_bound_rmse=float(result.svd_bound_rmse),
+            noise=spec.noise,
+            noise_scale=float(result.noise_scale),
+            intervals=_NO_INTERVALS if intervals is None else intervals.describe(),
+            zcdp_rho=rho,
+            accounting=accounting,
+        )
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
-        return Executed(details=details, sensitivity=float(result.sensitivity))
+        return Executed.of(released, sensitivity=float(result.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        level = d.get("interval_level")
+        r = WorkloadResult.from_json(summary.details)
+        level = r.intervals.get("interval_level")
         intervals = (
-            f"Each answer has a {100 * float(level):g}% interval ({d['interval_method']})"
+            f"Each answer has a {100 * float(level):g}% interval ({r.intervals['interval_method']})"
             if level is not None
-            else f"No intervals ({d.get('interval_method', 'none')})"
+            else f"No intervals ({r.intervals.get('interval_method', 'none')})"
         )
         return [
-            f"{d['queries']} queries over {d['cells']} cells; strategy `{d['strategy']}`, "
-            f"{d.get('noise', 'laplace')} noise, reconstruction `{d['reconstruction']}`. "
-            f"Expected per-query RMSE of the least-squares answers: {d['expected_rmse']:.4g} "
-            f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). {intervals} in "
+            f"{r.queries} queries over {r.cells} cells; strategy `{r.strategy}`, "
+            f"{r.noise} noise, reconstruction `{r.reconstruction}`. "
+            f"Expected per-query RMSE of the least-squares answers: {r.expected_rmse:.4g} "
+            f"(SVD lower bound for any strategy: {r.svd_bound_rmse:.4g}). {intervals} in "
             "`answers.csv`."
         ]
 
