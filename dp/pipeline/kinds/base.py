@@ -110,19 +110,20 @@ class ReleaseSummary:
 
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
-        common: dict[str, Any] = {
-            "kind": self.kind,
-            "mechanism": self.mechanism,
-            "sensitivity": self.sensitivity,
-            "is_dp": self.is_dp,
-            "output_hash": self.output_hash,
-            "neighbours": self.neighbours,
-        }
-        if not self.parts:
-            return [ReleaseRecord(name=self.name, cost=self.cost, **common)]
+        parts = self.parts or (PlannedCost(name=self.name, cost=self.cost),)
         return [
-            ReleaseRecord(name=p.name, cost=p.cost, partition=p.partition, **common)
-            for p in self.parts
+            ReleaseRecord(
+                name=p.name,
+                cost=p.cost,
+                partition=p.partition,
+                kind=self.kind,
+                mechanism=self.mechanism,
+                sensitivity=self.sensitivity,
+                is_dp=self.is_dp,
+                output_hash=self.output_hash,
+                neighbours=self.neighbours,
+            )
+            for p in parts
         ]
 
     def to_json(self) -> dict[str, JSON]:
