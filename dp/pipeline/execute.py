@@ -38,8 +38,7 @@ def shared_scan(
     scans = {r.name: kind_of(r.kind).scan(r) for r in releases}
     for r in releases:
         unit = filters.get(r.bounding.key)
-        aggs = list(scans[r.name].aggregates)
-        wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in aggs]
+        wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in scans[r.name].aggregates]
     flat = tuple(a for aggs in wanted.values() for a in aggs)
     results: list[Any] = []
     if flat:

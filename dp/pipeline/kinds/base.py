@@ -260,7 +260,7 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
 
     def guarantee(self, summary: ReleaseSummary) -> str:
         """The guarantee column of the budget table."""
-        return "differential privacy"
+        return "differential privacy" if summary.is_dp else "syntactic (not DP)"
 
     def not_covered(self, summary: ReleaseSummary) -> str:
         """For a release the DP guarantee does not cover: why, in one sentence."""
