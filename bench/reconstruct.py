@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 import dp.matrix as mx  # noqa: E402
 from dp.errors import SolverError  # noqa: E402
 from dp.pipeline.domains import histogram_axis  # noqa: E402
+from dp.pipeline.kinds.workload import WorkloadModel, workload_operator  # noqa: E402
 from dp.pipeline.plan import load_config  # noqa: E402
-from dp.pipeline.workloads import WorkloadModel, workload_operator  # noqa: E402
 from dp.reference.histogram import histogram  # noqa: E402
 
 project = importlib.import_module("dp.matrix.project")

@@ -92,6 +92,7 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 @app.command()
 def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
     """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
+    from dp.pipeline.registry import kind_of
     from flows.commands import plan_payload
 
     payload = _guard(plan_payload, config, ledger)
@@ -109,16 +110,7 @@ def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False)
         )
     for r in payload["releases"]:
         line = f"  {r['name']:<22} {r['kind']:<12} epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
-        if "expected_rmse" in r:
-            line += (
-                f"  {r['queries']} queries, {r['strategy']}, {r['noise']} noise: expected RMSE "
-                f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
-            )
-            if "expected_rmse_one_row" in r:
-                line += f"; {r['expected_rmse_one_row']:.4g} if no unit had more than one row"
-        elif "method" in r:
-            line += f"  method {r['method']}"
-        typer.echo(line)
+        typer.echo(line + kind_of(r["kind"]).plan_text(r))
     typer.echo(
         f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "
         f"remaining before this run: epsilon={payload['remaining_epsilon']:g} "

@@ -91,7 +91,6 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
             "kind": r.kind,
             "epsilon": r.cost.epsilon,
             "delta": r.cost.delta,
-            **r.facts,
             **plan.kind(r).describe(r),
         }
         if r.is_dp:

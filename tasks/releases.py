@@ -81,7 +81,7 @@ def _reporting(source: TableSource, what: str) -> TableSource:
 
 @task(name="release", **PRIVATE)
 def compute_release(
-    release: ReleasePlan,
+    release: ReleasePlan[Any],
     exact: list[Any],
     source: TableSource,
     staging: Staging,

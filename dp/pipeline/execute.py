@@ -26,34 +26,34 @@ Filters = Mapping[tuple[str | None, str | None], UnitFilter]
 
 
 def shared_scan(
-    releases: Sequence[ReleasePlan], source: TableSource, filters: Filters
-) -> dict[str, list[Any]]:
-    """Every release's exact aggregates, by release name, from one pass over ``source`` (each
-    reading only the rows its privacy unit's bound keeps).
+    releases: Sequence[ReleasePlan[Any]], source: TableSource, filters: Filters
+) -> dict[str, Any]:
+    """Every release's exact value (what its kind's ``scan`` assembles), by release name, from
+    one pass over ``source`` (each reading only the rows its privacy unit's bound keeps).
 
     Exact values: they stay in memory, are never logged or persisted, and reach no output
     except through a release's noise.
     """
     wanted: dict[str, list[Aggregate[Any, Any]]] = {}
+    scans = {r.name: kind_of(r.kind).scan(r) for r in releases}
     for r in releases:
         unit = filters.get(r.bounding.key)
-        aggs = kind_of(r.kind).aggregates(r)
-        wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in aggs]
+        wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in scans[r.name].aggregates]
     flat = tuple(a for aggs in wanted.values() for a in aggs)
     results: list[Any] = []
     if flat:
         results = source.backend.run(Fused(flat), source.path, source.schema)
-    out: dict[str, list[Any]] = {}
+    out: dict[str, Any] = {}
     start = 0
     for name, aggs in wanted.items():
-        out[name] = results[start : start + len(aggs)]
+        out[name] = scans[name].assemble(results[start : start + len(aggs)])
         start += len(aggs)
     return out
 
 
 def compute_release(
-    release: ReleasePlan,
-    exact: Sequence[Any],
+    release: ReleasePlan[Any],
+    exact: object,
     source: TableSource,
     staging: Staging,
     filters: Filters,

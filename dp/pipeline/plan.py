@@ -31,10 +31,10 @@ from dp.ledger import Ledger
 from dp.pipeline.config import PipelineConfig
 from dp.pipeline.domains import checked_leaves
 from dp.pipeline.environment import environment
-from dp.pipeline.kinds import ReleaseKind, ReleasePlan
+from dp.pipeline.kinds import ReleasePlan
 from dp.pipeline.limits import check_planned_total
 from dp.pipeline.loading import read_config
-from dp.pipeline.registry import KINDS, Config, kind_of
+from dp.pipeline.registry import AnyKind, config_model, kind_of, registered
 from dp.runs import Run, RunPlan
 
 __all__ = [
@@ -57,7 +57,7 @@ class Plan:
     """A validated config, its planned releases and composed cost, and the engine to use."""
 
     config: PipelineConfig
-    releases: tuple[ReleasePlan, ...]
+    releases: tuple[ReleasePlan[Any], ...]
     total: PrivacyCost
     """The composed cost of every DP release (what the ledger reserves)."""
     engine: Engine
@@ -84,7 +84,7 @@ class Plan:
             config_hash=cfg.config_hash,
         )
 
-    def kind(self, release: ReleasePlan) -> ReleaseKind:
+    def kind(self, release: ReleasePlan[Any]) -> AnyKind:
         return kind_of(release.kind)
 
     def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
@@ -134,8 +134,8 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
         ConfigError: one line for the first problem (unknown column, duplicate name, a delta
             the budget cannot hold...).
     """
-    releases: list[ReleasePlan] = []
-    for kind in KINDS:
+    releases: list[ReleasePlan[Any]] = []
+    for kind in registered():
         for item in cfg.section(kind.section):
             if getattr(item, "publish", True):
                 releases.append(kind.plan(cfg, item))
@@ -186,7 +186,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     raw = read_config(p)
     raw.pop("leaves", None)
     try:
-        cfg = Config.model_validate({**raw, "base_dir": p.resolve().parent})
+        cfg = config_model().model_validate({**raw, "base_dir": p.resolve().parent})
     except ValidationError as exc:
         raise ConfigError(_format_validation(p, exc)) from None
     try:

@@ -38,9 +38,7 @@ def budget_rows(summaries: Sequence[ReleaseSummary]) -> list[dict[str, JSON]]:
             "epsilon": s.cost.epsilon,
             "delta": s.cost.delta,
             "sensitivity": s.sensitivity,
-            "guarantee": "differential privacy"
-            if s.is_dp
-            else f"{s.details.get('guarantee', 'syntactic')} (not DP)",
+            "guarantee": kind_of(s.kind).guarantee(s),
         }
         for s in summaries
     ]
@@ -150,11 +148,8 @@ def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost)
         f"neighbours differ by {'; '.join(relations)}) covers: {names}."
     )
     if syntactic:
-        text += (
-            f" Not covered: {', '.join(syntactic)} -- a k-anonymous table is a syntactic "
-            "release whose generalization was chosen from the data; its rows are not "
-            "protected by the DP guarantee."
-        )
+        why = dict.fromkeys(kind_of(s.kind).not_covered(s) for s in summaries if not s.is_dp)
+        text += f" Not covered: {', '.join(syntactic)} -- {' '.join(why)}"
     return {"dp_releases": covered, "not_dp_releases": syntactic, "statement": text}
 
 

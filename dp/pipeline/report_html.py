@@ -158,7 +158,7 @@ def render_report_html(
             _Release(
                 summary=s,
                 text=markdown_html(kind_of(s.kind).report(s)),
-                section=release_section(s, folder),
+                section=release_section(kind_of(s.kind).plot, s, folder),
             )
             for s in summaries
         ]

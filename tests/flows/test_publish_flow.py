@@ -19,8 +19,8 @@ from dp.ledger.summary import spending_summary
 from dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
 from dp.pipeline.execute import compute_release
 from dp.pipeline.kinds import ReleasePlan
+from dp.pipeline.kinds.workload import WorkloadSpec
 from dp.pipeline.plan import load_config, load_plan
-from dp.pipeline.workloads import WorkloadSpec
 from dp.publication import Staging
 from dp.reference.anonymize import anonymize
 from dp.reference.frame import read_table
@@ -123,7 +123,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
         raise RuntimeError("a flaky model fit")
 
     # The regressions fail after their draws were recorded.
-    monkeypatch.setattr("dp.pipeline.regressions.RegressionKind.execute", flaky)
+    monkeypatch.setattr("dp.pipeline.kinds.regression.RegressionKind.execute", flaky)
     with pytest.raises(RuntimeError, match="flaky"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
@@ -161,7 +161,7 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
             reconstruction="least-squares",
         ),
     )
-    exact = [np.array([1.0, 2.0])]
+    exact = np.array([1.0, 2.0])
     first = compute_release(release, exact, None, staging, {})  # type: ignore[arg-type]
     answers = (staging.dir / "q" / "answers.parquet").read_bytes()
     second = compute_release(release, exact, None, staging, {})  # type: ignore[arg-type]

@@ -25,9 +25,9 @@ from dp.pipeline.html.sections import (
     frame_table,
     read_json,
 )
-from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.kinds.base import ReleaseSummary
 
-__all__ = ["anonymity_section", "clustering_section", "coefficient_frame", "regression_section"]
+__all__ = ["clustering_plot", "coefficient_frame", "k_anonymity_plot", "regression_plot"]
 
 
 def coefficient_frame(summary: ReleaseSummary, folder: Path) -> pd.DataFrame:
@@ -78,7 +78,7 @@ def _forest(ax: Any, rows: pd.DataFrame, names: list[str], colour: str) -> bool:
     return banded
 
 
-def regression_section(summary: ReleaseSummary, folder: Path) -> Section:
+def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """A forest plot: one row per coefficient (per task and feature for a trace regression)."""
     frame = coefficient_frame(summary, folder)
     # A logistic functional-mechanism table names its intervals for what they cover (the Taylor
@@ -120,7 +120,7 @@ def regression_section(summary: ReleaseSummary, folder: Path) -> Section:
     return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,), tables=(table,))
 
 
-def clustering_section(summary: ReleaseSummary, folder: Path) -> Section:
+def clustering_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """The centres inside the declared feature box (the first two features; more as lines)."""
     model = read_json(folder, summary, "model.json")
     if model is None:
@@ -166,7 +166,7 @@ def _low_end(label: str) -> float:
     return float(match.group()) if match else float("inf")
 
 
-def anonymity_section(summary: ReleaseSummary, folder: Path) -> Section:
+def k_anonymity_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """Equivalence-class sizes and suppressed records (``metrics.json``)."""
     metrics = read_json(folder, summary, "metrics.json")
     if metrics is None:

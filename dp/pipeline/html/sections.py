@@ -9,7 +9,7 @@ shown when a release carries them; without them the same plots are drawn without
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.kinds.base import ReleaseSummary
 
 __all__ = [
     "INTERVAL_COLUMNS",
@@ -103,36 +103,17 @@ def frame_table(frame: pd.DataFrame, *, caption: str, columns: Sequence[str]) ->
     return Table(caption=caption, headers=tuple(cols), rows=rows, note=note)
 
 
-Builder = Callable[[ReleaseSummary, Path], Section]
+def release_section(
+    plot: Callable[[ReleaseSummary, Path], Section], summary: ReleaseSummary, folder: Path
+) -> Section:
+    """The plots and tables of one release published in ``folder`` (the run folder), drawn
+    by its kind's ``plot``.
 
-
-def _builders() -> Mapping[str, Builder]:
-    from dp.pipeline.html.model_plots import (
-        anonymity_section,
-        clustering_section,
-        regression_section,
-    )
-    from dp.pipeline.html.workload_plots import workload_section
-
-    return {
-        "workload": workload_section,
-        "regression": regression_section,
-        "clustering": clustering_section,
-        "k-anonymity": anonymity_section,
-    }
-
-
-def release_section(summary: ReleaseSummary, folder: Path) -> Section:
-    """The plots and tables of one release published in ``folder`` (the run folder).
-
-    A kind without plots gets an empty section. A plot that fails gets a note instead: the
-    report is written before the run is published, and a run that drew its noise must not
-    lose its publication (and be charged for nothing) over a figure.
+    A plot that fails gets a note instead: the report is written before the run is
+    published, and a run that drew its noise must not lose its publication (and be charged
+    for nothing) over a figure.
     """
-    build = _builders().get(summary.kind)
-    if build is None:
-        return Section()
     try:
-        return build(summary, folder)
+        return plot(summary, folder)
     except Exception as exc:  # any failure of a figure: see the docstring
         return Section(notes=(f"No plot for this release ({type(exc).__name__}: {exc}).",))

@@ -17,12 +17,12 @@ import pandas as pd
 
 from dp.pipeline.html.figures import BAND, INK, label_inches, new_figure, to_svg
 from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.kinds.base import ReleaseSummary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["workload_section", "workload_shape"]
+__all__ = ["workload_plot", "workload_shape"]
 
 _MAX_TICKS = 12
 _ANNOTATE_CELLS = 60
@@ -176,7 +176,7 @@ def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -
     return to_svg(fig, key=summary.name)
 
 
-def workload_section(summary: ReleaseSummary, folder: Path) -> Section:
+def workload_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """See the module docstring."""
     base = folder / summary.name
     answers = pd.read_parquet(base / "answers.parquet")

@@ -172,8 +172,8 @@ def test_an_uncertified_interior_point_falls_back_to_the_exact_active_set(
     import pandas as pd
 
     from dp.pipeline.domains import histogram_axis
+    from dp.pipeline.kinds.workload import WorkloadModel, workload_operator
     from dp.pipeline.plan import load_config
-    from dp.pipeline.workloads import WorkloadModel, workload_operator
     from dp.reference.histogram import histogram
     from tests.conftest import generate
 

@@ -246,18 +246,19 @@ def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str)
 def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     tmp_path: Path,
 ) -> None:
-    from dp.pipeline import workloads
     from dp.pipeline.kinds import ReleaseSummary
+    from dp.pipeline.kinds import workload as workloads
 
     plan = build_plan(load_config(_write(tmp_path, _marginals(epsilon=1.0))))
     (release,) = (r for r in plan.releases if r.name == "m")
     assert release.spec.workload.n > workloads.MAX_INTERVAL_CELLS
     # Decided by the workload's size alone: no estimate is even looked at.
     assert workloads.workload_intervals(release.spec, result=None) is None  # type: ignore[arg-type]
-    details = {
-        "queries": 1, "cells": 2, "strategy": "s", "reconstruction": "nonneg-l1",
-        "expected_rmse": 1.0, "svd_bound_rmse": 0.5, **workloads._NO_INTERVALS,
-    }  # fmt: skip
+    details = workloads.WorkloadResult(
+        workload="marginals", queries=1, cells=2, strategy="s", reconstruction="nonneg-l1",
+        expected_rmse=1.0, svd_bound_rmse=0.5, noise="laplace", noise_scale=1.0,
+        intervals=workloads._NO_INTERVALS,
+    ).to_json()  # fmt: skip
     summary = ReleaseSummary(
         name="m", kind="workload", mechanism="laplace", cost=release.cost, is_dp=True,
         sensitivity=1.0, parts=(), files=(), output_hash="", details=details,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-import dp.pipeline.clustering as clustering_kind
+import dp.pipeline.kinds.clustering as clustering_kind
 from dp.engine import ProjectionAggregate
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 

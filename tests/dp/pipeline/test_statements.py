@@ -18,9 +18,9 @@ import yaml
 from dp import matrix
 from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.kinds.workload import workload_intervals
 from dp.pipeline.plan import load_plan
 from dp.pipeline.report import tightest_epsilon, zcdp_lines
-from dp.pipeline.workloads import workload_intervals
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 

@@ -1,4 +1,5 @@
-"""Release kind ``workloads``: linear-query workloads answered through the matrix mechanism.
+"""Release kind workload (section ``workloads:``): linear-query workloads answered through
+the matrix mechanism.
 
 The histogram over the declared domain comes from the run's shared scan; the strategy is chosen
 data-independently by expected error (or fixed in the config), measured with Laplace noise of
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from pydantic import Field, model_validator
 
@@ -24,7 +27,7 @@ from dp import matrix
 from dp.axes import Axis
 from dp.budget import PrivacyCost
 from dp.calibration import zcdp_gaussian_sigma
-from dp.engine import Aggregate, HistogramAggregate, TableSource
+from dp.engine import HistogramAggregate, TableSource
 from dp.errors import ConfigError
 from dp.matrix.cache import cached_select_strategy
 from dp.matrix.intervals import AnswerIntervals, answer_intervals
@@ -32,12 +35,23 @@ from dp.matrix.labels import query_labels
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Integer, Model, Name, PipelineConfig, Rho
 from dp.pipeline.domains import histogram_axis
-from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
 from dp.pipeline.units import bounding_for
 from dp.publication import Staging
 
-__all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadSpec"]
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
+
+__all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadResult", "WorkloadSpec"]
 
 MAX_INTERVAL_CELLS = 2048
 """Workloads over more cells publish answers without intervals: their variances need the
@@ -165,6 +179,54 @@ _NO_INTERVALS: dict[str, JSON] = {
 }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadResult:
+    """An answered workload's public account: its ``release.json`` details."""
+
+    workload: str
+    strategy: str
+    reconstruction: str
+    queries: int
+    cells: int
+    expected_rmse: float
+    svd_bound_rmse: float
+    noise: str
+    noise_scale: float
+    intervals: Mapping[str, JSON]
+    """How the answers' intervals were computed (``interval_method``, ``interval_level``...)."""
+    zcdp_rho: float | None = None
+    """With Gaussian noise: the unit-level zCDP the measurement satisfies."""
+    accounting: str | None = None
+    """With a ``rho`` budget: how it was accounted."""
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "workload": self.workload,
+            "strategy": self.strategy,
+            "reconstruction": self.reconstruction,
+            "queries": self.queries,
+            "cells": self.cells,
+            "expected_rmse": self.expected_rmse,
+            "svd_bound_rmse": self.svd_bound_rmse,
+            "noise": self.noise,
+            "noise_scale": self.noise_scale,
+            **self.intervals,
+        }
+        if self.zcdp_rho is not None:
+            out["zcdp_rho"] = self.zcdp_rho
+        if self.accounting is not None:
+            out["accounting"] = self.accounting
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> WorkloadResult:
+        named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
+        return cls(
+            **{k: v for k, v in data.items() if k in named},
+            intervals={k: v for k, v in data.items() if k not in named},
+        )
+
+
 def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
     """The answers' 95% intervals, or None where they are not computed. Whether, how and with
     how many replicates follows from the workload's sizes only, never from a clock
@@ -181,7 +243,11 @@ def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> Ans
     )
 
 
-class WorkloadKind:
+Histogram = npt.NDArray[np.float64]
+"""The exact counts over the workload's domain, flattened in C order."""
+
+
+class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     """See the module docstring."""
 
     section = "workloads"
@@ -189,7 +255,7 @@ class WorkloadKind:
     many = True
     model = WorkloadModel
 
-    def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan[WorkloadSpec]:
         axes = tuple(
             histogram_axis(cfg, item.name, a.column, bins=a.bins, level=a.level)
             for a in item.attributes
@@ -221,16 +287,17 @@ class WorkloadKind:
             facts={"queries": int(W.shape[0]), "cells": int(W.shape[1])},
         )
 
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
-        return [HistogramAggregate(tuple(plan.spec.axes))]
+    def scan(self, plan: ReleasePlan[WorkloadSpec]) -> Scan[Histogram]:
+        return scan_one(HistogramAggregate(tuple(plan.spec.axes)))
 
-    def describe(self, plan: ReleasePlan) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan[WorkloadSpec]) -> dict[str, JSON]:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
-        spec: WorkloadSpec = plan.spec
+        spec = plan.spec
         m = plan.bounding.rows_per_unit
         strategy = spec.chosen()
         out: dict[str, JSON] = {
+            **plan.facts,
             "strategy": strategy.name,
             "noise": spec.noise,
             "expected_rmse": spec.expected_rmse(plan.cost, strategy, group=m),
@@ -240,15 +307,29 @@ class WorkloadKind:
             out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost, strategy)
         return out
 
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        r = described
+        text = (
+            f"  {r['queries']} queries, {r['strategy']}, {r['noise']} noise: expected RMSE "
+            f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
+        )
+        if "expected_rmse_one_row" in r:
+            text += f"; {r['expected_rmse_one_row']:.4g} if no unit had more than one row"
+        return text
+
     def execute(
-        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[WorkloadSpec],
+        exact: Histogram,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
-        spec: WorkloadSpec = plan.spec
+        spec = plan.spec
         # At the unit-level cost, with the sensitivity of m rows of one unit: for Laplace noise
         # the same scale as group privacy, for Gaussian noise less.
         result = matrix.answer(
             spec.workload,
-            exact[0],
+            exact,
             epsilon=plan.cost.epsilon,
             delta=plan.cost.delta,
             noise=spec.noise,
@@ -275,40 +356,51 @@ class WorkloadKind:
         estimate = pd.DataFrame(cells, columns=[a.column for a in spec.axes])
         estimate["estimate"] = result.estimate
         out.write_frame(plan.name, "estimate.parquet", estimate)
-        details = {
-            "workload": spec.kind,
-            "strategy": result.strategy,
-            "reconstruction": spec.reconstruction,
-            "queries": len(result.answers),
-            "cells": len(result.estimate),
-            "expected_rmse": float(result.expected_rmse),
-            "svd_bound_rmse": float(result.svd_bound_rmse),
-            "noise": spec.noise,
-            "noise_scale": float(result.noise_scale),
-            **(_NO_INTERVALS if intervals is None else intervals.describe()),
-        }
+        rho = None
         if spec.noise == "gaussian":  # the unit-level zCDP the Gaussian measurement satisfies
-            details["zcdp_rho"] = (result.sensitivity / result.noise_scale) ** 2 / 2.0
+            rho = (result.sensitivity / result.noise_scale) ** 2 / 2.0
+        accounting = None
         if spec.rho is not None:
-            details["accounting"] = (
+            accounting = (
                 f"zCDP: rho = {spec.rho:g} (Gaussian sigma = L2 sensitivity / sqrt(2 rho), "
                 f"sigma = {result.noise_scale:.6g}); charged as its (epsilon, delta) conversion"
             )
+        released = WorkloadResult(
+            workload=spec.kind,
+            strategy=result.strategy,
+            reconstruction=spec.reconstruction,
+            queries=len(result.answers),
+            cells=len(result.estimate),
+            expected_rmse=float(result.expected_rmse),
+            svd_bound_rmse=float(result.svd_bound_rmse),
+            noise=spec.noise,
+            noise_scale=float(result.noise_scale),
+            intervals=_NO_INTERVALS if intervals is None else intervals.describe(),
+            zcdp_rho=rho,
+            accounting=accounting,
+        )
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
-        return Executed(details=details, sensitivity=float(result.sensitivity))
+        return Executed.of(released, sensitivity=float(result.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        level = d.get("interval_level")
+        r = WorkloadResult.from_json(summary.details)
+        level = r.intervals.get("interval_level")
         intervals = (
-            f"Each answer has a {100 * float(level):g}% interval ({d['interval_method']})"
+            f"Each answer has a {100 * float(level):g}% interval ({r.intervals['interval_method']})"
             if level is not None
-            else f"No intervals ({d.get('interval_method', 'none')})"
+            else f"No intervals ({r.intervals.get('interval_method', 'none')})"
         )
         return [
-            f"{d['queries']} queries over {d['cells']} cells; strategy `{d['strategy']}`, "
-            f"{d.get('noise', 'laplace')} noise, reconstruction `{d['reconstruction']}`. "
-            f"Expected per-query RMSE of the least-squares answers: {d['expected_rmse']:.4g} "
-            f"(SVD lower bound for any strategy: {d['svd_bound_rmse']:.4g}). {intervals} in "
+            f"{r.queries} queries over {r.cells} cells; strategy `{r.strategy}`, "
+            f"{r.noise} noise, reconstruction `{r.reconstruction}`. "
+            f"Expected per-query RMSE of the least-squares answers: {r.expected_rmse:.4g} "
+            f"(SVD lower bound for any strategy: {r.svd_bound_rmse:.4g}). {intervals} in "
             "`answers.csv`."
         ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.workload_plots import (
+            workload_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return workload_plot(summary, folder)

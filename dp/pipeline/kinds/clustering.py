@@ -1,4 +1,5 @@
-"""Release kind ``clustering``: DP k-means (DP Lloyd) over declared numeric features.
+"""Release kind clustering (section ``clustering:``): DP k-means (DP Lloyd) over declared
+numeric features.
 
 Each of the ``iterations`` Lloyd steps needs the exact per-cluster counts and sums for its
 centres. The run's shared scan keeps the features' weighted distinct rows when they fit
@@ -14,14 +15,17 @@ whether the centre was re-drawn at random because that size was below 1
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field
 
 from dp.engine import (
-    Aggregate,
+    Projection,
     ProjectionAggregate,
     TableSource,
     lloyd_statistics_stream,
@@ -31,13 +35,24 @@ from dp.errors import ConfigError
 from dp.kmeans import KMeans, Step
 from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
 from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
 from dp.regression.uncertainty import cluster_table
 
-__all__ = ["ClusteringKind", "ClusteringModel"]
+__all__ = ["ClusteringKind", "ClusteringModel", "ClusteringResult", "ClusteringSpec"]
 
 
 class ClusteringModel(Cost):
@@ -63,7 +78,52 @@ def feature_box(
     return lows, highs
 
 
-class ClusteringKind:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ClusteringSpec:
+    """The item and its configured estimator, never fitted: :meth:`fresh` gives each
+    execution its own copy, so the plan (cached, shared by retries) never changes."""
+
+    item: ClusteringModel
+    estimator: KMeans
+
+    def fresh(self) -> KMeans:
+        return copy.deepcopy(self.estimator)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusteringResult:
+    """A k-means release's public account (``release.json``'s details, the clusters' metadata)."""
+
+    features: tuple[str, ...]
+    k: int
+    interval_level: float
+    privacy_unit: Mapping[str, JSON] | None = None
+    """The unit its guarantee is stated for and its bound, if any."""
+    interval_method: str = "exact Laplace interval of each noisy size (centres: none)"
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "features": list(self.features),
+            "k": self.k,
+            "interval_method": self.interval_method,
+            "interval_level": self.interval_level,
+        }
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = dict(self.privacy_unit)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> ClusteringResult:
+        return cls(
+            features=tuple(data["features"]),
+            k=int(data["k"]),
+            interval_level=float(data["interval_level"]),
+            privacy_unit=data.get("privacy_unit"),
+            interval_method=str(data["interval_method"]),
+        )
+
+
+class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | None]):
     """See the module docstring."""
 
     section = "clustering"
@@ -71,7 +131,7 @@ class ClusteringKind:
     many = True
     model = ClusteringModel
 
-    def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan[ClusteringSpec]:
         box = feature_box(cfg, item.name, item.features)
         bounding = bounding_for(cfg)
         eps = bounding.cost(item.cost).epsilon  # row-level: group privacy over the unit bound
@@ -84,19 +144,20 @@ class ClusteringKind:
             is_dp=True,
             bounding=bounding,
             columns=tuple(dict.fromkeys(item.features)),
-            spec=(item, estimator),
+            spec=ClusteringSpec(item=item, estimator=estimator),
         )
 
-    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
-        return plan.facts
-
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
-        return [ProjectionAggregate(columns=plan.columns)]  # the Lloyd steps' rows, if they fit
+    def scan(self, plan: ReleasePlan[ClusteringSpec]) -> Scan[Projection | None]:
+        return scan_one(ProjectionAggregate(columns=plan.columns))  # the steps' rows, if they fit
 
     def execute(
-        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[ClusteringSpec],
+        exact: Projection | None,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
-        item, estimator = plan.spec
+        item, estimator = plan.spec.item, plan.spec.fresh()
         d = len(item.features)
         domain = estimator.domain(d)
 
@@ -110,7 +171,7 @@ class ClusteringKind:
                 backend=data.backend,
             )
 
-        (projection,) = exact
+        projection = exact
         step: Step = streamed
         if projection is not None:  # the same integers, without reading the source again
             step = projected_lloyd_step(projection, features=item.features, domain=domain)
@@ -129,23 +190,30 @@ class ClusteringKind:
             level=level,
             reseeded=estimator.reseeded_,
         )
-        details = {
-            "features": list(item.features),
-            "k": item.k,
-            "interval_method": "exact Laplace interval of each noisy size (centres: none)",
-            "interval_level": level,
-            **{k: v for k, v in statement.items() if k == "privacy_unit"},
-        }
-        table.attrs = {"dppub": {**statement, **details}}
+        unit = statement.get("privacy_unit")
+        result = ClusteringResult(
+            features=tuple(item.features),
+            k=item.k,
+            interval_level=level,
+            privacy_unit=unit if isinstance(unit, dict) else None,
+        )
+        table.attrs = {"dppub": {**statement, **result.to_json()}}
         out.write_table(plan.name, "clusters", table)
-        return Executed(details=details)
+        return Executed.of(result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        features = ", ".join(f"`{f}`" for f in d["features"])
+        r = ClusteringResult.from_json(summary.details)
+        features = ", ".join(f"`{f}`" for f in r.features)
         return [
-            f"k-means with k = {d['k']} on {features} ({summary.mechanism}); bounds from the "
+            f"k-means with k = {r.k} on {features} ({summary.mechanism}); bounds from the "
             "config and parameters in `model.json`, centres and noisy cluster sizes with "
             "95% intervals on the sizes in `clusters.csv` (and `.parquet`); a centre marked "
             "`reseeded` is a random point (its noisy size was below 1), not an estimate."
         ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.model_plots import (
+            clustering_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return clustering_plot(summary, folder)

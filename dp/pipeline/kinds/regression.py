@@ -1,4 +1,5 @@
-"""Release kind ``regressions``: DP linear, logistic and multi-task trace regression.
+"""Release kind regression (section ``regressions:``): DP linear, logistic and multi-task
+trace regression.
 
 Every bound comes from the declared columns: numeric features from their bounds, category
 features one-hot from their declared categories (a reference level dropped), so sensitivities
@@ -16,21 +17,36 @@ and the release details say why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from dp.budget import PlannedCost, PrivacyCost
-from dp.engine import Aggregate, StatisticsAggregate, TableSource, logistic_sums_stream
-from dp.errors import ConfigError
+from dp.engine import StatisticsAggregate, TableSource, logistic_sums_stream
+from dp.errors import ConfigError, InvariantError
 from dp.pipeline.config import Cost, Flag, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds import JSON, Executed, ReleasePlan, ReleaseSummary
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_each,
+)
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
+from dp.regression.statistics import SufficientStatistics
 from dp.regression.uncertainty import (
     DEFAULT_REPLICATES,
     CoefficientTable,
@@ -38,7 +54,7 @@ from dp.regression.uncertainty import (
     point_table,
 )
 
-__all__ = ["RegressionKind", "RegressionModel"]
+__all__ = ["RegressionKind", "RegressionModel", "RegressionResult", "RegressionSpec"]
 
 _METHODS = {
     "linear": ("auto", "functional", "adassp"),
@@ -98,7 +114,10 @@ class RegressionModel(Cost):
         return self.method or _DEFAULT[self.model]
 
 
-def _estimator(cfg: PipelineConfig, r: RegressionModel, cost: PrivacyCost) -> Any:
+Estimator = LinearRegression | LogisticRegression | TraceRegression
+
+
+def _estimator(cfg: PipelineConfig, r: RegressionModel, cost: PrivacyCost) -> Estimator:
     """The configured estimator (not yet fitted) at the row-level ``cost``; every bound comes
     from the declaration."""
     declared_columns(cfg, [*r.features, r.target, r.tasks])
@@ -147,7 +166,66 @@ def _task_labels(cfg: PipelineConfig, r: RegressionModel) -> tuple[str, ...]:
     return labels
 
 
-class RegressionKind:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class RegressionSpec:
+    """The item and its configured estimator, never fitted: :meth:`fresh` gives each
+    execution its own copy, so the plan (cached, shared by retries) never changes."""
+
+    item: RegressionModel
+    estimator: Estimator
+
+    def fresh(self) -> Estimator:
+        return copy.deepcopy(self.estimator)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegressionResult:
+    """A fitted model's public account: its ``release.json`` details."""
+
+    model: str
+    target: str
+    features: tuple[str, ...]
+    """The model's features as published (category features one-hot, by level)."""
+    tasks: int
+    """Disjoint tasks of a trace regression (0 otherwise)."""
+    zcdp_rho: float | None
+    """The unit-level zCDP of a Gaussian mechanism, else None."""
+    intervals: Mapping[str, JSON]
+    """How the coefficient table's intervals were computed (``interval_method``...)."""
+    outcome: Mapping[str, JSON] | None = None
+    """A logistic model's ``y = 1``."""
+    privacy_unit: Mapping[str, JSON] | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "model": self.model,
+            "target": self.target,
+            "features": list(self.features),
+            "tasks": self.tasks,
+            "zcdp_rho": self.zcdp_rho,
+        }
+        if self.outcome is not None:
+            out["outcome"] = dict(self.outcome)
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = dict(self.privacy_unit)
+        return {**out, **self.intervals}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> RegressionResult:
+        named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
+        fields = {k: v for k, v in data.items() if k in named}
+        return cls(
+            **{**fields, "features": tuple(data["features"])},
+            intervals={k: v for k, v in data.items() if k not in named},
+        )
+
+
+Statistics = tuple[list[SufficientStatistics], ...]
+"""The exact sufficient statistics (one per task), or nothing for objective perturbation (it
+reads the data once per Newton iterate, in :meth:`RegressionKind.execute`)."""
+
+
+class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
     """See the module docstring."""
 
     section = "regressions"
@@ -155,7 +233,7 @@ class RegressionKind:
     many = True
     model = RegressionModel
 
-    def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan[RegressionSpec]:
         bounding = bounding_for(cfg, item.tasks)
         estimator = _estimator(cfg, item, bounding.cost(item.cost))
         parts: tuple[PlannedCost, ...] = ()
@@ -174,40 +252,53 @@ class RegressionKind:
             bounding=bounding,
             columns=declared_columns(cfg, [*item.features, item.target, item.tasks]),
             parts=parts,
-            spec=(item, estimator),
+            spec=RegressionSpec(item=item, estimator=estimator),
             facts=facts,
         )
 
-    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
-        return plan.facts
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        return f"  method {described['method']}" if "method" in described else ""
 
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
-        item, estimator = plan.spec
+    def scan(self, plan: ReleasePlan[RegressionSpec]) -> Scan[Statistics]:
+        item, estimator = plan.spec.item, plan.spec.estimator
         if item.model == "logistic" and item.resolved_method == "objective":
-            return []  # one pass per Newton iterate, in execute
-        binary = item.threshold is not None or item.positive is not None
+            return scan_each([])  # one pass per Newton iterate, in execute
+        response = None
+        if item.threshold is not None or item.positive is not None:
+            if not isinstance(estimator, LogisticRegression):
+                raise ConfigError(
+                    f"regression {item.name!r}: positive/threshold need a logistic model"
+                )
+            response = estimator.response
         labels = tuple(estimator_labels(plan)) if item.tasks is not None else ()
-        return [
-            StatisticsAggregate(
-                features=tuple(item.features),
-                target=item.target,
-                design=estimator.design(),
-                response=estimator.response if binary else None,
-                threshold=item.threshold,
-                positive=item.positive,
-                by=item.tasks,
-                labels=labels,
-            )
-        ]
+        return scan_each(
+            [
+                StatisticsAggregate(
+                    features=tuple(item.features),
+                    target=item.target,
+                    design=estimator.design(),
+                    response=response,
+                    threshold=item.threshold,
+                    positive=item.positive,
+                    by=item.tasks,
+                    labels=labels,
+                )
+            ]
+        )
 
     def execute(
-        self, plan: ReleasePlan, exact: Sequence[Any], data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[RegressionSpec],
+        exact: Statistics,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
-        item, estimator = plan.spec
-        if exact:
-            stats = exact[0]
-            estimator.fit_statistics(stats if item.tasks is not None else stats[0])
-        else:
+        item, estimator = plan.spec.item, plan.spec.fresh()
+        if isinstance(estimator, TraceRegression):
+            estimator.fit_statistics(exact[0])
+        elif exact:
+            estimator.fit_statistics(exact[0][0])
+        elif isinstance(estimator, LogisticRegression):  # objective perturbation
             design = estimator.design()
 
             def sums(w: np.ndarray) -> Any:
@@ -224,6 +315,8 @@ class RegressionKind:
                 )
 
             estimator.fit_loss_sums(sums)
+        else:
+            raise InvariantError(f"regression {plan.name!r}: no statistics from the scan")
         # The estimator ran at the row-level cost on the bounded rows: the release states the
         # unit-level cost, its neighbours and the bound (group privacy) everywhere.
         statement = unit_statement(plan.bounding, plan.cost)
@@ -247,29 +340,31 @@ class RegressionKind:
         # zCDP's group privacy: m rows of a unit cost m^2 times the row-level rho.
         row_rho = getattr(estimator, "zcdp_rho", None)
         m = plan.bounding.rows_per_unit
-        details = {
-            "model": item.model,
-            "target": item.target,
-            "features": features,
-            "tasks": len(plan.parts),
-            "zcdp_rho": None if row_rho is None else m * m * float(row_rho),
-            **_outcome_of(item),
-            **{k: v for k, v in statement.items() if k == "privacy_unit"},
-            **table.describe(),
-        }
-        return Executed(details=details)
+        unit = statement.get("privacy_unit")
+        result = RegressionResult(
+            model=item.model,
+            target=item.target,
+            features=tuple(features),
+            tasks=len(plan.parts),
+            zcdp_rho=None if row_rho is None else m * m * float(row_rho),
+            intervals=table.describe(),
+            outcome=outcome(item) if item.model == "logistic" else None,
+            privacy_unit=unit if isinstance(unit, dict) else None,
+        )
+        return Executed.of(result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        d = summary.details
-        features = ", ".join(f"`{f}`" for f in d["features"])
-        parts = f"; {d['tasks']} disjoint tasks" if d["tasks"] else ""
+        r = RegressionResult.from_json(summary.details)
+        features = ", ".join(f"`{f}`" for f in r.features)
+        parts = f"; {r.tasks} disjoint tasks" if r.tasks else ""
         lines = [
-            f"{d['model'].capitalize()} regression of `{d['target']}` on {features} "
+            f"{r.model.capitalize()} regression of `{r.target}` on {features} "
             f"({summary.mechanism}{parts}); bounds from the config, parameters and per-part "
             "sensitivities in `model.json`."
         ]
-        if "outcome" in d:
-            lines.append(f"Outcome: y = 1 means `{d['outcome']['y=1']}` (else y = 0).")
+        if r.outcome is not None:
+            lines.append(f"Outcome: y = 1 means `{r.outcome['y=1']}` (else y = 0).")
+        d = r.intervals
         level = d.get("interval_level")
         if level is not None:
             columns = ", ".join(f"`{c}`" for c in d.get("interval_columns", ()))
@@ -286,9 +381,19 @@ class RegressionKind:
             )
         return lines
 
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.model_plots import (
+            regression_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return regression_plot(summary, folder)
+
 
 def _table(
-    item: RegressionModel, estimator: Any, features: list[str], plan: ReleasePlan
+    item: RegressionModel,
+    estimator: Estimator,
+    features: list[str],
+    plan: ReleasePlan[RegressionSpec],
 ) -> CoefficientTable:
     """The fitted model's coefficient table, from the statistics it released (module doc)."""
     tasks = estimator_labels(plan) if item.tasks is not None else None
@@ -307,6 +412,6 @@ def _outcome_of(item: RegressionModel) -> dict[str, JSON]:
     return {"outcome": outcome(item)} if item.model == "logistic" else {}
 
 
-def estimator_labels(plan: ReleasePlan) -> list[str]:
+def estimator_labels(plan: ReleasePlan[RegressionSpec]) -> list[str]:
     """A trace regression's task labels, in declared order (from its planned parts)."""
     return [str(p.partition[1]) for p in plan.parts if p.partition is not None]

@@ -1,17 +1,21 @@
-"""What a release kind is: its plan entry, its exact aggregates, its execution, its summary.
+"""The contract of a release kind: its plan, its exact aggregates, its execution, its summary.
 
-A kind (:class:`ReleaseKind`) owns one config section and turns each item into a typed
-:class:`ReleasePlan` (what it costs, which columns it reads -- no data), names the exact
-aggregates it needs from the run's shared scan, and executes: draws its noise (after the
-ledger recorded the draw), writes its files, and returns its :class:`ReleaseSummary`. The
-ledger rows, the manifest, the report and the audit all read that one summary.
+A kind (:class:`ReleaseKind`, generic over its config item, its plan's spec and its exact
+aggregates) owns one config section and turns each item into a typed
+:class:`ReleasePlan` (what it costs, which columns it reads, its frozen spec -- no data), names
+the exact aggregates it needs from the run's shared scan (:class:`Scan`), and executes: draws
+its noise (after the ledger recorded the draw), writes its files, and returns what it computed
+(:class:`Executed`). The ledger rows, the manifest, both reports and the audit read the one
+:class:`ReleaseSummary` built from it; the kind words its own part of them (``dppub plan``'s
+text, its ``report.md`` lines, its plot in ``report.html``, its guarantee).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.engine import Aggregate, TableSource
@@ -20,16 +24,32 @@ from dp.pipeline.units import Bounding
 from dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.config import PipelineConfig
+    from dp.pipeline.config import Model, PipelineConfig
+    from dp.pipeline.html.sections import Section
 
-__all__ = ["JSON", "Executed", "ReleaseKind", "ReleasePlan", "ReleaseSummary"]
+__all__ = [
+    "JSON",
+    "Executed",
+    "ReleaseKind",
+    "ReleasePlan",
+    "ReleaseSummary",
+    "Result",
+    "Scan",
+    "scan_each",
+    "scan_one",
+]
+
+ItemT = TypeVar("ItemT", bound="Model")
+SpecT = TypeVar("SpecT")
+ExactT = TypeVar("ExactT")
+R = TypeVar("R")
 
 JSON = Any
 """A JSON-ready value (str, number, bool, None, list, dict)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleasePlan:
+class ReleasePlan(Generic[SpecT]):
     """One planned release: what it costs and what it reads. Known before any data is read."""
 
     name: str
@@ -49,8 +69,8 @@ class ReleasePlan:
     regression's tasks, named ``release[label]``), or empty for one whole-table part."""
     bounding: Bounding = field(default_factory=Bounding)
     """Its privacy unit and contribution bound (default: neighbours differ by one row)."""
-    spec: Any = field(default=None, compare=False, repr=False)
-    """Kind-specific, immutable: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
+    spec: SpecT = field(compare=False, repr=False)
+    """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)
     """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
 
@@ -90,19 +110,20 @@ class ReleaseSummary:
 
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
-        common: dict[str, Any] = {
-            "kind": self.kind,
-            "mechanism": self.mechanism,
-            "sensitivity": self.sensitivity,
-            "is_dp": self.is_dp,
-            "output_hash": self.output_hash,
-            "neighbours": self.neighbours,
-        }
-        if not self.parts:
-            return [ReleaseRecord(name=self.name, cost=self.cost, **common)]
+        parts = self.parts or (PlannedCost(name=self.name, cost=self.cost),)
         return [
-            ReleaseRecord(name=p.name, cost=p.cost, partition=p.partition, **common)
-            for p in self.parts
+            ReleaseRecord(
+                name=p.name,
+                cost=p.cost,
+                partition=p.partition,
+                kind=self.kind,
+                mechanism=self.mechanism,
+                sensitivity=self.sensitivity,
+                is_dp=self.is_dp,
+                output_hash=self.output_hash,
+                neighbours=self.neighbours,
+            )
+            for p in parts
         ]
 
     def to_json(self) -> dict[str, JSON]:
@@ -153,18 +174,52 @@ class ReleaseSummary:
         )
 
 
+class Result(Protocol):
+    """A kind's typed, frozen account of one computed release (public values only). Its
+    JSON is the summary's ``details``; the kind reads it back with its own ``from_json``."""
+
+    def to_json(self) -> dict[str, JSON]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Executed:
     """What :meth:`ReleaseKind.execute` returns besides the files it wrote."""
 
     details: Mapping[str, JSON]
-    """Public facts for the report and manifest."""
+    """Public facts for the report and manifest: a :class:`Result`'s JSON."""
     sensitivity: float | None = None
     """The L1 sensitivity of the noise, where one number says it."""
 
+    @classmethod
+    def of(cls, result: Result, sensitivity: float | None = None) -> Executed:
+        return cls(details=result.to_json(), sensitivity=sensitivity)
 
-class ReleaseKind(Protocol):
-    """One kind of release (see the module docstring). Stateless; registered once."""
+
+@dataclass(frozen=True, slots=True)
+class Scan(Generic[ExactT]):
+    """What a release needs from the run's one shared scan: engine aggregates, and how their
+    finished results (in the same order) make the kind's typed exact value."""
+
+    aggregates: tuple[Aggregate[Any, Any], ...]
+    """Engine aggregates (their accumulators are the engine's business, hence ``Any``)."""
+    assemble: Callable[[Sequence[object]], ExactT]
+    """The finished results -> what :meth:`ReleaseKind.execute` receives."""
+
+
+def scan_one(aggregate: Aggregate[Any, R]) -> Scan[R]:
+    """One aggregate; the kind receives its finished result."""
+    return Scan((aggregate,), lambda results: cast(R, results[0]))
+
+
+def scan_each(aggregates: Sequence[Aggregate[Any, R]]) -> Scan[tuple[R, ...]]:
+    """Aggregates of one result type (maybe none); the kind receives their results in order."""
+    return Scan(tuple(aggregates), lambda results: tuple(cast(R, r) for r in results))
+
+
+class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
+    """One kind of release (see the module docstring). Stateless; registered once in
+    :data:`dp.pipeline.registry.KINDS`. A subclass sets the four attributes and implements
+    :meth:`plan`, :meth:`scan`, :meth:`execute` and :meth:`report`; the rest have defaults."""
 
     section: str
     """Its config section (``workloads``)."""
@@ -172,33 +227,48 @@ class ReleaseKind(Protocol):
     """What its releases are called in plans, the ledger and manifests (``workload``)."""
     many: bool
     """A list of items (else a single optional object)."""
-    model: type[Any]
+    model: type[ItemT]
     """The pydantic model of one item."""
 
-    def plan(self, cfg: PipelineConfig, item: Any) -> ReleasePlan:
+    def plan(self, cfg: PipelineConfig, item: ItemT) -> ReleasePlan[SpecT]:
         """The release an item declares. Raises ConfigError for what the config gets wrong."""
-        ...
+        raise NotImplementedError
 
-    def describe(self, plan: ReleasePlan) -> Mapping[str, JSON]:
-        """What ``dppub plan`` shows about it beyond its cost (data-independent)."""
-        ...
-
-    def aggregates(self, plan: ReleasePlan) -> Sequence[Aggregate[Any, Any]]:
+    def scan(self, plan: ReleasePlan[SpecT]) -> Scan[ExactT]:
         """The exact aggregates it needs from the run's one shared scan (may be none)."""
-        ...
+        raise NotImplementedError
 
     def execute(
-        self,
-        plan: ReleasePlan,
-        exact: Sequence[Any],
-        data: TableSource,
-        out: Staging,
+        self, plan: ReleasePlan[SpecT], exact: ExactT, data: TableSource, out: Staging
     ) -> Executed:
-        """Compute the release into ``out`` (the ledger has recorded its draw); ``exact`` are
-        the finished :meth:`aggregates`, further passes go through ``data``'s engine. Called
-        at most once per release (a completed one is reused, never recomputed)."""
-        ...
+        """Compute the release into ``out`` (the ledger has recorded its draw); ``exact`` is
+        what :meth:`scan` assembled, further passes go through ``data``'s engine. Called at
+        most once per release (a completed one is reused, never recomputed)."""
+        raise NotImplementedError
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         """Markdown lines describing the release in ``report.md``."""
-        ...
+        raise NotImplementedError
+
+    def describe(self, plan: ReleasePlan[SpecT]) -> Mapping[str, JSON]:
+        """What ``dppub plan --json`` shows about it beyond its cost (data-independent)."""
+        return plan.facts
+
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        """What ``dppub plan`` prints after a release's cost, from :meth:`describe`'s facts."""
+        return ""
+
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        """The guarantee column of the budget table."""
+        return "differential privacy" if summary.is_dp else "syntactic (not DP)"
+
+    def not_covered(self, summary: ReleaseSummary) -> str:
+        """For a release the DP guarantee does not cover: why, in one sentence."""
+        return "a syntactic release; it is not protected by the DP guarantee."
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        """Its plots and tables in ``report.html``, from its files published in ``folder``
+        (the run folder); none by default."""
+        from dp.pipeline.html.sections import Section
+
+        return Section()

@@ -1,0 +1,20 @@
+"""Release kinds: the contract (:mod:`~dp.pipeline.kinds.base`) and one module per kind.
+
+* :mod:`~dp.pipeline.kinds.anonymity` -- the k-anonymous table (section ``anonymize``);
+* :mod:`~dp.pipeline.kinds.workload` -- linear-query workloads (the matrix mechanism);
+* :mod:`~dp.pipeline.kinds.regression` -- DP linear, logistic and trace regression;
+* :mod:`~dp.pipeline.kinds.clustering` -- DP k-means.
+
+They are registered, in run order, in :data:`dp.pipeline.registry.KINDS`.
+"""
+
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+)
+
+__all__ = ["JSON", "Executed", "ReleaseKind", "ReleasePlan", "ReleaseSummary", "Scan"]

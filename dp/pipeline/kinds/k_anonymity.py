@@ -1,0 +1,184 @@
+"""Release kind k-anonymity (config section ``anonymize:``, ledger label ``k-anonymity``): the
+k-anonymous table, a syntactic release that is *not* DP.
+
+The generalization is chosen by looking at the data (a globally optimal full-domain search on
+the QI leaf counts), so the ledger records this release as not differentially private and DP
+releases never read its levels. The counting pass and the writing pass go through the engine;
+with fewer than k records (no admissible node) every record is suppressed -- the run still
+publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from dp.anonymity import Hierarchy
+from dp.budget import PrivacyCost
+from dp.engine import DistinctValuesAggregate, TableSource, anonymize_stream
+from dp.errors import ConfigError
+from dp.pipeline.config import Flag, Integer, Model, Name, Number, PipelineConfig
+from dp.pipeline.domains import (
+    declared_columns,
+    declared_hierarchy,
+    hierarchy_from_values,
+    leaves_from_data,
+)
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_each,
+)
+from dp.pipeline.units import Bounding
+from dp.publication import Staging
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
+
+__all__ = ["KAnonymityKind", "KAnonymityModel", "KAnonymityResult", "KAnonymitySpec"]
+
+
+class KAnonymityModel(Model):
+    name: Name = "k_anonymous_table"
+    quasi_identifiers: list[str] = Field(min_length=1)
+    k: Integer = Field(ge=1)
+    max_suppression: Number = Field(default=0.0, ge=0.0, le=1.0)
+    metric: Literal["loss", "dm", "dm_star", "entropy"] = "loss"
+    include: list[str] = Field(default_factory=list)
+    """Further columns released unchanged beside the generalized quasi-identifiers."""
+    publish: Flag = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class KAnonymitySpec:
+    """What the search needs: the item, the declared hierarchies, and the QIs whose
+    hierarchy takes its leaves from the data (their distinct values come from the scan)."""
+
+    cfg: PipelineConfig
+    item: KAnonymityModel
+    declared: Mapping[str, Hierarchy]
+    from_data: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KAnonymityResult:
+    """The released table's public account: its guarantee, levels and ``report.md`` text."""
+
+    guarantee: str
+    """``k=5``."""
+    levels: Mapping[str, int]
+    """The generalization level chosen per quasi-identifier."""
+    report: str
+    """Its markdown report (utility and risk)."""
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"guarantee": self.guarantee, "levels": dict(self.levels), "report": self.report}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> KAnonymityResult:
+        return cls(
+            guarantee=str(data["guarantee"]), levels=dict(data["levels"]), report=data["report"]
+        )
+
+
+DistinctValues = tuple[list[str], ...]
+"""Per QI in :attr:`KAnonymitySpec.from_data`: its distinct values in the rows read."""
+
+_NOT_COVERED = (
+    "a k-anonymous table is a syntactic release whose generalization was chosen from the "
+    "data; its rows are not protected by the DP guarantee."
+)
+
+
+class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues]):
+    """See the module docstring."""
+
+    section = "anonymize"
+    label = "k-anonymity"
+    many = False
+    model = KAnonymityModel
+
+    def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
+        qis = item.quasi_identifiers
+        columns = declared_columns(cfg, [*qis, *item.include])
+        missing = [q for q in qis if q not in cfg.hierarchies]
+        if missing:
+            raise ConfigError(f"quasi-identifiers without a hierarchy: {missing}")
+        declared = {q: declared_hierarchy(cfg, q) for q in qis if not leaves_from_data(cfg, q)}
+        from_data = tuple(q for q in qis if leaves_from_data(cfg, q))
+        return ReleasePlan(
+            name=item.name,
+            kind=self.label,
+            mechanism="generalization",
+            cost=PrivacyCost.zero(),
+            is_dp=False,
+            columns=columns,
+            bounding=Bounding(),  # not DP: it publishes every row, units or not
+            spec=KAnonymitySpec(cfg=cfg, item=item, declared=declared, from_data=from_data),
+        )
+
+    def scan(self, plan: ReleasePlan[KAnonymitySpec]) -> Scan[DistinctValues]:
+        """The distinct codes of the QIs whose hierarchy takes its leaves from the data, over
+        the rows this release reads (complete in all of its columns)."""
+        return scan_each(
+            [DistinctValuesAggregate(q, also=plan.columns) for q in plan.spec.from_data]
+        )
+
+    def execute(
+        self,
+        plan: ReleasePlan[KAnonymitySpec],
+        exact: DistinctValues,
+        data: TableSource,
+        out: Staging,
+    ) -> Executed:
+        spec = plan.spec
+        item = spec.item
+        built = {
+            q: hierarchy_from_values(spec.cfg, q, v)
+            for q, v in zip(spec.from_data, exact, strict=True)
+        }
+        hierarchies = {
+            q: spec.declared[q] if q in spec.declared else built[q] for q in item.quasi_identifiers
+        }
+        result = anonymize_stream(
+            data.path,
+            data.schema,
+            hierarchies,
+            out=out.release_dir(plan.name) / "table.parquet",
+            include=item.include,
+            k=item.k,
+            max_suppression=item.max_suppression,
+            metric=item.metric,
+            suppress_if_impossible=True,
+            backend=data.backend,
+        )
+        out.write_json(plan.name, "metrics.json", result.metrics)
+        return Executed.of(
+            KAnonymityResult(
+                guarantee=f"k={item.k}", levels=result.levels, report=result.to_markdown()
+            )
+        )
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        return [KAnonymityResult.from_json(summary.details).report]
+
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        return f"{KAnonymityResult.from_json(summary.details).guarantee} (not DP)"
+
+    def not_covered(self, summary: ReleaseSummary) -> str:
+        return _NOT_COVERED
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.model_plots import (
+            k_anonymity_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return k_anonymity_plot(summary, folder)

@@ -1,0 +1,158 @@
+"""Adding a release kind takes its module and one registry line, nothing else.
+
+The toy kind below (``count``: a noisy count of the rows that have a column) is the whole of
+what a new kind writes, as ARCHITECTURE.md's "A release kind" says. Registered by extending
+:data:`dp.pipeline.registry.KINDS` (the one line a real kind adds), it is configured, planned,
+shown by ``dppub plan``, run, recorded in the ledger and reported in ``report.md`` and
+``report.html`` without a change anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pytest
+import yaml
+from pydantic import Field
+
+from dp.engine import HistogramAggregate, TableSource
+from dp.histogram import Axis
+from dp.ledger import Ledger
+from dp.mechanisms import laplace
+from dp.pipeline import registry
+from dp.pipeline.config import Cost, Name, PipelineConfig
+from dp.pipeline.domains import histogram_axis
+from dp.pipeline.html.sections import Section, Table
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
+from dp.pipeline.plan import load_plan
+from dp.pipeline.units import bounding_for
+from dp.publication import Staging
+from tests.dp.pipeline.published_run import demo_config, publish_in_process
+
+# ---- the kind's module: everything a new kind writes ------------------------------------------
+
+
+class CountModel(Cost):
+    """One item of the ``counts:`` section."""
+
+    name: Name
+    column: str = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountSpec:
+    axis: Axis
+
+
+Counts = npt.NDArray[np.float64]
+
+
+class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
+    section = "counts"
+    label = "count"
+    many = True
+    model = CountModel
+
+    def plan(self, cfg: PipelineConfig, item: CountModel) -> ReleasePlan[CountSpec]:
+        axis = histogram_axis(cfg, item.name, item.column, bins=None, level=None)
+        return ReleasePlan(
+            name=item.name,
+            kind=self.label,
+            mechanism="laplace",
+            cost=item.cost,
+            is_dp=True,
+            columns=(item.column,),
+            bounding=bounding_for(cfg),
+            spec=CountSpec(axis=axis),
+            facts={"column": item.column},
+        )
+
+    def scan(self, plan: ReleasePlan[CountSpec]) -> Scan[Counts]:
+        return scan_one(HistogramAggregate((plan.spec.axis,)))
+
+    def execute(
+        self, plan: ReleasePlan[CountSpec], exact: Counts, data: TableSource, out: Staging
+    ) -> Executed:
+        m = plan.bounding.rows_per_unit  # a unit adds up to m rows
+        noisy = float(laplace(float(exact.sum()), sensitivity=m, epsilon=plan.cost.epsilon))
+        out.write_json(plan.name, "count.json", {"count": noisy})
+        return Executed(details={"count": noisy}, sensitivity=float(m))
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        return [f"A noisy row count: {summary.details['count']:.1f} (in `count.json`)."]
+
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        return f"  rows that have {described['column']}"
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        count = json.loads((folder / summary.name / "count.json").read_text())["count"]
+        table = Table(caption="The noisy row count", headers=("count",), rows=((f"{count:.1f}",),))
+        return Section(tables=(table,))
+
+
+# ---- the test -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def count_config(tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demo dataset with one ``counts:`` release, the kind registered by its one line."""
+    monkeypatch.setattr(registry, "KINDS", (*registry.KINDS, CountKind()))
+    path = demo_config(tmp_path, census_small)
+    raw = yaml.safe_load(path.read_text())
+    for section in ("anonymize", "workloads", "regressions", "clustering"):
+        raw.pop(section, None)
+    raw["counts"] = [{"name": "rows", "column": "sex", "epsilon": 0.5}]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_a_kind_needs_its_module_and_one_registry_line(
+    tmp_path: Path, census_small: Path, count_config: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    plan = load_plan(count_config)
+    assert [(r.name, r.kind, r.cost.epsilon) for r in plan.releases] == [("rows", "count", 0.5)]
+    shown = CliRunner().invoke(app, ["plan", str(count_config)])
+    assert shown.exit_code == 0, shown.output
+    assert "rows that have sex" in shown.output
+
+    ledger = tmp_path / "ledger.sqlite"
+    published = publish_in_process(count_config, ledger, tmp_path / "out")
+
+    (entry,) = published.manifest["releases"]
+    assert entry["kind"] == "count"
+    assert entry["files"] == ["rows/count.json"]
+    assert published.manifest["guarantee"]["dp_releases"] == ["rows"]
+    count = json.loads((published.folder / "rows" / "count.json").read_text())["count"]
+    exact = int(pd.read_parquet(census_small, columns=["sex"])["sex"].notna().sum())
+    # Laplace noise of scale 1 / 0.5 = 2: |noise| > 40 has probability e^-20 (~2e-9).
+    assert abs(count - exact) < 40
+
+    report = (published.folder / "report.md").read_text()
+    assert "### rows (count)" in report
+    assert f"A noisy row count: {count:.1f}" in report
+    html = (published.folder / "report.html").read_text()
+    assert "The noisy row count" in html
+    assert f"{count:.1f}" in html
+
+    rows = Ledger(str(ledger), create=False).history()
+    released = [(r["release"], r["kind"], r["epsilon"]) for r in rows if r["event"] == "release"]
+    assert released == [("rows", "count", 0.5)]
+    assert [r["release"] for r in rows if r["event"] == "draw"] == ["rows"]
