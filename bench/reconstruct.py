@@ -4,7 +4,8 @@ Prints one table and writes ``bench/results/reconstruct.json``. Not run by the t
 
 1. ``nonneg-l1`` on all 2-way marginals of the demo's age (5-year bands) x sex x race x
    education x marital (3,600 cells, 359 queries) and the same plus hours in 20 bins (72,000
-   cells, 999 queries), built as ``dp/pipeline/workloads.py`` plans them from ``configs/demo.yaml``
+   cells, 999 queries), built as ``dp/pipeline/kinds/workload.py`` plans them from
+   ``configs/demo.yaml``
    over the demo data (``make run`` generates ``data/sample/census.parquet``), measured through
    the strategy ``select_strategy`` picks: wall time of least squares, the projection and the
    whole reconstruction over seeded noise draws, and the guarantee

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from pydantic import Field
 
+from dp.axes import Axis
 from dp.engine import HistogramAggregate, TableSource
-from dp.histogram import Axis
 from dp.ledger import Ledger
 from dp.mechanisms import laplace
 from dp.pipeline import registry
