@@ -1,4 +1,4 @@
-"""The run protocol: open, attach, settle, recover -- and faults injected where they happen."""
+"""The run protocol: open, settle, recover -- and faults injected where they happen."""
 
 import errno
 import json
@@ -165,19 +165,6 @@ def test_recover_settles_dead_runs_by_what_is_on_disk(
     assert led.reservation(alive.run_id).state == "pending"
     assert _spent(led) == pytest.approx(0.6 + 0.5 + 0.6)  # alive still holds its 0.6
     alive.close()
-
-
-def test_attach_checks_state_and_plan(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
-    led = ledger_factory()
-    run = Run.open(led, tmp_path / "out", _plan())
-    attached = Run.attach(led, tmp_path / "out", _plan(), run.run_id)
-    assert attached.remaining.epsilon == pytest.approx(0.4)
-    with pytest.raises(LedgerError, match="the plan costs"):
-        Run.attach(led, tmp_path / "out", _plan(PrivacyCost(epsilon=0.5)), run.run_id)
-    led.abort(run_id=run.run_id)
-    with pytest.raises(LedgerError, match="is aborted and cannot be executed again"):
-        Run.attach(led, tmp_path / "out", _plan(), run.run_id)
-    run.close()
 
 
 def test_a_capped_period_names_when_the_next_opens(
