@@ -127,6 +127,24 @@ def test_a_run_that_drew_nothing_is_aborted_at_no_cost(
     assert _spent(led) == 0.0
 
 
+def test_a_run_whose_staging_folder_cannot_be_made_is_settled(
+    tmp_path: Path, ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `with run:` is entered after the reservation: a full disk there must not leave the run
+    # pending (its block never starts, so leaving it cannot settle it).
+    led = ledger_factory()
+    run = Run.open(led, tmp_path / "out", _plan())
+
+    def full(self: dp.publication.Staging) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.dir))
+
+    monkeypatch.setattr(dp.publication.Staging, "create", full)
+    with pytest.raises(OSError, match="No space left"), run:
+        pytest.fail("the block must not start")
+    assert led.reservation(run.run_id).state == "aborted"
+    assert recover(led) == []  # nothing pending, no lock left behind
+
+
 def test_a_release_is_drawn_once(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
     led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
