@@ -156,8 +156,8 @@ def execute_opened(
 
     A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
     ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
-    whatever exception Prefect made of it. Prefect's settings are in place before Prefect is
-    first imported (:func:`flows.cli.main`).
+    whatever exception Prefect made of it. Prefect's settings were made before Prefect was
+    first imported (the CLI's callback runs :func:`flows.server.prefect_env` first).
     """
     from prefect.exceptions import TerminationSignal
 

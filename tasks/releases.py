@@ -54,8 +54,7 @@ def compute_release(
     staging: Staging,
     filters: Filters,
 ) -> ReleaseSummary:
-    """:func:`dp.pipeline.publish.compute` (the release's parts as parameters: Prefect sees
-    them as they were before this module wrapped the step)."""
+    """:func:`dp.pipeline.publish.compute` (the job's fields as the task's parameters)."""
     job = steps.Release(plan=release, exact=exact, source=source, staging=staging, filters=filters)
     return steps.compute(job, run_logger())
 
