@@ -35,7 +35,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
 LedgerOpt = Annotated[
     str, typer.Option("--ledger", help="Budget ledger: a SQLite file, or a postgresql:// URL.")
 ]
