@@ -3,9 +3,10 @@ and -- whatever happens -- settle.
 
 * :meth:`Run.open` takes the run's liveness lock, settles dead runs of the same data, checks
   that every publication under the output folder is still in the ledger (a truncated, replaced
-  or deleted ledger is refused), and reserves the plan's cost atomically. ``dppub run`` opens
-  the run *before* Prefect starts, so a refused run never pays Prefect's start-up; the flow then
-  :meth:`Run.attach`-es to it. Scheduled runs open their own run inside the flow.
+  or deleted ledger is refused), and reserves the plan's cost atomically. Whoever opens a run
+  holds it and settles it (``with run:``): ``dppub run`` opens it *before* Prefect starts (a
+  refused run never pays Prefect's start-up) and hands it to the flow in-process; a served run
+  opens its own inside the flow.
 * Releases are computed into the staging folder; each records a ``draw`` in the ledger before
   it draws noise (:meth:`dp.publication.Staging.attempt`).
 * :meth:`Run.compose` records the releases and recomputes the run's cost from those rows;
@@ -123,8 +124,9 @@ def _lock(ledger: Ledger, staging: Staging) -> Liveness:
 
 
 class Run:
-    """One publication run. Use :meth:`open` or :meth:`attach`, then ``with run: ...``: leaving
-    the block settles the run (see the module docstring) and drops its lock."""
+    """One publication run. Use :meth:`open` (through :meth:`dp.pipeline.plan.Plan.open_run`),
+    then ``with run: ...``: leaving the block settles the run (see the module docstring) and
+    drops its lock."""
 
     def __init__(self, ledger: Ledger, staging: Staging, *, remaining: PrivacyCost) -> None:
         self.ledger = ledger
@@ -182,26 +184,12 @@ class Run:
             raise
         return run
 
-    @classmethod
-    def attach(cls, ledger: Ledger, out_dir: str | Path, plan: RunPlan, run_id: str) -> Run:
-        """The run ``run_id`` that this process opened (``dppub run``) and holds locked.
-
-        Raises:
-            LedgerError: the run is not a pending, unused reservation of exactly this plan.
-        """
-        res = ledger.reservation(run_id)
-        if res.state != "pending" or res.recorded:
-            raise LedgerError(f"run {run_id!r} is {res.state} and cannot be executed again")
-        if res.dataset != plan.data.name or res.config_hash != plan.config_hash:
-            raise LedgerError(f"run {run_id!r} was reserved for another dataset or config")
-        if res.cost != plan.cost:
-            raise LedgerError(f"run {run_id!r} reserved {res.cost}, the plan costs {plan.cost}")
-        staging = Staging(out_dir, dataset=plan.data.name, run_id=run_id, ledger=ledger)
-        remaining = ledger.remaining(data=plan.data, policy=plan.policy)
-        return cls(ledger, staging, remaining=remaining)
-
     def __enter__(self) -> Run:
-        self.staging.create()
+        try:
+            self.staging.create()
+        except BaseException:  # the block never starts: settle here, as leaving it would
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(

@@ -19,7 +19,7 @@ from typing import Annotated, ParamSpec, TypeVar
 import typer
 
 from flows.interrupts import Interrupted, catching, ignore_from_now
-from flows.server import STATE
+from flows.server import STATE, prefect_env
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -51,11 +51,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 @app.callback()
-def _check_environment() -> None:
-    """Every environment value dppub reads is checked before any command opens a ledger."""
+def _before_any_command() -> None:
+    """Every environment value dppub reads is checked before any command opens a ledger, and
+    Prefect's settings (its home, the temporary server's start-up limit) are made before any
+    command can import Prefect: it reads them once, when first imported. Nothing this module
+    imports up front imports Prefect (tests/flows/test_cli.py checks)."""
     from dp.pipeline.environment import environment
 
     _guard(environment)
+    prefect_env()
 
 
 def _ledger_timeout() -> float:

@@ -117,9 +117,8 @@ class Opened:
     """A run ``dppub run`` has opened (locked and reserved) before starting Prefect."""
 
     plan: Plan
-    ledger: Ledger
     location: str
-    """Where the ledger is (what the flow opens)."""
+    """Where the ledger is (named in the flow run's parameters)."""
     run: Run
 
 
@@ -131,53 +130,56 @@ def open_run(
     timeout: float,
     signals: Signals,
 ) -> Opened:
-    """Load the plan, check the input's structure, open the run (no value read yet).
+    """Load the plan, open the run (no value read yet) through
+    :meth:`dp.pipeline.plan.Plan.open_run`, the one way a run opens.
 
-    From the reservation on, a signal is only noted: :func:`execute_opened` delivers it once
-    it holds the run, so an interrupted run is always settled (here, aborted at no cost).
+    A configured Prefect API must answer before the ledger is opened. From the reservation on,
+    a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
+    interrupted run is always settled (here, aborted at no cost).
     """
     from dp.pipeline.plan import load_plan
-    from dp.runs import Run
     from flows.server import check_api
 
     plan = load_plan(config, engine)
-    plan.check_structure(out)  # before the ledger is even opened
     check_api()
     location = ledger_for(plan.config, ledger)
-    book = Ledger(location, timeout=timeout)
-    signals.disarm()
-    run = Run.open(book, out, plan.run_plan)
-    return Opened(plan=plan, ledger=book, location=location, run=run)
+    run = plan.open_run(location, out, timeout=timeout, reserving=signals.disarm)
+    return Opened(plan=plan, location=location, run=run)
 
 
 def execute_opened(
     opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
 ) -> tuple[str, int] | None:
-    """Run the flow on an opened run, then settle it whatever happened; returns the failure
-    (one line and an exit code) or None.
+    """Run the flow on an opened run, handed to it in-process, then settle it whatever
+    happened; returns the failure (one line and an exit code) or None.
 
     A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
     ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
-    whatever exception Prefect made of it.
+    whatever exception Prefect made of it. Prefect's settings were made before Prefect was
+    first imported (the CLI's callback runs :func:`flows.server.prefect_env` first).
     """
     from prefect.exceptions import TerminationSignal
 
-    from dp.runs import settle
+    from flows.publish import Handed
     from flows.runner import flow_for
-    from flows.server import own_temporary_server, prefect_env
+    from flows.server import own_temporary_server
 
     failure: tuple[str, int] | None = None
+    run = opened.run
     try:
-        signals.arm()
-        prefect_env()
-        with own_temporary_server():
-            flow_for(opened.plan)(
-                str(config.resolve()),
-                opened.location,
-                str(out.resolve()),
-                run_id=opened.run.run_id,
-                engine=engine,
-            )
+        with run:  # leaving it settles the run; signals wait until that is done
+            try:
+                signals.arm()
+                with own_temporary_server():
+                    flow_for(opened.plan)(
+                        str(config.resolve()),
+                        opened.location,
+                        str(out.resolve()),
+                        engine=engine,
+                        handed=Handed(opened.plan, run),
+                    )
+            finally:
+                signals.disarm()
     except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
         terminated = isinstance(exc, TerminationSignal)
         signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
@@ -194,19 +196,13 @@ def execute_opened(
         else:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
             line = f"internal error {type(exc).__name__}: {exc} (DPPUB_DEBUG=1 for more)"
             failure = (line, INTERNAL_ERROR)
-    finally:
-        signals.disarm()
-        try:
-            settle(opened.ledger, opened.run.staging)  # signals wait until it is done
-        finally:
-            opened.run.close()
     if signals.first is not None:  # the signal decides, not what Prefect made of it
         failure = (signals.line(), signals.exit_code)
     if failure is None:
         return None
-    state = opened.ledger.reservation(opened.run.run_id).state
+    state = run.ledger.reservation(run.run_id).state
     spent = ", nothing was spent" if state == "aborted" else ""
-    return f"{failure[0]}; run {opened.run.run_id} was {state}{spent}", failure[1]
+    return f"{failure[0]}; run {run.run_id} was {state}{spent}", failure[1]
 
 
 def io_error_line(exc: OSError) -> str:
@@ -296,7 +292,6 @@ def serve_schedules(
         STATE,
         check_api,
         local_server,
-        prefect_env,
         register_served,
         stop_server,
     )
@@ -307,7 +302,6 @@ def serve_schedules(
         raise ConfigError(f"no schedule in {', '.join(missing)}")
     ledgers = [ledger_for(p.config, ledger) for _, p in plans]
     check_api()
-    prefect_env()
     server = None
     if not os.environ.get("PREFECT_API_URL"):
         server, url = local_server(STATE)

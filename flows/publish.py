@@ -1,12 +1,17 @@
-"""The ``publish`` flow: plan -> open (reserve) -> read -> scan -> releases -> compose ->
-publish -> commit, and whatever happens, settle.
+"""The ``publish`` flow: :func:`dp.pipeline.publish.publish` with Prefect's tasks and map.
 
-Orchestration only: the plan comes from :func:`dp.pipeline.plan.load_plan`, the run protocol
-from :class:`dp.runs.Run` (leaving ``with run`` settles it: committed if published, charged if
-it drew noise, else aborted), and every data-touching step is a task (``tasks/``).
+The flow holds no step order of its own: the order is :mod:`dp.pipeline.publish`'s, each step
+runs as the task of :mod:`tasks.releases` that wraps it, the releases are submitted to the
+flow's task runner (threads, or the DaskTaskRunner's workers), and the flow adds its artifacts.
+
+Who opens a run settles it: ``dppub run`` opens (and reserves) before Prefect starts and hands
+the held run in-process (:class:`Handed`); a served run opens its own here, through the same
+:meth:`dp.pipeline.plan.Plan.open_run`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import (
@@ -17,39 +22,52 @@ from prefect.artifacts import (
 from prefect.futures import PrefectFuture, wait
 from prefect.runtime import deployment
 
-from dp.faults import fault_point
-from dp.ledger import Ledger
 from dp.pipeline.kinds import ReleaseSummary
 from dp.pipeline.plan import Plan, load_plan
+from dp.pipeline.publish import Published, Release, Steps
+from dp.pipeline.publish import publish as publication
 from dp.pipeline.report import budget_rows
-from dp.pipeline.report_html import write_reports
 from dp.runs import Run
 from flows.logs import quiet_expected_errors
 from flows.server import check_served
 from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
 
-__all__ = ["publish"]
+__all__ = ["Handed", "publish"]
 
 
-def _releases(plan: Plan, run: Run, period: str) -> list[ReleaseSummary]:
-    """Read the data, fold the shared scan, compute every release.
+class Handed:
+    """A run the calling process opened and holds (``dppub run``), handed to the flow
+    in-process. Never serialised: Prefect records the parameter as ``<Handed>`` (it has no
+    ``__dict__`` to walk)."""
 
-    The releases are independent of each other: all are submitted to the flow's task runner
-    (threads, or the DaskTaskRunner's workers) and every one is waited for before a result or
-    a failure is returned, so a failed run never discards the staging folder under a task
-    that is still writing to it.
-    """
-    source = read_source(plan, period)
-    filters = bound_units(plan, source)
-    exact = shared_scan(plan, source, filters)
+    __slots__ = ("plan", "run")
+
+    def __init__(self, plan: Plan, run: Run) -> None:
+        self.plan = plan
+        self.run = run
+
+
+def _releases(jobs: Sequence[Release]) -> list[ReleaseSummary]:
+    """Every release submitted to the task runner; every one is waited for before a result or
+    a failure is returned (even if a later submit failed: nothing may still be writing)."""
     futures: list[PrefectFuture[ReleaseSummary]] = []
     try:
-        for r in plan.releases:
-            call = (r, exact[r.name], source, run.staging, filters)
-            futures.append(compute_release.submit(*call))
+        for j in jobs:
+            futures.append(compute_release.submit(j.plan, j.exact, j.source, j.staging, j.filters))
     finally:
-        wait(futures)  # even if a later submit failed: nothing may still be writing
+        wait(futures)
     return [f.result() for f in futures]
+
+
+def _steps() -> Steps:
+    return Steps(
+        read=read_source,
+        bound_units=bound_units,
+        scan=shared_scan,
+        releases=_releases,
+        compose=compose,
+        log=get_run_logger(),
+    )
 
 
 @flow(name="dppub-publish", persist_result=False, validate_parameters=False)
@@ -57,58 +75,51 @@ def publish(
     config_path: str,
     ledger_path: str,
     out_dir: str,
-    run_id: str | None = None,
     engine: str | None = None,
+    handed: Handed | None = None,
 ) -> str:
-    """Run one private publication; returns the run id. See the module docstring.
+    """Run one private publication; returns the run id.
 
-    With ``run_id`` the caller (``dppub run``) has already opened the run and holds it; the
-    flow attaches to that reservation, which must match this plan.
+    With ``handed`` (``dppub run``) the run is already open and the caller settles it; the
+    paths only name it in Prefect. Without, the flow opens the run and settles it.
     """
     quiet_expected_errors()  # in whichever process runs the flow (CLI or a served run)
     if deployment.id is not None:  # a served run: nothing may differ from the registration
         paths = {"config_path": config_path, "ledger_path": ledger_path, "out_dir": out_dir}
-        check_served({**paths, "run_id": run_id, "engine": engine})
-    logger = get_run_logger()
-    plan = load_plan(config_path, engine)
-    ledger = Ledger(ledger_path)
-    if run_id is None:
-        run = plan.open_run(ledger, out_dir)
+        given = None if handed is None else "given"
+        check_served({**paths, "engine": engine, "handed": given})
+    if handed is not None:
+        plan = handed.plan
+        done = publication(plan, handed.run, _steps())
     else:
-        run = Run.attach(ledger, out_dir, plan.run_plan, run_id)
-    cfg = plan.config
-    logger.info(
-        "run %s: %d release(s), epsilon=%g planned",
-        run.run_id,
-        len(plan.releases),
-        plan.total.epsilon,
-    )
-    with run:
-        reservation = run.reservation
-        summaries = _releases(plan, run, reservation.period)
-        fault_point("staged")
-        head = compose(run, summaries, plan)
-        reports = write_reports(plan, run, summaries, head)
-        final = run.publish(manifest=reports.manifest, report=reports.report)
-        run.commit()
-    key = f"dppub-budget-{cfg.dataset.name.lower().replace('_', '-')}"
+        plan = load_plan(config_path, engine)
+        with plan.open_run(ledger_path, out_dir) as run:
+            done = publication(plan, run, _steps())
+    _artifacts(done, plan)
+    return done.run_id
+
+
+def _artifacts(done: Published, plan: Plan) -> None:
+    """The budget table, the run's summary and a link to its report.html."""
+    name = plan.config.dataset.name
+    key = f"dppub-budget-{name.lower().replace('_', '-')}"
+    run_id = done.run_id
     create_table_artifact(
         key=f"{key}-table",
-        table=budget_rows(summaries),
-        description=f"Releases and privacy costs of run {run.run_id}",
+        table=budget_rows(done.summaries),
+        description=f"Releases and privacy costs of run {run_id}",
     )
-    link = (final / "report.html").resolve().as_uri()  # a local file: the run folder
+    link = (done.folder / "report.html").resolve().as_uri()  # a local file: the run folder
+    head = done.head
     create_markdown_artifact(
         key=key,
-        markdown=f"# dppub run `{run.run_id}` on `{cfg.dataset.name}`\n\n{reports.table}\n\n"
+        markdown=f"# dppub run `{run_id}` on `{name}`\n\n{done.reports.table}\n\n"
         f"Ledger head: seq {head[0]}, `{head[1]}`\n\nReport with plots: [report.html]({link})\n",
-        description=f"Privacy budget of run {run.run_id}",
+        description=f"Privacy budget of run {run_id}",
     )
     create_link_artifact(
         key=f"{key}-report",
         link=link,
-        link_text=f"report.html of run {run.run_id}",
-        description=f"The report of run {run.run_id}: budget, guarantee, a plot per release",
+        link_text=f"report.html of run {run_id}",
+        description=f"The report of run {run_id}: budget, guarantee, a plot per release",
     )
-    logger.info("published run %s to %s", run.run_id, final)
-    return run.run_id

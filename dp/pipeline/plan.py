@@ -3,13 +3,13 @@
 :func:`load_plan` reads and validates the YAML, builds every declared hierarchy and axis,
 plans each release (its cost, its columns), composes the total and resolves the engine -- all
 before the ledger is opened or any value is read, so every config error surfaces here as one
-line. Loading the same file twice in one process returns the same :class:`Plan` (``dppub run``
-and the flow it starts share it).
+line.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -94,12 +94,27 @@ class Plan:
         check_output(Path(out_dir), data)
         check_source(data, self.config.table_schema, columns=self.columns)
 
-    def open_run(self, ledger: Ledger, out_dir: str | Path) -> Run:
-        """Check the structure (no value is read), then open the run: lock, settle dead runs
-        of the same data, check the publications, reserve :attr:`total`. The one way
-        ``dppub run`` and scheduled runs start."""
+    def open_run(
+        self,
+        ledger: str | Path,
+        out_dir: str | Path,
+        *,
+        timeout: float = 30.0,
+        reserving: Callable[[], None] | None = None,
+    ) -> Run:
+        """Check the structure (no value is read), then open the run in the ledger at
+        ``ledger``: lock, settle dead runs of the same data, check the publications, reserve
+        :attr:`total`. The one way a run starts (``dppub run``, served runs, tests); the caller
+        holds the run (``with run:`` settles it).
+
+        ``reserving`` is called just before the reservation (``dppub run`` holds its signals
+        from there on, so an interrupted run is always settled).
+        """
         self.check_structure(out_dir)
-        return Run.open(ledger, out_dir, self.run_plan)
+        book = Ledger(ledger, timeout=timeout)
+        if reserving is not None:
+            reserving()
+        return Run.open(book, out_dir, self.run_plan)
 
     def resolved_engine(self, period: str | None = None) -> Literal["memory", "stream", "dask"]:
         """``auto``: in memory when the run's columns fit the memory budget, else streamed."""
@@ -198,25 +213,18 @@ def load_config(path: str | Path) -> PipelineConfig:
     return cfg
 
 
-_PLANS: dict[tuple[str, str, str | None], Plan] = {}
-
-
 def load_plan(path: str | Path, engine: str | None = None) -> Plan:
-    """:func:`load_config` then :func:`build_plan`, once per file content and engine."""
+    """:func:`load_config` then :func:`build_plan`."""
     p = Path(path).resolve()
     try:
-        stat = p.stat()
+        p.stat()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    digest = f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
-    key = (str(p), digest, engine)
-    if key not in _PLANS:
-        cfg = load_config(p)
-        try:
-            _PLANS[key] = build_plan(cfg, engine)
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    return _PLANS[key]
+    cfg = load_config(p)
+    try:
+        return build_plan(cfg, engine)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def check_output(out_dir: Path, data: Path) -> None:

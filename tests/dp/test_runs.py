@@ -1,4 +1,4 @@
-"""The run protocol: open, attach, settle, recover -- and faults injected where they happen."""
+"""The run protocol: open, settle, recover -- and faults injected where they happen."""
 
 import errno
 import json
@@ -127,6 +127,24 @@ def test_a_run_that_drew_nothing_is_aborted_at_no_cost(
     assert _spent(led) == 0.0
 
 
+def test_a_run_whose_staging_folder_cannot_be_made_is_settled(
+    tmp_path: Path, ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `with run:` is entered after the reservation: a full disk there must not leave the run
+    # pending (its block never starts, so leaving it cannot settle it).
+    led = ledger_factory()
+    run = Run.open(led, tmp_path / "out", _plan())
+
+    def full(self: dp.publication.Staging) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.dir))
+
+    monkeypatch.setattr(dp.publication.Staging, "create", full)
+    with pytest.raises(OSError, match="No space left"), run:
+        pytest.fail("the block must not start")
+    assert led.reservation(run.run_id).state == "aborted"
+    assert recover(led) == []  # nothing pending, no lock left behind
+
+
 def test_a_release_is_drawn_once(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
     led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
@@ -165,19 +183,6 @@ def test_recover_settles_dead_runs_by_what_is_on_disk(
     assert led.reservation(alive.run_id).state == "pending"
     assert _spent(led) == pytest.approx(0.6 + 0.5 + 0.6)  # alive still holds its 0.6
     alive.close()
-
-
-def test_attach_checks_state_and_plan(tmp_path: Path, ledger_factory: LedgerFactory) -> None:
-    led = ledger_factory()
-    run = Run.open(led, tmp_path / "out", _plan())
-    attached = Run.attach(led, tmp_path / "out", _plan(), run.run_id)
-    assert attached.remaining.epsilon == pytest.approx(0.4)
-    with pytest.raises(LedgerError, match="the plan costs"):
-        Run.attach(led, tmp_path / "out", _plan(PrivacyCost(epsilon=0.5)), run.run_id)
-    led.abort(run_id=run.run_id)
-    with pytest.raises(LedgerError, match="is aborted and cannot be executed again"):
-        Run.attach(led, tmp_path / "out", _plan(), run.run_id)
-    run.close()
 
 
 def test_a_capped_period_names_when_the_next_opens(

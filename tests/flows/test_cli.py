@@ -141,6 +141,38 @@ def test_config_errors_exit_2_without_starting_prefect(tmp_path: Path) -> None:
     assert not (tmp_path / "l.sqlite").exists()
 
 
+def test_a_hand_run_keeps_prefect_in_the_state_folder(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    # The README: unless PREFECT_HOME is set, Prefect's home is DPPUB_HOME/prefect. Prefect reads
+    # its settings once, when first imported: `dppub run` used to import it first, so the run's
+    # Prefect client used ~/.prefect (and Prefect's 20 s server start-up limit, not dppub's).
+    config = config_factory()
+    home, state = tmp_path / "home", tmp_path / "state"
+    home.mkdir()
+    unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(config), "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "HOME": str(home), "DPPUB_HOME": str(state)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (state / "prefect" / "prefect.db").is_file()
+    assert not (home / ".prefect").exists()
+
+
+def test_no_command_imports_prefect_before_it_is_configured() -> None:
+    # What keeps the test above true by construction: the CLI module and what every command
+    # imports up front are free of Prefect; its settings are made before any command runs.
+    probe = "import sys, flows.cli, flows.commands; print(sorted(m for m in sys.modules"
+    probe += " if m.split('.')[0] == 'prefect'))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_dask_engine_runs_the_releases_on_a_local_cluster(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
     config = config_factory(budget=10.0)
     raw = yaml.safe_load(config.read_text())

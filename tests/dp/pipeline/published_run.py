@@ -1,4 +1,4 @@
-"""A real run published without Prefect: the flow's steps, called in order, in-process.
+"""A real run published without Prefect: the run's steps, in order, in-process.
 
 The report tests need genuine releases (noisy answers, fitted models, a k-anonymous table) and
 the ledger a run leaves behind, in a few seconds; the flow itself is tested in tests/flows.
@@ -14,11 +14,9 @@ import yaml
 
 from dp.budget import PrivacyCost
 from dp.ledger import Ledger
-from dp.pipeline.execute import compute_release, shared_scan
 from dp.pipeline.kinds import ReleaseSummary
 from dp.pipeline.plan import load_plan
-from dp.pipeline.report_html import write_reports
-from dp.pipeline.units import unit_filters
+from dp.pipeline.publish import in_order, publish
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,22 +29,11 @@ class Published:
 
 
 def publish_in_process(config: Path, ledger: Path, out: Path) -> Published:
-    """Plan, open, compute every release, compose, write both reports, publish, commit."""
+    """The run's steps (:func:`dp.pipeline.publish.publish`), called in this thread."""
     plan = load_plan(config)
-    book = Ledger(str(ledger))
-    run = plan.open_run(book, out)
-    with run:
-        source = plan.source(run.reservation.period)
-        filters = unit_filters([r.bounding for r in plan.releases], source, plan.columns)
-        exact = shared_scan(plan.releases, source, filters)
-        summaries = [
-            compute_release(r, exact[r.name], source, run.staging, filters) for r in plan.releases
-        ]
-        head = run.compose([rec for s in summaries for rec in s.records()], plan.total)
-        reports = write_reports(plan, run, summaries, head)
-        folder = run.publish(manifest=reports.manifest, report=reports.report)
-        run.commit()
-    return Published(folder=folder, manifest=reports.manifest, summaries=summaries)
+    with plan.open_run(ledger, out) as run:
+        done = publish(plan, run, in_order())
+    return Published(folder=done.folder, manifest=done.reports.manifest, summaries=done.summaries)
 
 
 def demo_config(directory: Path, data: Path) -> Path:
