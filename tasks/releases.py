@@ -41,7 +41,7 @@ def bound_units(plan: Plan, source: TableSource) -> Filters:
 
 
 @task(name="shared-scan", **PRIVATE)
-def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, list[Any]]:
+def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, Any]:
     """:func:`dp.pipeline.publish.scan`."""
     return steps.scan(plan, source, filters, run_logger())
 
@@ -49,7 +49,7 @@ def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, 
 @task(name="release", **PRIVATE)
 def compute_release(
     release: ReleasePlan[Any],
-    exact: list[Any],
+    exact: object,
     source: TableSource,
     staging: Staging,
     filters: Filters,

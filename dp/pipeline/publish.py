@@ -44,16 +44,17 @@ __all__ = [
 ]
 
 Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
-Exact = dict[str, list[Any]]
-"""Every release's exact aggregates, by release name: kept in memory only."""
+Exact = dict[str, Any]
+"""Every release's exact value (what its kind's scan assembles), by release name: kept in
+memory only."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Release:
     """One release to compute, with everything it reads and where it writes."""
 
-    plan: ReleasePlan
-    exact: list[Any]
+    plan: ReleasePlan[Any]
+    exact: object
     source: TableSource
     staging: Staging
     filters: Filters
