@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -95,14 +95,22 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 @app.command()
 def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
-    from dp.pipeline.registry import kind_of
+    """Show the planned releases, their costs and what the ledger says is left (reads no data);
+    exits 3 when the ledger would refuse the run."""
     from flows.commands import plan_payload
 
     payload = _guard(plan_payload, config, ledger)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
-        return
+    else:
+        _plan_text(payload)
+    if not payload["fits"]:
+        _fail(str(payload["refusal"]), 3)
+
+
+def _plan_text(payload: dict[str, Any]) -> None:
+    from dp.pipeline.registry import kind_of
+
     typer.echo(f"dataset {payload['dataset']}")
     if payload["privacy_unit"] is None:
         typer.echo("  privacy unit: one row (neighbours differ by one row)")
