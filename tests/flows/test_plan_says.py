@@ -96,3 +96,11 @@ def test_plan_without_a_ledger_fits_against_the_whole_budget_and_creates_none(
     assert json.loads(done.stdout)["fits"] is False
     assert "budget exceeded" in _refusal(done)
     assert not ledger.exists()
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    done = CliRunner().invoke(cli.app, ["--version"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == f"dppub {version('dppub')}\n"
