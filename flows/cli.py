@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -50,8 +50,22 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"dppub {version('dppub')}")
+        raise typer.Exit(0)
+
+
+VersionOpt = Annotated[
+    bool,
+    typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+]
+
+
 @app.callback()
-def _before_any_command() -> None:
+def _before_any_command(show_version: VersionOpt = False) -> None:
     """Every environment value dppub reads is checked before any command opens a ledger, and
     Prefect's settings (its home, the temporary server's start-up limit) are made before any
     command can import Prefect: it reads them once, when first imported. Nothing this module
@@ -95,14 +109,24 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 @app.command()
 def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the planned releases, their costs and what the ledger says is left (reads no data)."""
-    from dp.pipeline.registry import kind_of
+    """Show the planned releases, their costs and what the ledger says is left (reads no data).
+
+    Exits 3, after the plan, with run's refusal when the ledger would refuse the run.
+    """
     from flows.commands import plan_payload
 
     payload = _guard(plan_payload, config, ledger)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
-        return
+    else:
+        _plan_text(payload)
+    if not payload["fits"]:
+        _fail(str(payload["refusal"]), 3)
+
+
+def _plan_text(payload: dict[str, Any]) -> None:
+    from dp.pipeline.registry import kind_of
+
     typer.echo(f"dataset {payload['dataset']}")
     if payload["privacy_unit"] is None:
         typer.echo("  privacy unit: one row (neighbours differ by one row)")

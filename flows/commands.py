@@ -74,16 +74,30 @@ def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
 
 def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
+    from dp.budget import PrivacyCost
+    from dp.errors import BudgetExceededError
+    from dp.ledger.book import admit
     from dp.pipeline.plan import load_plan
 
     plan = load_plan(config)
     cfg = plan.config
-    remaining = cfg.budget
+    data, policy = cfg.data_identity, cfg.budget_policy
+    refusal = None
     try:
         book = Ledger(ledger_for(cfg, ledger), create=False)
-        remaining = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
-    except NoLedgerError:
-        pass  # no ledger yet: the whole budget is left (plan never creates one)
+    except NoLedgerError:  # no ledger yet: nothing spent (plan never creates one)
+        book = None
+    try:  # the checks `dppub run`'s reservation makes, read-only
+        if book is None:
+            admit(data.name, policy, plan.total, None, lambda **_: PrivacyCost.zero())
+        else:
+            book.check_reserve(data=data, policy=policy, cost=plan.total)
+    except (BudgetExceededError, ConfigError) as exc:
+        refusal = str(exc)
+    declared = None if book is None else book.declaration_of(data)
+    if declared is not None:
+        policy = declared.policy  # the budget in force is the recorded one, until amended
+    remaining = policy.total if book is None else book.remaining(data=data, policy=policy)
     releases = []
     for r in plan.releases:
         entry: dict[str, JSON] = {
@@ -105,10 +119,12 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
         "releases": releases,
         "total_epsilon": plan.total.epsilon,
         "total_delta": plan.total.delta,
-        "budget_epsilon": cfg.budget.epsilon,
-        "budget": cfg.budget_policy.describe(),
-        "budget_period": cfg.period(),
+        "budget_epsilon": policy.total.epsilon,
+        "budget": policy.describe(),
+        "budget_period": policy.period(),
         "remaining_epsilon": remaining.epsilon,
+        "fits": refusal is None,
+        **({} if refusal is None else {"refusal": refusal}),
     }
 
 

@@ -46,7 +46,9 @@ def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, 
     return steps.scan(plan, source, filters, run_logger())
 
 
-@task(name="release", **PRIVATE)
+# Each run is named after its release (a config name, never data): Prefect formats the
+# template with the task's parameters.
+@task(name="release", task_run_name="release-{release.name}", **PRIVATE)
 def compute_release(
     release: ReleasePlan[Any],
     exact: object,

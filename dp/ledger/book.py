@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,13 @@ from typing import Any
 from dp.budget import PlannedCost, PrivacyCost, compose
 from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
 from dp.ledger.chain import MAX_EPSILON, TERMINAL, partition_text
-from dp.ledger.datasets import amendment_row, check_declared, current_declarations, identity_key
+from dp.ledger.datasets import (
+    Append,
+    amendment_row,
+    check_declared,
+    current_declarations,
+    identity_key,
+)
 from dp.ledger.history import STATES, history_rows, published_neighbours, run_rows
 from dp.ledger.log import ChainedLog
 from dp.ledger.policy import BudgetPolicy, DataIdentity
@@ -158,20 +164,13 @@ class Ledger:
         that does not fit the lifetime total or the period's cap
         (:class:`BudgetExceededError`). A refusal writes nothing.
         """
-        _check_in_range("the budget", policy.total.epsilon)
         _check_in_range(f"the reservation of run {run_id!r}", cost.epsilon)
         period = period_label(policy.per, when)
         scope = policy.scope(period)
         with self.log.write() as con:
             if self._run_events(con, run_id):
                 raise LedgerError(f"run id {run_id!r} is already in the ledger")
-            key = check_declared(con, self.log.append, data, policy)
-            spent = self._spent(con, key, scope=scope)
-            renews = period if policy.renew else None
-            _check_fits(data.name, renews, spent, cost, policy.total, policy, when)
-            if policy.cap is not None:
-                in_period = self._spent(con, key, period=period)
-                _check_fits(data.name, period, in_period, cost, policy.cap, policy, when)
+            key, spent = self._admit(con, self.log.append, data, policy, cost, when)
             self.log.append(
                 con,
                 event="reserve",
@@ -189,6 +188,35 @@ class Ledger:
                 config_hash=config_hash,
             )
             return policy.total - (spent + cost)
+
+    def check_reserve(
+        self,
+        *,
+        data: DataIdentity,
+        policy: BudgetPolicy,
+        cost: PrivacyCost,
+        when: datetime | None = None,
+    ) -> None:
+        """Raise what :meth:`reserve` would refuse ``cost`` with, writing nothing (``dppub
+        plan``): the same checks, read-only."""
+        with self.store.connect() as con:
+            self._admit(con, None, data, policy, cost, when)
+
+    def _admit(
+        self,
+        con: Connection,
+        append: Append | None,
+        data: DataIdentity,
+        policy: BudgetPolicy,
+        cost: PrivacyCost,
+        when: datetime | None,
+    ) -> tuple[str, PrivacyCost]:
+        """The identity key and what its scope has spent, or the refusal of ``cost``: a config
+        that disagrees with the declaration, or a cost over the total or the period's cap."""
+        _check_in_range("the budget", policy.total.epsilon)
+        key = check_declared(con, append, data, policy)
+        spent = admit(data.name, policy, cost, when, lambda **at: self._spent(con, key, **at))
+        return key, spent
 
     def _reservation_row(self, con: Connection, run_id: str) -> Row:
         row: Row | None = con.execute(
@@ -425,6 +453,24 @@ def _check_in_range(what: str, epsilon: float) -> None:
             f"{what} has epsilon={epsilon:g}, above the ledger's range (at most "
             f"{MAX_EPSILON:g}): refused, nothing was written"
         )
+
+
+def admit(
+    name: str,
+    policy: BudgetPolicy,
+    cost: PrivacyCost,
+    when: datetime | None,
+    spent: Callable[..., PrivacyCost],
+) -> PrivacyCost:
+    """What the run's scope has spent (``spent(scope=...)`` / ``spent(period=...)`` say what
+    the data spent); raises :class:`BudgetExceededError` when ``cost`` does not fit the lifetime
+    total or the period's cap. With no ledger yet, ``spent`` is zero everywhere."""
+    period = period_label(policy.per, when)
+    in_scope = spent(scope=policy.scope(period))
+    _check_fits(name, period if policy.renew else None, in_scope, cost, policy.total, policy, when)
+    if policy.cap is not None:
+        _check_fits(name, period, spent(period=period), cost, policy.cap, policy, when)
+    return in_scope
 
 
 def _check_fits(

@@ -57,9 +57,10 @@ def _row(
 
 
 def check_declared(
-    con: Connection, append: Append, data: DataIdentity, policy: BudgetPolicy
+    con: Connection, append: Append | None, data: DataIdentity, policy: BudgetPolicy
 ) -> str:
-    """The identity key of ``data``: declared now if new, refused if the config disagrees.
+    """The identity key of ``data``: declared now if new (unless ``append`` is None: a
+    read-only check), refused if the config disagrees.
 
     Raises:
         ConfigError: one line naming each difference from the recorded declaration.
@@ -73,7 +74,8 @@ def check_declared(
                 f"dataset {data.name!r} is recorded for {other.path}, the config reads "
                 f"{data.source}: if the data moved, record it with `dppub budget amend`"
             )
-        append(con, **_row("declare", data.source, data, policy))
+        if append is not None:
+            append(con, **_row("declare", data.source, data, policy))
         return data.source
     recorded = current[key]
     diffs = policy.differences(recorded.policy)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
 from prefect.testing.utilities import prefect_test_harness
 
 from dp import matrix
@@ -92,6 +93,11 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
 
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts()}
+        wanted = [f"release-{n}" for n in names]  # each release's task run is named after it
+        runs = client.read_task_runs(
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=wanted))
+        )
+    assert {t.name for t in runs} == set(wanted)
     table = artifacts["dppub-budget-census-demo-table"]
     assert table.type == "table"
     assert "income_model" in str(table.data)

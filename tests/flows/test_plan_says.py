@@ -1,0 +1,106 @@
+"""``dppub plan`` says whether the ledger would take the run, with ``run``'s own refusal."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from dp.budget import PrivacyCost
+from dp.ledger import Ledger
+from dp.pipeline.plan import load_config
+from flows import cli
+from tests.flows.conftest import small_config
+
+DEMO_COST = 1.5  # what the demo plan costs
+
+
+def _plan(config: Path, ledger: Path, *more: str) -> Any:
+    return CliRunner().invoke(cli.app, ["plan", str(config), "--ledger", str(ledger), *more])
+
+
+def _spend(config: Path, ledger: Path, epsilon: float) -> None:
+    """A run of ``epsilon`` the ledger recorded (reserved: its hold counts as spent)."""
+    cfg = load_config(config)
+    Ledger(ledger).reserve(
+        run_id="earlier",
+        data=cfg.data_identity,
+        policy=cfg.budget_policy,
+        cost=PrivacyCost(epsilon=epsilon, delta=0.0),
+        config_hash="x",
+    )
+
+
+def _refusal(result: Any) -> str:
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("dppub: error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_plan_over_the_remaining_budget_exits_3_and_says_why(
+    tmp_path: Path, census_small: Path
+) -> None:
+    config, ledger = small_config(tmp_path, census_small, budget=2.0), tmp_path / "l.sqlite"
+    _spend(config, ledger, 1.0)  # 1.0 left, the plan needs 1.5
+    done = _plan(config, ledger)
+    assert done.exit_code == 3, done.output
+    assert "remaining before this run: epsilon=1 of 2" in done.stdout  # the plan is still shown
+    assert "budget exceeded for dataset 'census_demo'" in _refusal(done)
+    as_json = _plan(config, ledger, "--json")
+    assert as_json.exit_code == 3
+    payload = json.loads(as_json.stdout)
+    assert payload["fits"] is False
+    assert payload["refusal"] in _refusal(as_json)
+
+
+def test_plan_that_fits_exits_0(tmp_path: Path, census_small: Path) -> None:
+    config, ledger = small_config(tmp_path, census_small, budget=4.0), tmp_path / "l.sqlite"
+    _spend(config, ledger, 2.0)  # 2.0 left, the plan needs 1.5
+    done = _plan(config, ledger, "--json")
+    assert done.exit_code == 0, done.output
+    payload = json.loads(done.stdout)
+    assert payload["fits"] is True and "refusal" not in payload
+    assert payload["remaining_epsilon"] == 2.0
+
+
+def test_plan_refuses_a_budget_the_ledger_was_not_amended_to(
+    tmp_path: Path, census_small: Path
+) -> None:
+    config, ledger = small_config(tmp_path, census_small, budget=4.0), tmp_path / "l.sqlite"
+    _spend(config, ledger, 1.0)
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["budget"]["epsilon"] = 9.0
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    done = _plan(config, ledger, "--json")
+    assert done.exit_code == 3, done.output
+    line = _refusal(done)
+    assert "differs from what the ledger recorded" in line and "9" in line
+    payload = json.loads(done.stdout)
+    assert payload["fits"] is False
+    assert payload["budget_epsilon"] == 4.0  # the recorded budget is the one in force
+    assert payload["remaining_epsilon"] == 3.0
+
+
+def test_plan_without_a_ledger_fits_against_the_whole_budget_and_creates_none(
+    tmp_path: Path, census_small: Path
+) -> None:
+    ledger = tmp_path / "l.sqlite"
+    fits = small_config(tmp_path, census_small, budget=DEMO_COST)
+    done = _plan(fits, ledger, "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["fits"] is True
+    too_small = small_config(tmp_path, census_small, budget=1.0)
+    done = _plan(too_small, ledger, "--json")
+    assert done.exit_code == 3, done.output
+    assert json.loads(done.stdout)["fits"] is False
+    assert "budget exceeded" in _refusal(done)
+    assert not ledger.exists()
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    done = CliRunner().invoke(cli.app, ["--version"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == f"dppub {version('dppub')}\n"
