@@ -12,6 +12,7 @@ text, its ``report.md`` lines, its plot in ``report.html``, its guarantee).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON",
+    "EstimatorSpec",
     "Executed",
     "ReleaseKind",
     "ReleasePlan",
@@ -43,6 +45,7 @@ ItemT = TypeVar("ItemT", bound="Model")
 SpecT = TypeVar("SpecT")
 ExactT = TypeVar("ExactT")
 R = TypeVar("R")
+EstimatorT = TypeVar("EstimatorT")
 
 JSON = Any
 """A JSON-ready value (str, number, bool, None, list, dict)."""
@@ -85,6 +88,18 @@ class ReleasePlan(Generic[SpecT]):
     def composed_cost(self) -> PrivacyCost:
         """This release's own composed cost (its parts in parallel)."""
         return compose(self.planned_costs) if self.is_dp else PrivacyCost.zero()
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)  # no slots: built through a generic alias
+class EstimatorSpec(Generic[ItemT, EstimatorT]):
+    """A model kind's spec: the item and its configured estimator, never fitted: :meth:`fresh`
+    gives each execution its own copy, so the plan (cached, shared by retries) never changes."""
+
+    item: ItemT
+    estimator: EstimatorT
+
+    def fresh(self) -> EstimatorT:
+        return copy.deepcopy(self.estimator)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

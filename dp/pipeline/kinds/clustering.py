@@ -15,7 +15,6 @@ whether the centre was re-drawn at random because that size was below 1
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds.base import (
     JSON,
+    EstimatorSpec,
     Executed,
     ReleaseKind,
     ReleasePlan,
@@ -78,16 +78,8 @@ def feature_box(
     return lows, highs
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ClusteringSpec:
-    """The item and its configured estimator, never fitted: :meth:`fresh` gives each
-    execution its own copy, so the plan (cached, shared by retries) never changes."""
-
-    item: ClusteringModel
-    estimator: KMeans
-
-    def fresh(self) -> KMeans:
-        return copy.deepcopy(self.estimator)
+ClusteringSpec = EstimatorSpec[ClusteringModel, KMeans]
+"""The item and its configured estimator (:class:`EstimatorSpec`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

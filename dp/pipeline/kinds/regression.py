@@ -17,7 +17,6 @@ and the release details say why.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from dp.pipeline.config import Cost, Flag, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns
 from dp.pipeline.kinds.base import (
     JSON,
+    EstimatorSpec,
     Executed,
     ReleaseKind,
     ReleasePlan,
@@ -166,16 +166,8 @@ def _task_labels(cfg: PipelineConfig, r: RegressionModel) -> tuple[str, ...]:
     return labels
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class RegressionSpec:
-    """The item and its configured estimator, never fitted: :meth:`fresh` gives each
-    execution its own copy, so the plan (cached, shared by retries) never changes."""
-
-    item: RegressionModel
-    estimator: Estimator
-
-    def fresh(self) -> Estimator:
-        return copy.deepcopy(self.estimator)
+RegressionSpec = EstimatorSpec[RegressionModel, Estimator]
+"""The item and its configured estimator (:class:`EstimatorSpec`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
