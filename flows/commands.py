@@ -258,11 +258,12 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
 
 def audit_lines(payload: dict[str, JSON]) -> list[str]:
     """The text form of an audit."""
-    line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7}"
-    out = [line.format("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending")]
+    line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7} {:>7}"
+    heads = ("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending", "aborted")
+    out = [line.format(*heads)]
     for name, d in payload["datasets"].items():
         spent, left = d["lifetime_spent_epsilon"], d["remaining_epsilon"]
-        counts = (d["runs"], d["charged_runs"], d["pending_runs"])
+        counts = (d["runs"], d["charged_runs"], d["pending_runs"], d["aborted_runs"])
         out.append(
             line.format(name, f"{d['budget_epsilon']:g}", f"{spent:g}", f"{left:g}", *counts)
         )

@@ -169,6 +169,8 @@ def check_regular_file(path: Path, what: str, limit: int) -> Path:
     """``path`` if it is a regular file of at most ``limit`` bytes (not a device, a pipe or a
     folder, which could be read for ever)."""
     try:
+        if not path.exists():
+            raise ConfigError(f"{what} {path} does not exist")
         if not path.is_file():
             raise ConfigError(f"{what} {path} is not a regular file")
         size = path.stat().st_size

@@ -312,3 +312,24 @@ def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
     assert not other.exists() and not (tmp_path / "books" / "shared.sqlite").exists()
     same = dppub("plan", config, "--ledger", tmp_path / "books" / "shared.sqlite")
     assert same.returncode == 0, same.stderr[-2000:]  # naming the same ledger is fine
+
+
+def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
+    from dp.budget import PrivacyCost
+    from dp.ledger import BudgetPolicy, DataIdentity
+
+    ledger = tmp_path / "ledger.sqlite"
+    book = Ledger(str(ledger))
+    data = DataIdentity(name="d", source="/data/d.parquet")
+    policy = BudgetPolicy(total=PrivacyCost(epsilon=1.0))
+    for run_id in ("r1", "r2", "r3"):  # two aborted (nothing spent), one still pending
+        book.reserve(
+            run_id=run_id, data=data, policy=policy, cost=PrivacyCost(epsilon=0.25), config_hash="c"
+        )
+    book.abort(run_id="r1")
+    book.abort(run_id="r2")
+    done = dppub("audit", "--ledger", ledger)
+    assert done.returncode == 0, done.stderr[-2000:]
+    header, row = done.stdout.splitlines()[:2]
+    counts = dict(zip(header.split(), row.split(), strict=True))
+    assert (counts["aborted"], counts["pending"], counts["runs"]) == ("2", "1", "0")
