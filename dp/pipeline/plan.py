@@ -199,7 +199,9 @@ def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline config; raise :class:`ConfigError` with one clear line."""
     p = Path(path)
     raw = read_config(p)
-    raw.pop("leaves", None)
+    for derived in ("base_dir", "leaves"):  # fields the loader sets, never keys of the file
+        if derived in raw:
+            raise ConfigError(f"{p}: {derived}: Extra inputs are not permitted")
     try:
         cfg = config_model().model_validate({**raw, "base_dir": p.resolve().parent})
     except ValidationError as exc:

@@ -96,6 +96,10 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda r: r["hierarchies"].update(education={"file": "/dev/zero"}),
         "hierarchy file /dev/zero is not a regular file",
     ),
+    "leaves, which dppub derives from the hierarchies": (
+        lambda r: r.update(leaves={"zip": ["190146"]}),
+        "leaves: Extra inputs are not permitted",
+    ),
     "hierarchy file that is not there": (
         lambda r: r["hierarchies"].update(education={"file": "no-such-hierarchy.csv"}),
         "no-such-hierarchy.csv does not exist",
