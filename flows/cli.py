@@ -188,7 +188,7 @@ def run(
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
         failure = execute_opened(opened, config, out, engine, signals=signals)
     if failure is not None:
-        _fail(*failure)
+        _fail(failure.line, failure.code)
     typer.echo(f"published to {opened.run.staging.final}", err=True)
     typer.echo(opened.run.run_id)
 

@@ -37,6 +37,7 @@ means a broken hash chain."""
 
 __all__ = [
     "INTERNAL_ERROR",
+    "Failure",
     "Opened",
     "amend",
     "audit_lines",
@@ -128,6 +129,18 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run that did not publish, as :func:`execute_opened` saw it."""
+
+    line: str
+    """What went wrong and how the run was settled (``...; run R was aborted, ...``)."""
+    code: int
+    """The exit code ``dppub run`` exits with."""
+    error: BaseException | None
+    """The exception behind it (None: a signal arrived while nothing failed)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Opened:
     """A run ``dppub run`` has opened (locked and reserved) before starting Prefect."""
@@ -165,9 +178,9 @@ def open_run(
 
 def execute_opened(
     opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
-) -> tuple[str, int] | None:
+) -> Failure | None:
     """Run the flow on an opened run, handed to it in-process, then settle it whatever
-    happened; returns the failure (one line and an exit code) or None.
+    happened; returns the failure (one line, an exit code, the exception) or None.
 
     A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
     ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
@@ -181,6 +194,7 @@ def execute_opened(
     from flows.server import own_temporary_server
 
     failure: tuple[str, int] | None = None
+    error: BaseException | None = None
     run = opened.run
     try:
         with run:  # leaving it settles the run; signals wait until that is done
@@ -197,13 +211,15 @@ def execute_opened(
             finally:
                 signals.disarm()
     except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+        error = exc
         terminated = isinstance(exc, TerminationSignal)
         signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
     except DPPubError as exc:
-        failure = (str(exc), 2)
+        error, failure = exc, (str(exc), 2)
     except OSError as exc:
-        failure = (io_error_line(exc), 2)
+        error, failure = exc, (io_error_line(exc), 2)
     except Exception as exc:
+        error = exc
         if _prefect_api_failed(exc):
             url = os.environ.get("PREFECT_API_URL") or "Prefect's temporary server"
             failure = (f"the Prefect API ({url}) failed: {exc}; check that server and retry", 2)
@@ -218,7 +234,7 @@ def execute_opened(
         return None
     state = run.ledger.reservation(run.run_id).state
     spent = ", nothing was spent" if state == "aborted" else ""
-    return f"{failure[0]}; run {run.run_id} was {state}{spent}", failure[1]
+    return Failure(f"{failure[0]}; run {run.run_id} was {state}{spent}", failure[1], error)
 
 
 def io_error_line(exc: OSError) -> str:

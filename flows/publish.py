@@ -24,10 +24,11 @@ from prefect.runtime import deployment
 
 from dp.pipeline.kinds import ReleaseSummary
 from dp.pipeline.plan import Plan, load_plan
-from dp.pipeline.publish import Published, Release, Steps
+from dp.pipeline.publish import Publication, Published, Release, Steps
 from dp.pipeline.publish import publish as publication
 from dp.pipeline.report import budget_rows
 from dp.runs import Run
+from flows.commands import ledger_for
 from flows.logs import quiet_expected_errors
 from flows.server import check_served
 from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
@@ -77,11 +78,14 @@ def publish(
     out_dir: str,
     engine: str | None = None,
     handed: Handed | None = None,
-) -> str:
-    """Run one private publication; returns the run id.
+) -> Publication:
+    """Run one private publication; returns what it published (only public values: Prefect
+    persists no result of this flow).
 
     With ``handed`` (``dppub run``) the run is already open and the caller settles it; the
-    paths only name it in Prefect. Without, the flow opens the run and settles it.
+    paths only name it in Prefect. Without (a served run, or a subflow of a user's flow), the
+    flow opens the run in the config's ledger (``ledger_path`` may not name another) and
+    settles it.
     """
     quiet_expected_errors()  # in whichever process runs the flow (CLI or a served run)
     if deployment.id is not None:  # a served run: nothing may differ from the registration
@@ -93,10 +97,10 @@ def publish(
         done = publication(plan, handed.run, _steps())
     else:
         plan = load_plan(config_path, engine)
-        with plan.open_run(ledger_path, out_dir) as run:
+        with plan.open_run(ledger_for(plan.config, ledger_path), out_dir) as run:
             done = publication(plan, run, _steps())
     _artifacts(done, plan)
-    return done.run_id
+    return done.publication(plan)
 
 
 def _artifacts(done: Published, plan: Plan) -> None:

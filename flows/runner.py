@@ -23,12 +23,13 @@ from typing import Any
 from prefect import Flow
 
 from dp.pipeline.plan import Plan
+from dp.pipeline.publish import Publication
 from flows.publish import publish
 
 __all__ = ["flow_for", "task_runner"]
 
 
-def flow_for(plan: Plan) -> Flow[..., str]:
+def flow_for(plan: Plan) -> Flow[..., Publication]:
     """The publish flow with the task runner of the plan's engine."""
     runner = task_runner(plan)
     return publish if runner is None else publish.with_options(task_runner=runner)

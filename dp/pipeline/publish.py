@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dp.budget import PrivacyCost
 from dp.engine import TableSource, with_progress
 from dp.faults import fault_point
 from dp.pipeline import execute
@@ -31,6 +32,7 @@ from dp.runs import Run
 __all__ = [
     "Exact",
     "Log",
+    "Publication",
     "Published",
     "Release",
     "Steps",
@@ -89,6 +91,25 @@ class Published:
     head: tuple[int, str]
     """The ledger head the releases were composed against."""
     reports: RunReports
+
+    def publication(self, plan: Plan) -> Publication:
+        """What the run published, as the Python API and the flow return it."""
+        return Publication(
+            run_id=self.run_id, path=self.folder, manifest=self.reports.manifest, cost=plan.total
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Publication:
+    """A published and committed run: public values only (the flow may hand it to Prefect)."""
+
+    run_id: str
+    path: Path
+    """The published run folder, ``OUT/<dataset>/<run_id>``."""
+    manifest: dict[str, Any]
+    """Its ``manifest.json``: releases, costs, guarantee, ledger head."""
+    cost: PrivacyCost
+    """What the run spent (its planned, reserved and recomputed cost)."""
 
 
 def publish(plan: Plan, run: Run, steps: Steps) -> Published:

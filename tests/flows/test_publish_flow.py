@@ -38,7 +38,7 @@ def harness() -> Iterator[None]:
 def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
     config = config_factory()
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
-    run_id = publish(str(config), str(ledger), str(out))
+    run_id = publish(str(config), str(ledger), str(out)).run_id
     run_dir = out / "census_demo" / run_id
     manifest = json.loads((run_dir / "manifest.json").read_text())
     total = load_plan(config).total
@@ -185,7 +185,7 @@ def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None: 
         raw.pop(key)
     raw["regressions"] = [{**raw["regressions"][0], "method": "adassp", "delta": 1e-6}]
     config.write_text(yaml.safe_dump(raw))
-    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
+    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out")).run_id
     run_dir = tmp_path / "out" / "census_demo" / run_id
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["total_delta"] == pytest.approx(1e-6)
@@ -214,7 +214,7 @@ def test_streaming_engines_publish_the_same_statistics(
         }
     ]
     config.write_text(yaml.safe_dump(raw))
-    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
+    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out")).run_id
     run_dir = tmp_path / "out" / "census_demo" / run_id
     # The k-anonymous table, written batch by batch, is the in-memory path's (rows, order,
     # levels and metrics); no column was loaded whole for it.
@@ -286,7 +286,7 @@ def test_streaming_engines_load_no_whole_column(
     monkeypatch.setattr("dp.engine.memory.MemoryBackend.load", no_frame)
     run_id = publish(
         str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine="stream"
-    )
+    ).run_id
     run_dir = tmp_path / "out" / "census_demo" / run_id
     model = json.loads((run_dir / "is_female" / "model.json").read_text())
     assert len(model["coefficients"]) == 2
@@ -313,7 +313,7 @@ def test_a_code_of_another_length_is_dropped_alike_on_every_engine(
     for engine in ("memory", "stream"):
         run_id = publish(
             str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine=engine
-        )
+        ).run_id
         run_dir = tmp_path / "out" / "census_demo" / run_id
         tables.append(pd.read_parquet(run_dir / "k_anonymous_table" / "table.parquet"))
         metrics = json.loads((run_dir / "k_anonymous_table" / "metrics.json").read_text())

@@ -56,7 +56,7 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
     for m in (1, 3):
         run_id = publish(
             str(_config(tmp_path, data, m)), str(tmp_path / "l.sqlite"), str(tmp_path / "out")
-        )
+        ).run_id
         manifest = json.loads(
             (tmp_path / "out" / "census_demo" / run_id / "manifest.json").read_text()
         )
@@ -126,7 +126,9 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
         raw["dataset"]["name"] = f"units_{label}"
         raw["dataset"]["budget"]["epsilon"] = 1000.0
         config.write_text(yaml.safe_dump(raw))
-        run_id = publish(str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out"))
+        run_id = publish(
+            str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out")
+        ).run_id
         got = pd.read_parquet(
             tmp_path / "out" / f"units_{label}" / run_id / "ages" / "estimate.parquet"
         )
@@ -205,7 +207,7 @@ def test_int_unit_ids_are_keyed_as_stored_not_clamped_or_rounded(
     raw["dataset"]["columns"]["household"] = {"type": "int", "bounds": [0, 10]}
     raw["dataset"]["budget"]["epsilon"] = 1000.0  # the limit: Laplace scale <= 0.003 a cell
     config.write_text(yaml.safe_dump(raw))
-    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
+    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out")).run_id
     got = pd.read_parquet(tmp_path / "out" / "census_demo" / run_id / "ages" / "estimate.parquet")
     # Six rows, not one: the noise of a handful of cells exceeds 0.5 in total with probability
     # far below 1e-12.

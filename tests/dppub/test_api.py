@@ -1,0 +1,93 @@
+"""The Python API as a user calls it: ``import dppub`` from another folder, plan, publish."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dppub
+from tests.flows.conftest import small_config
+
+# A user's script, run from a folder of its own: the package, not the checkout, is imported.
+SCRIPT = """
+import json, os, sys
+import dppub
+assert "prefect" not in sys.modules, "import dppub imported Prefect"
+config, ledger, out = sys.argv[1:]
+before = dppub.plan(config, ledger=ledger)
+os.environ.update(DPPUB_FAULT_AT="reading", DPPUB_FAULT="eio")  # an I/O error once reserved
+try:
+    dppub.publish(config, ledger=ledger, out=out)
+    failed = None
+except OSError as exc:
+    failed = [str(exc), exc.__notes__]
+del os.environ["DPPUB_FAULT_AT"]
+done = dppub.publish(config, ledger=ledger, out=out)
+after = dppub.plan(config, ledger=ledger)
+try:
+    dppub.publish(config, ledger=ledger, out=out)
+    refused = None
+except dppub.BudgetExceededError as exc:
+    refused = str(exc)
+print(json.dumps({
+    "module": dppub.__file__,
+    "fits": [before.fits, after.fits],
+    "refusal": after.refusal,
+    "remaining": [before.remaining_epsilon, after.remaining_epsilon],
+    "total": before.total_epsilon,
+    "publication": [type(done).__name__, done.run_id, str(done.path), done.manifest],
+    "cost": done.cost.epsilon,
+    "failed": failed,
+    "refused": refused,
+}))
+"""
+
+
+@pytest.mark.slow
+def test_publish_and_plan_from_another_folder(tmp_path: Path, census_small: Path) -> None:
+    config = small_config(tmp_path, census_small, budget=2.0)  # one run of 1.5 fits, not two
+    ledger, out, elsewhere = tmp_path / "ledger.sqlite", tmp_path / "out", tmp_path / "user"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(config), str(ledger), str(out)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(got["module"]).resolve() == Path(dppub.__file__).resolve()
+    kind, run_id, path, manifest = got["publication"]
+    assert kind == "Publication"
+    assert Path(path) == out / "census_demo" / run_id
+    assert manifest == json.loads((Path(path) / "manifest.json").read_text())
+    assert manifest["run_id"] == run_id
+    assert got["cost"] == pytest.approx(got["total"]) == pytest.approx(1.5)
+    assert got["fits"] == [True, False]
+    assert got["remaining"] == pytest.approx([2.0, 0.5])
+    assert "requested epsilon=1.5" in got["refusal"]
+    # A run that failed once reserved says how it was settled, as `dppub run`'s line does.
+    error, notes = got["failed"]
+    assert "Input/output error" in error and "<fault injected at reading>" in error
+    assert notes[0].startswith("dppub: I/O error: Input/output error")
+    assert notes[0].endswith("was aborted, nothing was spent")
+    assert got["refused"] == got["refusal"]  # publish refuses what plan said it would
+    published = [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")]
+    assert published == [run_id]
+
+
+def test_plan_over_budget_does_not_fit(tmp_path: Path, census_small: Path) -> None:
+    config = small_config(tmp_path, census_small, budget=1.0)  # the run costs 1.5
+    planned = dppub.plan(config)
+    assert planned.fits is False
+    assert planned.refusal is not None and "requested epsilon=1.5" in planned.refusal
+    assert planned.total_epsilon == pytest.approx(1.5)
+    assert planned.remaining_epsilon == pytest.approx(1.0)
+    assert planned.details["fits"] is False
+    assert not (tmp_path / "ledger.sqlite").exists()  # a plan never creates the ledger
+    assert dppub.plan(small_config(tmp_path, census_small, budget=2.0)).fits is True
