@@ -19,6 +19,11 @@ the exit codes: they raise dppub's errors instead (:class:`BudgetExceededError` 
 refuses a run, :class:`ConfigError`, :class:`InputError`, :class:`LedgerError`, all
 :class:`DPPubError`). Importing this package imports neither Prefect nor the pipeline; the first
 call does.
+
+``publish_flow`` is the Prefect flow itself (``dppub-publish``), to call inside your own flow
+as a subflow: ``dppub.publish_flow(config_path, ledger_path, out_dir)`` opens, runs and settles
+one run in the config's ledger (another ledger is refused) and returns its
+:class:`Publication`. Prefect keeps no result of it.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ __all__ = [
     "publish_flow",
 ]
 
-Config = str | os.PathLike[str]
+PathArg = str | os.PathLike[str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +81,7 @@ class PlanReport:
     """Everything ``dppub plan --json`` prints: releases, costs, expected errors, budget."""
 
 
-def plan(config: Config, *, ledger: str | None = None) -> PlanReport:
+def plan(config: PathArg, *, ledger: PathArg | None = None) -> PlanReport:
     """Plan ``config`` and ask its ledger, read-only, whether it would accept the run.
 
     Args:
@@ -92,7 +97,7 @@ def plan(config: Config, *, ledger: str | None = None) -> PlanReport:
     from flows.commands import plan_payload
 
     environment()
-    details = plan_payload(Path(config), ledger)
+    details = plan_payload(Path(config), _location(ledger))
     refusal = details.get("refusal")
     return PlanReport(
         fits=bool(details["fits"]),
@@ -104,10 +109,10 @@ def plan(config: Config, *, ledger: str | None = None) -> PlanReport:
 
 
 def publish(
-    config: Config,
+    config: PathArg,
     *,
-    ledger: str | None = None,
-    out: Config | None = None,
+    ledger: PathArg | None = None,
+    out: PathArg | None = None,
     engine: str | None = None,
 ) -> Publication:
     """Run ``config``'s publication once, exactly as ``dppub run`` does (the same functions,
@@ -146,7 +151,7 @@ def publish(
 
     path, target = Path(config), Path(out) if out is not None else STATE / "published"
     signals = Signals()  # no handlers here: Ctrl-C stays Python's KeyboardInterrupt
-    opened = open_run(path, ledger, target, engine, timeout, signals)
+    opened = open_run(path, _location(ledger), target, engine, timeout, signals)
     failure = execute_opened(opened, path, target, engine, signals=signals)
     if failure is not None:
         raise _raised(failure)
@@ -157,6 +162,10 @@ def publish(
     return Publication(
         run_id=opened.run.run_id, path=final, manifest=manifest, cost=opened.plan.total
     )
+
+
+def _location(ledger: PathArg | None) -> str | None:
+    return None if ledger is None else os.fspath(ledger)
 
 
 def _raised(failure: Failure) -> BaseException:

@@ -83,7 +83,7 @@ def test_publish_and_plan_from_another_folder(tmp_path: Path, census_small: Path
 
 def test_plan_over_budget_does_not_fit(tmp_path: Path, census_small: Path) -> None:
     config = small_config(tmp_path, census_small, budget=1.0)  # the run costs 1.5
-    planned = dppub.plan(config)
+    planned = dppub.plan(config, ledger=tmp_path / "ledger.sqlite")  # a Path will do
     assert planned.fits is False
     assert planned.refusal is not None and "requested epsilon=1.5" in planned.refusal
     assert planned.total_epsilon == pytest.approx(1.5)
