@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 import dppub
+from dp.ledger import Ledger
+from dp.ledger.summary import spending_summary
 from tests.flows.conftest import small_config
 
 # A user's script, run from a folder of its own: the package, not the checkout, is imported.
@@ -18,12 +20,13 @@ import dppub
 assert "prefect" not in sys.modules, "import dppub imported Prefect"
 config, ledger, out = sys.argv[1:]
 before = dppub.plan(config, ledger=ledger)
-os.environ.update(DPPUB_FAULT_AT="reading", DPPUB_FAULT="eio")  # an I/O error once reserved
-try:
-    dppub.publish(config, ledger=ledger, out=out)
-    failed = None
-except OSError as exc:
-    failed = [str(exc), exc.__notes__]
+failed = {}
+for fault in ("eio", "int"):  # an I/O error, then Ctrl-C, once the run was reserved
+    os.environ.update(DPPUB_FAULT_AT="reading", DPPUB_FAULT=fault)
+    try:
+        dppub.publish(config, ledger=ledger, out=out)
+    except (OSError, KeyboardInterrupt) as exc:
+        failed[fault] = [type(exc).__name__, str(exc), exc.__notes__]
 del os.environ["DPPUB_FAULT_AT"]
 done = dppub.publish(config, ledger=ledger, out=out)
 after = dppub.plan(config, ledger=ledger)
@@ -72,11 +75,18 @@ def test_publish_and_plan_from_another_folder(tmp_path: Path, census_small: Path
     assert got["remaining"] == pytest.approx([2.0, 0.5])
     assert "requested epsilon=1.5" in got["refusal"]
     # A run that failed once reserved says how it was settled, as `dppub run`'s line does.
-    error, notes = got["failed"]
+    kind, error, notes = got["failed"]["eio"]
+    assert kind == "OSError"
     assert "Input/output error" in error and "<fault injected at reading>" in error
     assert notes[0].startswith("dppub: I/O error: Input/output error")
     assert notes[0].endswith("was aborted, nothing was spent")
+    kind, _, notes = got["failed"]["int"]  # re-raised once the run was settled
+    assert kind == "KeyboardInterrupt"
+    assert notes[0].startswith("dppub: interrupted by SIGINT; run ")
+    assert notes[0].endswith("was aborted, nothing was spent")
     assert got["refused"] == got["refusal"]  # publish refuses what plan said it would
+    spent = spending_summary(Ledger(str(ledger)))["census_demo"]
+    assert (spent["runs"], spent["aborted_runs"], spent["pending_runs"]) == (1, 2, 0)
     published = [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")]
     assert published == [run_id]
 

@@ -1,14 +1,16 @@
-"""``dppub.publish_flow`` as a subflow of a user's own flow (one temporary Prefect server)."""
+"""``dppub.publish_flow`` as a subflow of a user's own flow (one temporary Prefect server).
+
+Prefect is imported by the fixtures, not at collection: ``make test-fast`` collects this
+folder and deselects these tests without paying for Prefect's import.
+"""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from prefect import flow
-from prefect.settings import get_current_settings
-from prefect.testing.utilities import prefect_test_harness
 
 import dppub
 from dp.ledger import Ledger
@@ -18,16 +20,19 @@ from tests.flows.conftest import small_config
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
+@pytest.fixture(scope="module")
+def users_flow() -> Iterator[Callable[..., Any]]:
+    """What a data engineer writes: their steps, then dppub's publication, under a temporary
+    Prefect server."""
+    from prefect import flow
+    from prefect.testing.utilities import prefect_test_harness
+
+    @flow
+    def nightly(config: str, ledger: str, out: str) -> dppub.Publication:
+        return dppub.publish_flow(config, ledger, out)  # type: ignore[no-any-return]
+
     with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@flow
-def users_flow(config: str, ledger: str, out: str) -> dppub.Publication:
-    """What a data engineer writes: their steps, then dppub's publication."""
-    return dppub.publish_flow(config, ledger, out)  # type: ignore[no-any-return]
+        yield nightly
 
 
 def _stored(folder: Path) -> set[Path]:
@@ -35,8 +40,10 @@ def _stored(folder: Path) -> set[Path]:
 
 
 def test_subflow_returns_the_publication_and_persists_nothing(
-    tmp_path: Path, census_small: Path
+    tmp_path: Path, census_small: Path, users_flow: Callable[..., Any]
 ) -> None:
+    from prefect.settings import get_current_settings
+
     config = small_config(tmp_path, census_small)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     storage = Path(get_current_settings().results.local_storage_path)
@@ -51,7 +58,9 @@ def test_subflow_returns_the_publication_and_persists_nothing(
     assert _stored(storage) == before  # Prefect kept no result of either flow
 
 
-def test_subflow_spends_only_in_the_configs_ledger(tmp_path: Path, census_small: Path) -> None:
+def test_subflow_spends_only_in_the_configs_ledger(
+    tmp_path: Path, census_small: Path, users_flow: Callable[..., Any]
+) -> None:
     config = small_config(tmp_path, census_small)
     raw = yaml.safe_load(config.read_text())
     raw["ledger"] = "own.sqlite"
