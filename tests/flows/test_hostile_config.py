@@ -100,6 +100,10 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda r: r.update(leaves={"zip": ["190146"]}),
         "leaves: Extra inputs are not permitted",
     ),
+    "base_dir, which dppub sets from the file's place": (
+        lambda r: r.update(base_dir="/"),
+        "base_dir: Extra inputs are not permitted",
+    ),
     "hierarchy file that is not there": (
         lambda r: r["hierarchies"].update(education={"file": "no-such-hierarchy.csv"}),
         "no-such-hierarchy.csv does not exist",
