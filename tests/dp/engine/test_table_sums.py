@@ -74,7 +74,7 @@ ROW = st.tuples(
 def _fold(rows: list[tuple[int, int, float, float]]) -> GroupSums:
     acc = AGG.empty()
     if rows:
-        acc = AGG.update(acc, _batch(*map(list, zip(*rows, strict=True))))  # type: ignore[arg-type]
+        acc = AGG.update(acc, _batch(*map(list, zip(*rows, strict=True))))
     return AGG.finish(acc)
 
 

@@ -21,8 +21,11 @@ def test_a_mean_alone_splits_its_epsilon_by_cube_roots() -> None:
     assert (count.name, centred.name) == ("count", "centred_sum(x)")
     assert centred.epsilon == pytest.approx(1.0 / (1.0 + 3.0 ** (-1.0 / 3.0)))
     assert centred.epsilon == pytest.approx(0.591, abs=5e-4)
+
     # The split minimises w_c / e_c^2 + w_s / e_s^2 over e_c + e_s = 1: no other split does better.
-    loss = lambda e: (1.0 / 3.0) / (1.0 - e) ** 2 + 1.0 / e**2  # noqa: E731
+    def loss(e: float) -> float:
+        return (1.0 / 3.0) / (1.0 - e) ** 2 + 1.0 / e**2
+
     assert all(loss(centred.epsilon) <= loss(e) for e in np.linspace(0.05, 0.95, 91))
 
 
