@@ -69,7 +69,7 @@ def test_tables_are_planned_published_recorded_and_reported(
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "mean(income): epsilon 0.4872, expected RMSE about" in shown.output
-    assert "quantile(hours, ...): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
+    assert "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
 
     ledger = tmp_path / "ledger.sqlite"
     published = publish_in_process(config, ledger, tmp_path / "out")
@@ -176,3 +176,11 @@ def test_declared_keys_spend_no_delta(tmp_path: Path, census_small: Path) -> Non
     item = {"name": "t", "epsilon": 1.0, "delta": 1e-6, "by": ["race"], "measures": ["count"]}
     with pytest.raises(ConfigError, match="delta is spent only by keys: private"):
         load_plan(_config(tmp_path, census_small, [item]))
+
+
+def test_the_example_config_plans(tmp_path: Path) -> None:
+    from tests.dp.pipeline.published_run import ROOT
+
+    plan = load_plan(ROOT / "configs" / "tables.yaml")
+    assert [r.kind for r in plan.releases] == ["table"] * 4
+    assert plan.releases[2].spec.design.margins and plan.releases[2].spec.design.integer
