@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from dp import matrix
@@ -37,12 +38,12 @@ from dp.engine.table_sums import GroupSums, TableSumsAggregate
 from dp.errors import ConfigError
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
-from dp.pipeline.domains import declared_columns, histogram_axis
+from dp.pipeline.domains import declared_columns, declared_hierarchy, histogram_axis
 from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, ReleaseSummary, Scan
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
-from dp.tables.margins import margin_workload
+from dp.tables.margins import Dimension, published_rows
 from dp.tables.quantiles import expected_rank_error
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
@@ -140,20 +141,70 @@ class TableSpec:
     """The key policy (``declared``)."""
 
 
-def table_groups(cfg: PipelineConfig, item: TableModel) -> tuple[Axis, ...]:
-    """The table's group axes under its key policy (``keys: private`` plugs in here)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Groups:
+    """A table's groups: the cells' axes (one per key column, its finest level), their
+    dimensions (with any coarser levels of a nested hierarchy) and the published key names."""
+
+    axes: tuple[Axis, ...]
+    dims: tuple[Dimension, ...]
+    keys: tuple[str, ...]
+
+
+def table_groups(cfg: PipelineConfig, item: TableModel) -> Groups:
+    """The table's groups under its key policy (``keys: private`` plugs in here)."""
     if item.keys != "declared":
         raise ConfigError(
             f"table {item.name!r}: keys: {item.keys} is not available yet; declare the keys' "
             "domains (categories, bounds, bins or a hierarchy level) and use keys: declared"
         )
-    axes = tuple(
-        histogram_axis(cfg, item.name, k.column, bins=k.bins, level=k.level)
-        for k in item.key_models()
+    by_column: dict[str, list[KeyModel]] = {}
+    for k in item.key_models():
+        by_column.setdefault(k.column, []).append(k)
+    axes: list[Axis] = []
+    dims: list[Dimension] = []
+    keys: list[str] = []
+    for column, models in by_column.items():
+        if len(models) == 1:
+            k = models[0]
+            axis = histogram_axis(cfg, item.name, column, bins=k.bins, level=k.level)
+            axes.append(axis)
+            dims.append(Dimension(axis.labels))
+            keys.append(column)
+            continue
+        levels = sorted(k.level or 0 for k in models)
+        if any(k.bins is not None for k in models) or len(set(levels)) != len(levels):
+            raise ConfigError(
+                f"table {item.name!r}: {column!r} is a key twice; give distinct hierarchy "
+                "levels ({column, level}) to nest them"
+            )
+        axis, dim = _nested(cfg, item, column, levels)
+        axes.append(axis)
+        dims.append(dim)
+        keys.extend(f"{column}_level{level}" for level in levels)
+    return Groups(axes=tuple(axes), dims=tuple(dims), keys=tuple(keys))
+
+
+def _nested(
+    cfg: PipelineConfig, item: TableModel, column: str, levels: list[int]
+) -> tuple[Axis, Dimension]:
+    """A column's finest level as the cells' axis, ordered so that each coarser level's
+    children are contiguous, and the parent of each cell at every coarser level."""
+    if column not in cfg.hierarchies:
+        raise ConfigError(f"table {item.name!r}: {column!r} has levels but no hierarchy")
+    hierarchy = declared_hierarchy(cfg, column)
+    leaves = pd.Series(hierarchy.labels(0))
+    at = {lv: hierarchy.generalize(leaves, lv).astype(str).tolist() for lv in levels}
+    fine, coarser = levels[0], levels[1:]
+    parent = {lv: dict(zip(at[fine], at[lv], strict=True)) for lv in coarser}
+    rank = {lv: {v: i for i, v in enumerate(hierarchy.labels(lv))} for lv in levels}
+    labels = sorted(
+        hierarchy.labels(fine),
+        key=lambda v: (*(rank[lv][parent[lv][v]] for lv in reversed(coarser)), rank[fine][v]),
     )
-    if len({a.column for a in axes}) != len(axes):
-        raise ConfigError(f"table {item.name!r}: a column is a key twice")
-    return axes
+    axis = Axis(column=column, labels=tuple(labels), hierarchy=hierarchy, level=fine)
+    dim = Dimension(tuple(labels), tuple(tuple(parent[lv][v] for v in labels) for lv in coarser))
+    return axis, dim
 
 
 def _bounds(cfg: PipelineConfig, item: TableModel, column: str) -> tuple[float, float]:
@@ -207,7 +258,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
     model = TableModel
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
-        axes = table_groups(cfg, item)
+        groups = table_groups(cfg, item)
+        axes = groups.axes
         measures = item.measure_list()
         columns = [m.column for m in measures if m.column is not None]
         bounds = {c: _bounds(cfg, item, c) for c in columns}
@@ -226,14 +278,14 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             if not any(m.kind == "count" for m in measures):
                 raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
             check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
-        check_reconstruction(margin_workload(shape, item.margins), "nonneg-l1")  # refused now
+        check_reconstruction(published_rows(groups.dims, item.margins).workload(), "nonneg-l1")
         grids = tuple(_grid(cfg, item, c) for c in quantiled)
         for g in grids:
             check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
         bounding = bounding_for(cfg, _partition(cfg, axes))
         design = TableDesign(
-            keys=tuple(a.column for a in axes),
-            labels=tuple(a.labels for a in axes),
+            keys=groups.keys,
+            dims=groups.dims,
             measures=measures,
             components=split_epsilon(measures, bounds, item.epsilon),
             bounds=bounds,
@@ -293,6 +345,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
+            dimensions=len(design.dims),
             groups=int(np.prod(design.shape)),
             rows=len(released.answers),
             measures=tuple(label for m in design.measures for label in m.labels()),
@@ -350,6 +403,8 @@ class TableResult:
 
     keys: tuple[str, ...]
     key_policy: str
+    dimensions: int
+    """Key columns of the cells (a nested hierarchy's levels are one)."""
     groups: int
     rows: int
     measures: tuple[str, ...]
@@ -383,7 +438,7 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     per published row, the least-squares RMSE of its components (a mean's for a group of
     ``n`` rows whose mean is uniform over the bounds, as the split assumes)."""
     m = design.group
-    workload = margin_workload(design.shape, design.margins)
+    workload = design.rows().workload()
     strategy = table_strategy(design)
 
     def rmse(kind: str, column: str | None = None) -> tuple[float, float]:
