@@ -374,7 +374,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`).{extra}",
-            f"Epsilon split: {split} ({r.split_rule}).",
+            f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
+            "`release.json` states the rule).",
             f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
         ]
 
