@@ -8,7 +8,7 @@ components whose epsilon split minimises their noise (:mod:`dp.tables.split`), a
 counts non-negative integers that still add up (:mod:`dp.tables.rounding`). Bounds come from
 the declared columns only (values are clamped on read). The exact per-group counts, centred
 fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
-scan (:mod:`dp.engine.table_sums`, :mod:`dp.engine.histogram_counts`).
+scan (:mod:`dp.engine.table_sums`: one aggregate, so every measure sees the same rows).
 
 Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
 data or not. ``keys: private`` (groups selected from the data under ``(epsilon, delta)``) plugs
@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -33,13 +33,21 @@ from pydantic import Field, field_validator, model_validator
 
 from dp import matrix
 from dp.axes import Axis, numeric_axis
-from dp.engine import HistogramAggregate, TableSource
+from dp.engine import TableSource
 from dp.engine.table_sums import GroupSums, TableSumsAggregate
 from dp.errors import ConfigError
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns, declared_hierarchy, histogram_axis
-from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, ReleaseSummary, Scan
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
@@ -57,7 +65,6 @@ __all__ = ["TableKind", "TableModel", "TableResult", "TableSpec"]
 QUANTILE_BINS = 1024
 """A quantile column's grid by default: one bin per integer of an int column with at most
 this many values, else this many equal-width bins over the declared bounds."""
-KEY_POLICIES = ("declared", "private")
 
 
 class KeyModel(Model):
@@ -241,15 +248,7 @@ def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TableExact:
-    """The table's exact aggregates from the shared scan."""
-
-    sums: GroupSums
-    histograms: Mapping[str, Any]
-
-
-class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
+class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
     """See the module docstring."""
 
     section = "tables"
@@ -306,25 +305,14 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             facts={"groups": cells, "keys": item.keys},
         )
 
-    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
+    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums]:
         spec = plan.spec
-        sums = TableSumsAggregate(
-            axes=spec.axes,
-            bounds=tuple(
-                (c.column, *spec.design.bounds[c.column])
-                for c in spec.design.components
-                if c.kind == "centred_sum" and c.column is not None
-            ),
+        bounds = tuple(
+            (c.column, *spec.design.bounds[c.column])
+            for c in spec.design.components
+            if c.kind == "centred_sum" and c.column is not None
         )
-        grids = tuple(HistogramAggregate((*spec.axes, g)) for g in spec.grids)
-
-        def assemble(results: Sequence[object]) -> TableExact:
-            done = results[0]
-            assert isinstance(done, GroupSums)
-            hists = {g.column: np.asarray(r) for g, r in zip(spec.grids, results[1:], strict=True)}
-            return TableExact(sums=done, histograms=hists)
-
-        return Scan((sums, *grids), assemble)
+        return scan_one(TableSumsAggregate(axes=spec.axes, bounds=bounds, grids=spec.grids))
 
     def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
         return {**plan.facts, "measures": expected_errors(plan.spec.design)}
@@ -336,10 +324,10 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         return "\n".join(lines)
 
     def execute(
-        self, plan: ReleasePlan[TableSpec], exact: TableExact, data: TableSource, out: Staging
+        self, plan: ReleasePlan[TableSpec], exact: GroupSums, data: TableSource, out: Staging
     ) -> Executed:
         design = plan.spec.design
-        released = release_table(design, exact.sums.counts, exact.sums.centred, exact.histograms)
+        released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
         statement = unit_statement(plan.bounding, plan.cost)
         result = TableResult(
