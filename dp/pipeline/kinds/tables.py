@@ -49,7 +49,7 @@ from dp.pipeline.kinds.base import (
     scan_one,
 )
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
-from dp.pipeline.units import bounding_for, unit_statement
+from dp.pipeline.units import Bounding, bounding_for
 from dp.publication import Staging
 from dp.tables.margins import Dimension, published_rows
 from dp.tables.quantiles import expected_rank_error
@@ -329,7 +329,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
         design = plan.spec.design
         released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
-        statement = unit_statement(plan.bounding, plan.cost)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -345,7 +344,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
             rounding="integer" if design.integer else "none",
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=statement.get("privacy_unit"),  # type: ignore[arg-type]
+            privacy_unit=_unit(plan.bounding),
         )
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
@@ -420,6 +419,23 @@ class TableResult:
     def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**{**fields, "keys": tuple(data["keys"]), "measures": tuple(data["measures"])})
+
+
+def _unit(bounding: Bounding) -> dict[str, JSON] | None:
+    """What ``release.json`` says of the privacy unit (None without one)."""
+    if bounding.unit is None:
+        return None
+    out: dict[str, JSON] = {
+        "column": bounding.unit,
+        "max_rows_per_unit": bounding.rows_per_unit,
+        "note": (
+            "every component's sensitivity and noise scale are for all the rows one unit may "
+            f"contribute ({bounding.rows_per_unit}), at the table's epsilon"
+        ),
+    }
+    if bounding.partition is not None:
+        out["max_partitions_per_unit"] = bounding.max_partitions
+    return out
 
 
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
