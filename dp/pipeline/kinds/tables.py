@@ -441,7 +441,8 @@ def _unit(bounding: Bounding) -> dict[str, JSON] | None:
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     """Each measure's epsilon and expected noise error, before any data (``dppub plan``):
     per published row, the least-squares RMSE of its components (a mean's for a group of
-    ``n`` rows whose mean is uniform over the bounds, as the split assumes)."""
+    ``n`` rows whose mean is uniform over the bounds, as the split assumes, times ``n``; a
+    quantile's in rows of rank): ``expected_rmse`` as a number, ``error`` in words."""
     m = design.group
     workload = design.rows().workload()
     strategy = table_strategy(design)
@@ -457,21 +458,24 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     for measure in design.measures:
         label, column = measure.labels()[0], measure.column or ""
         if measure.kind == "count":
-            eps, error = eps_n, f"RMSE {count:.3g} rows"
+            eps, value = eps_n, count
+            error = f"RMSE {count:.3g} rows"
         elif measure.kind == "quantile":
             cdf = design.component("cdf", column)
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            error = f"rank RMSE {expected_rank_error(bins, eps, m):.3g} rows (of a group's n)"
+            value = expected_rank_error(bins, eps, m)
+            error = f"rank RMSE {value:.3g} rows (of a group's n)"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]
             mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
             if measure.kind == "sum":
-                error = f"RMSE {math.hypot(half * unit, mid * count):.4g}"
+                value = math.hypot(half * unit, mid * count)
+                error = f"RMSE {value:.4g}"
             else:
-                spread = math.hypot(half * unit, half * count / math.sqrt(3.0))
-                error = f"RMSE about {spread:.4g} / n for a group of n rows"
-        out.append({"measure": label, "epsilon": eps, "error": error})
+                value = math.hypot(half * unit, half * count / math.sqrt(3.0))
+                error = f"RMSE about {value:.4g} / n for a group of n rows"
+        out.append({"measure": label, "epsilon": eps, "expected_rmse": value, "error": error})
     return out
