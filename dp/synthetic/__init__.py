@@ -11,6 +11,7 @@ from dp.synthetic.aim import (
     candidates,
     marginal_answers,
     project_answer,
+    quality,
     run_aim,
     workload_cliques,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "cdp_rho",
     "marginal_answers",
     "project_answer",
+    "quality",
     "run_aim",
     "workload_cliques",
 ]

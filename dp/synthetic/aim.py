@@ -44,6 +44,7 @@ __all__ = [
     "candidates",
     "marginal_answers",
     "project_answer",
+    "quality",
     "run_aim",
     "workload_cliques",
 ]
@@ -154,6 +155,14 @@ def project_answer(
     raise ConfigError(f"no exact answer covers the marginal {clique!r}")
 
 
+def quality(weight: float, exact: FloatArray, estimate: FloatArray, sigma: float) -> float:
+    """AIM's score of a candidate: ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma n_r)``, the
+    model's error on it less the error measuring it would leave. One neighbour moves ``x_r``
+    by at most ``m`` in L1 (``m`` rows per unit), hence the score by ``m w_r``; ``xhat_r`` (the
+    model) and ``sigma`` are public."""
+    return weight * (float(np.abs(exact - estimate).sum()) - _BIAS * sigma * exact.size)
+
+
 def run_aim(
     answers: Mapping[Clique, npt.ArrayLike],
     domain: Mapping[str, int],
@@ -257,11 +266,7 @@ def run_aim(
         ]
         sigma_counts = sigma * sensitivity
         before = {cl: pgm.model_marginal(model, cl) for cl in small}
-        scores = [
-            cands[cl]
-            * (np.abs(exact[cl] - before[cl]).sum() - _BIAS * sigma_counts * exact[cl].size)
-            for cl in small
-        ]
+        scores = [quality(cands[cl], exact[cl], before[cl], sigma_counts) for cl in small]
         chosen = small[
             exponential(
                 scores,

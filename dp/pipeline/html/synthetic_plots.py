@@ -2,11 +2,11 @@
 and beside it the k-anonymous table of the same run (if any) on the same marginals.
 
 Both errors are estimated the same way, from published files only: the normalized L1 distance
-of the table's marginal to AIM's noisy measurement covering it, less the noise's expected L1
-(``utility.parquet`` holds the synthetic table's; the k-anonymous table's is computed here from
-its ``table.parquet``). A generalized or suppressed k-anonymous value that is not one of the
-synthetic axis's labels counts as spread evenly over the axis: an analyst cannot tell where it
-lies.
+of the table's marginal to AIM's noisy measurement covering it, minus and plus the noise's
+expected L1 (``utility.parquet`` holds the synthetic table's; the k-anonymous table's is
+computed here from its ``table.parquet``). A generalized or suppressed k-anonymous value that
+is not one of the synthetic axis's labels counts as spread evenly over the axis: an analyst
+cannot tell where it lies.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -71,19 +72,23 @@ def _table_marginal(
 
 def k_anonymous_errors(
     table: pd.DataFrame, utility: pd.DataFrame, measurements: pd.DataFrame, total: float
-) -> list[float]:
-    """The k-anonymous table's estimated normalized L1 error on each marginal of ``utility``
-    (NaN where a column is missing from it or no measurement covers the marginal), against
-    the same noisy measurement as the synthetic table's estimate, rescaled to ``total`` rows."""
+) -> tuple[list[float], list[float]]:
+    """The k-anonymous table's normalized L1 error range on each marginal of ``utility``,
+    against the same noisy measurement as the synthetic table's and in the same way
+    (:func:`dp.pipeline.kinds.synthetic.utility_frame`), rescaled to ``total`` rows; NaN where
+    a column is missing from it or no measurement covers the marginal."""
     labels = _axis_labels(measurements)
     rows = max(len(table), 1)
-    out: list[float] = []
+    scale = max(total, 1.0)
+    low: list[float] = []
+    high: list[float] = []
     for marginal, source in zip(utility["marginal"], utility["estimated_from"], strict=True):
         columns = str(marginal).split(_SEP)
         measured = str(source).split(_SEP)
         candidates = measurements[measurements["marginal"] == source]
         if not set(columns) <= set(table.columns) or candidates.empty:
-            out.append(float("nan"))
+            low.append(float("nan"))
+            high.append(float("nan"))
             continue
         best = candidates[candidates["sigma"] == candidates["sigma"].min()]
         best = best[best["measurement"] == best["measurement"].min()]
@@ -91,15 +96,22 @@ def k_anonymous_errors(
         drop = tuple(i for i, c in enumerate(measured) if c not in columns)
         kept = [c for c in measured if c in columns]
         onto = noisy.sum(axis=drop).transpose([kept.index(c) for c in columns]).ravel()
-        noise_sd = float(best["sigma"].iloc[0]) * math.sqrt(noisy.size / onto.size)
+        noise = _BIAS * float(best["sigma"].iloc[0]) * math.sqrt(noisy.size / onto.size)
+        noise *= onto.size
         counts = _table_marginal(table, columns, labels) * (total / rows)
-        distance = float(np.abs(counts - onto).sum()) - _BIAS * noise_sd * onto.size
-        out.append(max(distance, 0.0) / max(total, 1.0))
-    return out
+        distance = float(np.abs(counts - onto).sum())
+        low.append(max(distance - noise, 0.0) / scale)
+        high.append((distance + noise) / scale)
+    return low, high
+
+
+def _ranges(ax: Any, y: np.ndarray, low: pd.Series, high: pd.Series, **style: Any) -> None:
+    """One bar per marginal from its low to its high estimate."""
+    ax.barh(y, (high - low).fillna(0.0), left=low.fillna(0.0), **style)
 
 
 def synthetic_plot(summary: ReleaseSummary, folder: Path) -> Section:
-    utility = find_table(folder, summary, ["marginal", "estimated_l1", "estimated_from"])
+    utility = find_table(folder, summary, ["marginal", "error_low", "error_high"])
     measurements = find_table(folder, summary, ["marginal", "cell", "noisy_count", "sigma"])
     if utility is None or measurements is None:
         raise ValueError("no utility or measurements table")
@@ -107,17 +119,22 @@ def synthetic_plot(summary: ReleaseSummary, folder: Path) -> Section:
     k_table = _k_anonymous_table(folder, summary)
     frame = utility.copy()
     if k_table is not None:
-        frame["k_anonymous_l1"] = k_anonymous_errors(k_table, utility, measurements, total)
+        k_low, k_high = k_anonymous_errors(k_table, utility, measurements, total)
+        frame["k_anonymous_low"], frame["k_anonymous_high"] = k_low, k_high
     names = [str(m) for m in frame["marginal"]]
-    fig = new_figure(7.0, 0.6 + 0.22 * len(names), left=label_inches(names))
+    fig = new_figure(7.0, 0.8 + 0.22 * len(names), left=label_inches(names))
     ax = fig.subplots()
-    y = np.arange(len(names))
+    y = np.arange(len(names), dtype=np.float64)
     height = 0.4 if k_table is not None else 0.7
-    ax.barh(y, frame["estimated_l1"].fillna(0.0), height=height, color=INK, label="synthetic")
+    _ranges(
+        ax, y, frame["error_low"], frame["error_high"], height=height, color=INK, label="synthetic"
+    )
     if k_table is not None:
-        ax.barh(
+        _ranges(
+            ax,
             y + height,
-            frame["k_anonymous_l1"].fillna(0.0),
+            frame["k_anonymous_low"],
+            frame["k_anonymous_high"],
             height=height,
             color=WARN,
             label="k-anonymous table (not DP)",
@@ -125,19 +142,28 @@ def synthetic_plot(summary: ReleaseSummary, folder: Path) -> Section:
         ax.legend(loc="lower right")
     ax.set_yticks(y + (height / 2 if k_table is not None else 0.0), names)
     ax.invert_yaxis()
-    ax.set_xlabel("estimated normalized L1 error (0 exact, 2 disjoint)")
+    ax.set_xlabel("normalized L1 error (0 exact, 2 disjoint)")
     ax.set_title("error per workload marginal, estimated from the noisy measurements")
     caption = (
-        "Each workload marginal's normalized L1 error, estimated from AIM's public noisy "
-        "measurements (never the data): the distance to the measurement covering it, less the "
-        "noise's expected L1."
+        "Each bar spans a workload marginal's estimated normalized L1 error, from the public "
+        "noisy measurements only (never the data): the table's distance to the measurement "
+        "covering the marginal, minus and plus the noise's expected L1. No bar: no measurement "
+        "covers the marginal."
         + (
-            " Beside it the run's k-anonymous table on the same marginals (generalized values "
-            "spread evenly over the axis)."
+            " Beside it the run's k-anonymous table on the same marginals, estimated the same "
+            "way (generalized values spread evenly over the axis)."
             if k_table is not None
             else ""
         )
     )
-    columns = ["marginal", "cells", "estimated_l1", "k_anonymous_l1", "estimated_from"]
+    columns = [
+        "marginal",
+        "cells",
+        "error_low",
+        "error_high",
+        "k_anonymous_low",
+        "k_anonymous_high",
+        "estimated_from",
+    ]
     table = frame_table(frame, caption="estimated error per workload marginal", columns=columns)
     return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,), tables=(table,))

@@ -11,8 +11,8 @@ neighbour moves each marginal by at most ``m`` (L1 and L2), so every sensitivity
 Published: ``synthetic.parquet`` / ``.csv`` (the sampled rows, decoded to declared values:
 categories, the integer of a one-per-integer bin, a numeric bin's midpoint, a hierarchy
 level's label), ``measurements.parquet`` (the noisy marginals AIM measured, with their noise)
-and ``utility.parquet`` / ``.csv``: per workload marginal, the synthetic table's normalized L1
-error *estimated from the noisy measurements* (never from the data).
+and ``utility.parquet`` / ``.csv``: per workload marginal, the range of the synthetic table's
+normalized L1 error *estimated from the noisy measurements* (never from the data).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ __all__ = [
     "SyntheticResult",
     "SyntheticSpec",
     "estimated_errors",
+    "utility_frame",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -130,8 +131,12 @@ class SyntheticResult:
     measured: list[list[str]]
     sensitivity: float
     max_model_size: float
-    estimated_error: float | None
-    """Mean estimated normalized L1 error over the workload marginals it could estimate."""
+    error_low: float | None
+    error_high: float | None
+    """The mean normalized L1 error's range over the workload marginals a measurement covers
+    (:func:`utility_frame`); None if none is covered."""
+    error_marginals: int
+    """How many workload marginals that is."""
     accounting: str
     guarantee: dict[str, JSON]
 
@@ -155,36 +160,69 @@ def _marginal_of(
     return np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A table's error on one workload marginal, bounded from a noisy measurement covering
+    it: ``distance`` is the table's L1 distance to the measurement summed onto the marginal,
+    ``noise`` the expected L1 of that measurement's noise there; the error lies about within
+    ``distance -/+ noise`` (the triangle inequality, with the noise at its expected size)."""
+
+    marginal: Clique
+    source: Clique
+    distance: float
+    noise: float
+
+
 def estimated_errors(
     measurements: Sequence[Measurement],
     domain: Mapping[str, int],
     workload: Sequence[Clique],
     table: Mapping[Clique, FloatArray],
-    total: float,
-) -> list[tuple[Clique, float | None, str]]:
-    """Per workload marginal: the normalized L1 error of ``table``'s marginal (its counts per
-    workload clique) estimated from the public noisy measurements only, and what it was
-    estimated from. For each measurement covering the marginal, its noisy counts summed onto it
-    have Gaussian noise of std ``sigma sqrt(c)`` per cell (``c`` cells summed), whose expected
-    L1 is subtracted from the table's distance to them; the most precise measurement is used.
-    ``None``: no measurement covers the marginal."""
-    out: list[tuple[Clique, float | None, str]] = []
-    scale = max(total, 1.0)
+) -> list[Estimate | None]:
+    """Per workload marginal, from the public noisy measurements only (never the data): the
+    :class:`Estimate` against the most precise measurement covering it (its noisy counts
+    summed onto the marginal: Gaussian noise of std ``sigma sqrt(c)`` per cell, ``c`` cells
+    summed), or None if no measurement covers it."""
+    out: list[Estimate | None] = []
     for w in workload:
-        best: tuple[float, float, Clique] | None = None
+        best: Estimate | None = None
         for m in measurements:
             if not set(w) <= set(m.clique):
                 continue
             noisy = project_answer({m.clique: m.noisy}, domain, w)
-            noise_sd = m.sigma * math.sqrt(m.noisy.size / noisy.size)
-            if best is None or noise_sd < best[0]:
+            noise = _BIAS * m.sigma * math.sqrt(m.noisy.size / noisy.size) * noisy.size
+            if best is None or noise < best.noise:
                 distance = float(np.abs(table[w] - noisy).sum())
-                best = (noise_sd, distance - _BIAS * noise_sd * noisy.size, m.clique)
-        if best is None:
-            out.append((w, None, "not measured"))
-        else:
-            out.append((w, max(best[1], 0.0) / scale, _label(best[2])))
+                best = Estimate(w, m.clique, distance, noise)
+        out.append(best)
     return out
+
+
+def utility_frame(
+    workload: Sequence[Clique],
+    domain: Mapping[str, int],
+    estimates: Sequence[Estimate | None],
+    total: float,
+) -> pd.DataFrame:
+    """``utility.parquet``: per workload marginal, the normalized L1 error's range
+    ``[max(distance - noise, 0), distance + noise] / total`` (NaN where nothing covers it)."""
+    scale = max(total, 1.0)
+    nan = float("nan")
+    return pd.DataFrame(
+        {
+            "marginal": [_label(w) for w in workload],
+            "cells": [math.prod(domain[c] for c in w) for w in workload],
+            "error_low": [
+                nan if e is None else max(e.distance - e.noise, 0.0) / scale for e in estimates
+            ],
+            "error_high": [nan if e is None else (e.distance + e.noise) / scale for e in estimates],
+            "distance": [nan if e is None else e.distance / scale for e in estimates],
+            "noise": [nan if e is None else e.noise / scale for e in estimates],
+            "estimated_from": [
+                "not measured" if e is None else _label(e.source) for e in estimates
+            ],
+        }
+    )
 
 
 def _decode(axis: Axis, codes: npt.NDArray[np.int64], column_type: str) -> pd.Series:
@@ -330,19 +368,10 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
         out.write_table(plan.name, "synthetic", table)
         out.write_frame(plan.name, "measurements.parquet", _measurements(spec, result.measurements))
         marginals = {w: _marginal_of(result.synthetic, spec.domain, w) for w in spec.workload}
-        errors = estimated_errors(
-            result.measurements, spec.domain, spec.workload, marginals, float(result.rows)
-        )
-        utility = pd.DataFrame(
-            {
-                "marginal": [_label(w) for w, _, _ in errors],
-                "cells": [math.prod(spec.domain[c] for c in w) for w, _, _ in errors],
-                "estimated_l1": [np.nan if e is None else e for _, e, _ in errors],
-                "estimated_from": [src for _, _, src in errors],
-            }
-        )
+        estimates = estimated_errors(result.measurements, spec.domain, spec.workload, marginals)
+        utility = utility_frame(spec.workload, spec.domain, estimates, float(result.rows))
         out.write_table(plan.name, "utility", utility)
-        known = [e for _, e, _ in errors if e is not None]
+        covered = utility.dropna(subset=["error_high"])
         accounting = (
             f"AIM under rho-zCDP, rho = {spec.rho:.6g} (Canonne-Kamath-Steinke conversion of "
             f"(epsilon, delta) = ({item.epsilon:g}, {item.delta:g})); spent {result.rho_used:.6g} "
@@ -366,7 +395,9 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             measured=[list(x.clique) for x in result.measurements],
             sensitivity=m,
             max_model_size=float(item.max_model_size),
-            estimated_error=float(np.mean(known)) if known else None,
+            error_low=float(covered["error_low"].mean()) if len(covered) else None,
+            error_high=float(covered["error_high"].mean()) if len(covered) else None,
+            error_marginals=len(covered),
             accounting=accounting,
             guarantee=dict(unit_statement(plan.bounding, plan.cost)),
         )
@@ -380,10 +411,12 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             else "the configured row count"
         )
         error = (
-            f"Estimated mean normalized L1 error on the workload's marginals (from the noisy "
-            f"measurements, never the data; 0 is exact, 2 disjoint): {r.estimated_error:.3g}."
-            if r.estimated_error is not None
-            else "No workload marginal was measured, so no error estimate."
+            f"Mean normalized L1 error (0 exact, 2 disjoint) on the {r.error_marginals} of "
+            f"{len(r.workload)} workload marginals a measurement covers, estimated from the "
+            f"noisy measurements (never the data): about {r.error_low:.3g} to "
+            f"{r.error_high:.3g}."
+            if r.error_low is not None and r.error_high is not None
+            else "No measurement covers a workload marginal, so no error estimate."
         )
         return [
             f"{r.rows} synthetic rows over {len(r.columns)} columns ({', '.join(r.columns)}), "
