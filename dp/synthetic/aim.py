@@ -204,6 +204,8 @@ def run_aim(
         raise ConfigError(f"rows must be at least 1, got {rows!r}")
     if max_rounds is not None and max_rounds < 1:
         raise ConfigError(f"max_rounds must be at least 1, got {max_rounds!r}")
+    if rows is None and not 0.0 < count_share < 1.0:
+        raise ConfigError(f"count_share must lie in (0, 1), got {count_share!r}")
     if max_model_size <= 0.0:
         raise ConfigError(f"max_model_size must be > 0 MB, got {max_model_size!r}")
     say = progress or (lambda _msg: None)
@@ -214,12 +216,10 @@ def run_aim(
     measured: list[Measurement] = []
     spent = 0.0
 
-    def measure(cl: Clique, rho_i: float, t: int, sel: float) -> Measurement:
+    def measure(cl: Clique, rho_i: float, t: int, sel: float) -> None:
         noisy = gaussian(exact[cl], l2_sensitivity=sensitivity, rho=rho_i, rng=rng)
         sigma = zcdp_gaussian_sigma(l2_sensitivity=sensitivity, rho=rho_i)
-        m = Measurement(cl, noisy, sigma, rho_i, t, sel)
-        measured.append(m)
-        return m
+        measured.append(Measurement(cl, noisy, sigma, rho_i, t, sel))
 
     noisy_count: float | None = None
     count_rho = 0.0
