@@ -84,6 +84,7 @@ def test_a_bad_item_is_refused(
 def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     tmp_path: Path, census_small: Path
 ) -> None:
+    # Under a privacy unit of at most 2 rows (zip codes), so every sensitivity is 2.
     config = _config(
         tmp_path,
         census_small,
@@ -91,6 +92,9 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
         max_rounds=2,
         iters=50,
     )
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"].update(privacy_unit="zip", max_rows_per_unit=2)
+    config.write_text(yaml.safe_dump(raw))
     ledger = tmp_path / "ledger.sqlite"
     published = publish_in_process(config, ledger, tmp_path / "out")
     folder = published.folder / "synthetic_census"
@@ -98,7 +102,11 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
 
     table = pd.read_parquet(folder / "synthetic.parquet")
     assert len(table) == details["rows"] == round(details["noisy_count"])
-    assert abs(details["rows"] - 3000) < 1000  # noise sd ~ 58 rows at rho 0.00015: ~17 sd
+    # At most 2 rows per zip are read; the count's noise sd is 2 / sqrt(2 rho 0.01) ~ 116 rows.
+    read = int(
+        pd.read_parquet(census_small, columns=["zip"])["zip"].value_counts().clip(upper=2).sum()
+    )
+    assert abs(details["rows"] - read) < 1000
     assert list(table.columns) == ["age", "sex", "race", "education", "marital", "income"]
     assert set(table["age"]) <= {"17-21", *(f"{a}-{a + 4}" for a in range(22, 90, 5)), "87-90"}
     assert str(table["sex"].dtype) == "category"
@@ -111,6 +119,12 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert details["rounds"] == 2
     measured = pd.read_parquet(folder / "measurements.parquet")
     assert measured["measurement"].nunique() == len(details["measured"]) == 6 + 2
+    # round 0: each one-way marginal at sigma_0 = m sqrt(16 d / (2 0.9 rho_aim)), d = 6 columns
+    sigma_0 = 2 * math.sqrt(16 * 6 / (2 * 0.9 * 0.99 * details["rho"]))
+    first = measured[measured["round"] == 0]
+    assert first["sigma"].to_numpy() == pytest.approx(sigma_0, rel=1e-12)
+    assert details["sensitivity"] == 2.0
+    assert details["guarantee"]["privacy_unit"]["column"] == "zip"
     utility = pd.read_csv(folder / "utility.csv")
     assert list(utility["marginal"]) == ["age x sex", "education x income"]
 
@@ -121,6 +135,7 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert ("synthetic_census", "synthetic", 1.0, 1e-9) in released
     report = (published.folder / "report.md").read_text()
     assert "### synthetic_census (synthetic)" in report
+    assert "all rows of one zip (at most 2 read)" in report
     assert f"{details['rows']} synthetic rows over 6 columns" in report
     html = (published.folder / "report.html").read_text()
     assert "error per workload marginal, estimated from the noisy measurements" in html
