@@ -19,6 +19,7 @@ from dp.pipeline.kinds.base import ReleaseKind
 from dp.pipeline.kinds.clustering import ClusteringKind
 from dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dp.pipeline.kinds.regression import RegressionKind
+from dp.pipeline.kinds.synthetic import SyntheticKind
 from dp.pipeline.kinds.tables import TableKind
 from dp.pipeline.kinds.workload import WorkloadKind
 
@@ -33,6 +34,7 @@ KINDS: tuple[AnyKind, ...] = (
     RegressionKind(),
     ClusteringKind(),
     TableKind(),
+    SyntheticKind(),
 )
 
 

@@ -5,6 +5,7 @@
 * :mod:`~dp.pipeline.kinds.regression` -- DP linear, logistic and trace regression;
 * :mod:`~dp.pipeline.kinds.clustering` -- DP k-means;
 * :mod:`~dp.pipeline.kinds.tables` -- statistical tables (counts, sums, means, quantiles).
+* :mod:`~dp.pipeline.kinds.synthetic` -- DP synthetic microdata (AIM, section ``synthetic``).
 
 They are registered, in run order, in :data:`dp.pipeline.registry.KINDS`.
 """

@@ -1,0 +1,143 @@
+"""The synthetic kind: its config, `dppub plan`, and a publish of configs/synthetic.yaml on the
+demo data (slow: AIM's Private-PGM fits compile XLA programs, seconds each)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from dp.errors import ConfigError
+from dp.ledger import Ledger
+from dp.pipeline.plan import load_plan
+from dp.pipeline.registry import kind_of
+from tests.dp.pipeline.published_run import ROOT, publish_in_process
+
+
+def _config(directory: Path, data: Path, **synthetic: Any) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text())
+    raw["dataset"]["path"] = str(data)
+    raw["synthetic"][0].update(synthetic)
+    raw["synthetic"][0] = {k: v for k, v in raw["synthetic"][0].items() if v is not None}
+    path = directory / "synthetic.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_the_plan_shows_the_workload_and_its_error_range(
+    tmp_path: Path, census_small: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    config = _config(tmp_path, census_small)
+    (release,) = [r for r in load_plan(config).releases if r.kind == "synthetic"]
+    assert (release.cost.epsilon, release.cost.delta) == (1.0, 1e-9)
+    described = kind_of("synthetic").describe(release)
+    assert len(described["workload"]) == math.comb(6, 3)
+    assert described["candidates"] == 6 + 15 + 20
+    assert 0 < described["expected_l1_low"] < described["expected_l1_high"]
+    shown = CliRunner().invoke(app, ["plan", str(config)])
+    assert shown.exit_code == 0, shown.output
+    assert "AIM at rho 0.01497 over 20 workload marginal(s) (age x sex x race," in shown.output
+
+
+def test_a_privacy_unit_multiplies_the_noise(tmp_path: Path, census_small: Path) -> None:
+    raw = yaml.safe_load(_config(tmp_path, census_small).read_text())
+    raw["dataset"].update(privacy_unit="zip", max_rows_per_unit=4)
+    unit = tmp_path / "unit.yaml"
+    unit.write_text(yaml.safe_dump(raw))
+    row, per_unit = (
+        next(r for r in load_plan(p).releases if r.kind == "synthetic")
+        for p in (tmp_path / "synthetic.yaml", unit)
+    )
+    assert per_unit.bounding.rows_per_unit == 4
+    kind = kind_of("synthetic")
+    ratio = kind.describe(per_unit)["expected_l1_low"] / kind.describe(row)["expected_l1_low"]
+    assert math.isclose(ratio, 4.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"delta": 0.0}, "needs delta > 0"),
+        ({"bins": {"hours": 4}}, "bins or levels of unlisted \\['hours'\\]"),
+        ({"workload": [["age", "hours"]]}, "declared columns: \\['age', 'hours'\\]"),
+        ({"workload": {"marginals": 7}}, "must lie in 1..6, got 7"),
+        ({"bins": {}}, "float columns need an explicit 'bins'"),
+    ],
+)
+def test_a_bad_item_is_refused(
+    tmp_path: Path, census_small: Path, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_plan(_config(tmp_path, census_small, **change))
+
+
+@pytest.mark.slow
+def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # Under a privacy unit of at most 2 rows (zip codes), so every sensitivity is 2.
+    config = _config(
+        tmp_path,
+        census_small,
+        workload=[["age", "sex"], ["education", "income"]],
+        max_rounds=2,
+        iters=50,
+    )
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"].update(privacy_unit="zip", max_rows_per_unit=2)
+    config.write_text(yaml.safe_dump(raw))
+    ledger = tmp_path / "ledger.sqlite"
+    published = publish_in_process(config, ledger, tmp_path / "out")
+    folder = published.folder / "synthetic_census"
+    details = json.loads((folder / "release.json").read_text())["details"]
+
+    table = pd.read_parquet(folder / "synthetic.parquet")
+    assert len(table) == details["rows"] == round(details["noisy_count"])
+    # At most 2 rows per zip are read; the count's noise sd is 2 / sqrt(2 rho 0.01) ~ 116 rows.
+    read = int(
+        pd.read_parquet(census_small, columns=["zip"])["zip"].value_counts().clip(upper=2).sum()
+    )
+    assert abs(details["rows"] - read) < 1000
+    assert list(table.columns) == ["age", "sex", "race", "education", "marital", "income"]
+    assert set(table["age"]) <= {"17-21", *(f"{a}-{a + 4}" for a in range(22, 90, 5)), "87-90"}
+    assert str(table["sex"].dtype) == "category"
+    assert list(table["sex"].cat.categories) == ["Female", "Male"]
+    assert table["income"].dtype == "float64"
+    assert table["income"].between(0, 250000).all()
+    assert len(pd.read_csv(folder / "synthetic.csv")) == len(table)
+
+    assert details["rho_used"] == pytest.approx(details["rho"], rel=1e-9)
+    assert details["rounds"] == 2
+    measured = pd.read_parquet(folder / "measurements.parquet")
+    assert measured["measurement"].nunique() == len(details["measured"]) == 6 + 2
+    # round 0: each one-way marginal at sigma_0 = m sqrt(16 d / (2 0.9 rho_aim)), d = 6 columns
+    sigma_0 = 2 * math.sqrt(16 * 6 / (2 * 0.9 * 0.99 * details["rho"]))
+    first = measured[measured["round"] == 0]
+    assert first["sigma"].to_numpy() == pytest.approx(sigma_0, rel=1e-12)
+    assert details["sensitivity"] == 2.0
+    assert details["guarantee"]["privacy_unit"]["column"] == "zip"
+    utility = pd.read_csv(folder / "utility.csv")
+    assert list(utility["marginal"]) == ["age x sex", "education x income"]
+
+    rows = Ledger(str(ledger), create=False).history()
+    released = [
+        (r["release"], r["kind"], r["epsilon"], r["delta"]) for r in rows if r["event"] == "release"
+    ]
+    assert ("synthetic_census", "synthetic", 1.0, 1e-9) in released
+    report = (published.folder / "report.md").read_text()
+    assert "### synthetic_census (synthetic)" in report
+    assert "all rows of one zip (at most 2 read)" in report
+    assert f"{details['rows']} synthetic rows over 6 columns" in report
+    html = (published.folder / "report.html").read_text()
+    assert "error per workload marginal, estimated from the noisy measurements" in html
+    assert "k-anonymous table (not DP)" in html  # the run's k-anonymous table, beside it
+    assert "No plot for this release" not in html
