@@ -1,0 +1,1 @@
+"""Statistical tables: groups, measures and private keys (issue 26)."""
