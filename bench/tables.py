@@ -1,0 +1,227 @@
+"""Statistical tables against the peers (issue 26): private keys, and PipelineDP's own figures.
+
+Usage::
+
+    .venv/bin/python bench/tables.py                 # ~3-6 min on 2 cores (first run: + venv)
+    .venv/bin/python bench/tables.py --runs 5        # fewer repetitions
+    .venv/bin/python bench/tables.py --peers-venv /tmp/dppub-bench-tables
+
+The peers (PipelineDP, OpenDP) run in their own virtualenv, created here on first use from
+``bench/requirements-tables.txt`` (never dppub's dependencies), through ``bench/tables_peers.py``
+on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in this interpreter.
+
+1. **Private keys** (count tables, epsilon 1, delta 1e-6; both spend epsilon/2 on the selection
+   and epsilon/2 on the count -- PipelineDP's NaiveBudgetAccountant does, and so does
+   :func:`dp.tables.keys.selection_budget` -- and all of delta on the selection): keys released,
+   mean over ``--runs``, dppub's rule (:func:`dp.tables.keys.key_rule`, the per-key aggregate
+   folded by the engine with the unit bound of :mod:`dp.engine.unit_bounding`) against
+   PipelineDP's TRUNCATED_GEOMETRIC selection:
+
+   * ``visits``: a seeded file of 104 postcodes with Zipf-like popularity, persons visiting 1-4 of
+     them (1-3 rows each); row-level (each row a unit) and per person with at most 4 postcodes
+     and 3 rows per postcode (m = 4, the issue's setting);
+   * ``census``: the demo census (``data/generate.py``, 5,000 rows), ``zip`` (400 codes) row-level;
+   * ``adult``: Adult (``../shared/bench/adult``), ``native-country`` (41 values) row-level.
+
+2. **Wall time** of PipelineDP's local backend on a three-measure table (count, sum and mean of
+   income by zip, private keys, row-level) of a 300,000-row census file.
+
+Still missing until the ``tables:`` kind is merged (printed as ``missing``): dppub's RMSE of
+count / sum / mean, its median rank error against OpenDP's, and its wall time on the same table.
+
+Prints one table and writes ``bench/results/tables.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.generate import make_census  # noqa: E402
+from dp.engine import StreamingBackend  # noqa: E402
+from dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
+from dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
+from dp.schema import ColumnSpec, TableSchema  # noqa: E402
+from dp.tables.keys import key_rule, select_keys, selection_budget  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "tables.json"
+REQUIREMENTS = ROOT / "bench" / "requirements-tables.txt"
+ADULT = ROOT.parent / "shared" / "bench" / "adult" / "adult.csv"
+EPSILON, DELTA = 1.0, 1e-6
+
+
+def peers_python(venv: Path) -> Path:
+    """The peers' interpreter, creating their virtualenv on first use."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)]
+        subprocess.run(pip, check=True)
+        stamp.touch()
+    return python
+
+
+def peers(python: Path, job: dict[str, Any]) -> dict[str, Any]:
+    script = str(ROOT / "bench" / "tables_peers.py")
+    done = subprocess.run(
+        [str(python), script], input=json.dumps(job), capture_output=True, text=True, check=True
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def visits(seed: int = 26, persons: int = 2_600, keys: int = 104) -> pd.DataFrame:
+    """Persons visiting 1-4 of ``keys`` postcodes (Zipf-like popularity), 1-3 rows each."""
+    rng = np.random.default_rng(seed)
+    popularity = 1.0 / (np.arange(keys) + 8.0) ** 1.3
+    popularity /= popularity.sum()
+    rows = []
+    for p in range(persons):
+        mine = rng.choice(keys, size=int(rng.integers(1, 5)), replace=False, p=popularity)
+        for k in mine:
+            rows += [(f"p{p:05d}", f"PC{int(k):03d}")] * int(rng.integers(1, 4))
+    return pd.DataFrame(rows, columns=["person", "postcode"])
+
+
+def dppub_keys(
+    path: Path, key: str, *, unit: str | None, m: int, per_key: int, runs: int
+) -> list[int]:
+    """Keys dppub releases in ``runs`` draws (one exact aggregate, release-grade draws)."""
+    columns = [ColumnSpec(name=key, type="string")]
+    if unit is not None:
+        columns.append(ColumnSpec(name=unit, type="string"))
+    schema = TableSchema(columns=tuple(columns))
+    eps_select, delta_select, _ = selection_budget(EPSILON, DELTA, 1)
+    rule = key_rule(eps_select, delta_select, m)
+    backend = StreamingBackend()
+    bound = None
+    if unit is not None:
+        bound = UnitBound(
+            column=unit, max_rows=m * per_key, partition=key, max_partitions=m, content=(unit, key)
+        )
+        keep = backend.run(BoundingAggregate(bound), path, schema)
+        backend = BoundedBackend(backend, keep)  # type: ignore[assignment]
+    weights = backend.run(KeyWeightsAggregate((key,), bound), path, schema)
+    return [int(select_keys(weights, rule).sum()) for _ in range(runs)]
+
+
+def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    cases: list[tuple[str, Path, str, str | None, int]] = []
+    frame = visits()
+    path = data / "visits.parquet"
+    frame.to_parquet(path, index=False)
+    cases += [("visits", path, "postcode", None, 1), ("visits", path, "postcode", "person", 4)]
+    census = data / "census_5000.parquet"
+    make_census(5_000, 20261121)[["zip"]].to_parquet(census, index=False)
+    cases.append(("census", census, "zip", None, 1))
+    adult = data / "adult.parquet"
+    pd.read_csv(ADULT, sep=";")[["native-country"]].to_parquet(adult, index=False)
+    cases.append(("adult", adult, "native-country", None, 1))
+    out = []
+    for name, file, key, unit, m in cases:
+        real = int(pd.read_parquet(file, columns=[key])[key].nunique())
+        ours = dppub_keys(file, key, unit=unit, m=m, per_key=3, runs=runs)
+        job = {
+            "kind": "keys",
+            "path": str(file),
+            "key": key,
+            "unit": unit or "__row__",
+            "epsilon": EPSILON,
+            "delta": DELTA,
+            "max_partitions": m,
+            "max_per_partition": 3 if unit else 1,
+            "runs": runs,
+        }
+        theirs = peers(python, job)["released"]
+        out.append(
+            {
+                "data": name,
+                "key": key,
+                "unit": unit or "row",
+                "max_partitions": m,
+                "real_keys": real,
+                "dppub": ours,
+                "pipelinedp": theirs,
+                "rule": key_rule(*selection_budget(EPSILON, DELTA, 1)[:2], m).kind,
+            }
+        )
+        print(f"  keys {name}/{unit or 'row'}: dppub {np.mean(ours):.1f}, pipelinedp "
+              f"{np.mean(theirs):.1f} of {real}", flush=True)
+    return out
+
+
+def time_section(python: Path, data: Path) -> dict[str, Any]:
+    path = data / "census_300000.parquet"
+    make_census(300_000, 20261121).to_parquet(path, index=False)
+    job = {
+        "kind": "time",
+        "path": str(path),
+        "key": "zip",
+        "value": "income",
+        "unit": "__row__",
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "max_partitions": 1,
+        "max_per_partition": 1,
+        "bounds": [0.0, 250_000.0],
+    }
+    return peers(python, job)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--peers-venv", type=Path, default=Path("/tmp/dppub-bench-tables"))
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/dppub-bench-tables-data"))
+    parser.add_argument("--skip-time", action="store_true")
+    args = parser.parse_args()
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    python = peers_python(args.peers_venv)
+    start = time.perf_counter()
+    keys = keys_section(python, args.data_dir, args.runs)
+    timing = None if args.skip_time else time_section(python, args.data_dir)
+    print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
+    print(f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}")
+    for row in keys:
+        ours, theirs = float(np.mean(row["dppub"])), float(np.mean(row["pipelinedp"]))
+        ratio = ours / theirs if theirs else float("inf")
+        print(
+            f"{row['data']:8} {row['unit']:7} {row['max_partitions']:>2} {row['real_keys']:>5} "
+            f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f}"
+        )
+    if timing is not None:
+        print(f"\nPipelineDP local, count+sum+mean of income by zip, 300,000 rows, private keys: "
+              f"{timing['seconds']:.1f} s; dppub: missing (tables kind not merged)")
+    print("RMSE of count/sum/mean and median rank error: missing (tables kind not merged)")
+    report = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "keys": keys,
+        "pipelinedp_time": timing,
+        "missing": ["rmse count/sum/mean", "median rank error", "dppub wall time"],
+        "seconds": time.perf_counter() - start,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
