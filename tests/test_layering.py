@@ -23,6 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "dp.regression",
         "dp.kmeans",
         "dp.anonymity",
+        "dp.tables",
     ),
     "data access": ("dp.engine", "dp.io"),
     "operations": ("dp.ledger", "dp.publication", "dp.runs", "dp.faults"),

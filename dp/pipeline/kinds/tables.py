@@ -1,0 +1,428 @@
+"""Release kind tables (section ``tables:``): counts, sums, means and quantiles by group.
+
+Each item is one table: its groups are the cells of its ``by`` keys (declared categories, int
+values, bins of a float column, or a hierarchy level), its measures are read off noisy
+components whose epsilon split minimises their noise (:mod:`dp.tables.split`), and with
+``margins: true`` every sub-total is estimated jointly with the cells by the matrix mechanism
+(:mod:`dp.tables.linear`), so cells add up exactly to every margin; ``round: integer`` makes the
+counts non-negative integers that still add up (:mod:`dp.tables.rounding`). Bounds come from
+the declared columns only (values are clamped on read). The exact per-group counts, centred
+fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
+scan (:mod:`dp.engine.table_sums`, :mod:`dp.engine.histogram_counts`).
+
+Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
+data or not. ``keys: private`` (groups selected from the data under ``(epsilon, delta)``) plugs
+in at :func:`table_groups` and is refused until it is wired.
+
+Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
+sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
+split, the bounds, the key policy and the interval method in ``release.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from dp import matrix
+from dp.axes import Axis, numeric_axis
+from dp.engine import HistogramAggregate, TableSource
+from dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dp.errors import ConfigError
+from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
+from dp.pipeline.domains import declared_columns, histogram_axis
+from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, ReleaseSummary, Scan
+from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dp.pipeline.units import bounding_for, unit_statement
+from dp.publication import Staging
+from dp.tables.margins import margin_workload
+from dp.tables.quantiles import expected_rank_error
+from dp.tables.rounding import MAX_ROUNDED_CELLS
+from dp.tables.split import Measure, split_epsilon
+from dp.tables.table import INTERVAL_LEVEL, TableDesign, release_table, table_strategy
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
+
+__all__ = ["TableKind", "TableModel", "TableResult", "TableSpec"]
+
+QUANTILE_BINS = 1024
+"""A quantile column's grid by default: one bin per integer of an int column with at most
+this many values, else this many equal-width bins over the declared bounds."""
+KEY_POLICIES = ("declared", "private")
+
+
+class KeyModel(Model):
+    """One ``by`` key: a column (categories, int values, ``bins`` of a float) or a level."""
+
+    column: str = Field(min_length=1)
+    level: Integer | None = Field(default=None, ge=0)
+    bins: Integer | None = Field(default=None, ge=1, le=MAX_DOMAIN_CELLS)
+
+
+class SumModel(Model):
+    sum: str = Field(min_length=1)
+
+
+class MeanModel(Model):
+    mean: str = Field(min_length=1)
+
+
+class QuantileModel(Model):
+    quantile: str = Field(min_length=1)
+    at: list[Number] = Field(min_length=1, max_length=99)
+    bins: Integer | None = Field(default=None, ge=2, le=65536)
+    """The fine grid (default :data:`QUANTILE_BINS`)."""
+
+    @field_validator("at")
+    @classmethod
+    def _probabilities(cls, at: list[float]) -> list[float]:
+        bad = [p for p in at if not 0.0 < p < 1.0]
+        if bad:
+            raise ValueError(f"quantile probabilities must lie in (0, 1), got {bad}")
+        return at
+
+
+MeasureModel = Literal["count"] | SumModel | MeanModel | QuantileModel
+
+
+class TableModel(Cost):
+    """One ``tables:`` item (module doc)."""
+
+    name: Name
+    by: list[str | KeyModel] = Field(min_length=1, max_length=8)
+    measures: list[MeasureModel] = Field(min_length=1)
+    margins: Flag = False
+    round: Literal["none", "integer"] = "none"
+    keys: Literal["declared", "private"] = "declared"
+
+    @model_validator(mode="after")
+    def _options(self) -> TableModel:
+        if self.keys == "declared" and self.delta > 0:
+            raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
+        return self
+
+    def key_models(self) -> list[KeyModel]:
+        return [KeyModel(column=k) if isinstance(k, str) else k for k in self.by]
+
+    def measure_list(self) -> tuple[Measure, ...]:
+        out: list[Measure] = []
+        for m in self.measures:
+            if m == "count":
+                out.append(Measure("count"))
+            elif isinstance(m, SumModel):
+                out.append(Measure("sum", m.sum))
+            elif isinstance(m, MeanModel):
+                out.append(Measure("mean", m.mean))
+            elif isinstance(m, QuantileModel):
+                out.append(Measure("quantile", m.quantile, tuple(m.at)))
+        if len(set(out)) != len(out):
+            raise ConfigError(f"table {self.name!r}: a measure is listed twice")
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class TableSpec:
+    """What publishing a table needs, known before any data is read."""
+
+    design: TableDesign
+    axes: tuple[Axis, ...]
+    grids: tuple[Axis, ...]
+    """One fine grid per quantile column, in the order of the design's CDF components."""
+    keys: str
+    """The key policy (``declared``)."""
+
+
+def table_groups(cfg: PipelineConfig, item: TableModel) -> tuple[Axis, ...]:
+    """The table's group axes under its key policy (``keys: private`` plugs in here)."""
+    if item.keys != "declared":
+        raise ConfigError(
+            f"table {item.name!r}: keys: {item.keys} is not available yet; declare the keys' "
+            "domains (categories, bounds, bins or a hierarchy level) and use keys: declared"
+        )
+    axes = tuple(
+        histogram_axis(cfg, item.name, k.column, bins=k.bins, level=k.level)
+        for k in item.key_models()
+    )
+    if len({a.column for a in axes}) != len(axes):
+        raise ConfigError(f"table {item.name!r}: a column is a key twice")
+    return axes
+
+
+def _bounds(cfg: PipelineConfig, item: TableModel, column: str) -> tuple[float, float]:
+    declared_columns(cfg, [column])
+    spec = cfg.table_schema[column]
+    if not spec.is_numeric or spec.bounds is None:
+        raise ConfigError(
+            f"table {item.name!r}: measure column {column!r} must be numeric with declared bounds"
+        )
+    lo, hi = float(spec.bounds[0]), float(spec.bounds[1])
+    if not hi > lo:
+        raise ConfigError(f"table {item.name!r}: {column!r} has bounds [{lo:g}, {hi:g}]")
+    return lo, hi
+
+
+def _grid(cfg: PipelineConfig, item: TableModel, column: str) -> Axis:
+    """A quantile column's fine grid over its declared bounds."""
+    spec = cfg.table_schema[column]
+    chosen = next(
+        (m.bins for m in item.measures if isinstance(m, QuantileModel) and m.quantile == column),
+        None,
+    )
+    lo, hi = _bounds(cfg, item, column)
+    if chosen is None and spec.type == "int" and hi - lo + 1 <= QUANTILE_BINS:
+        return numeric_axis(spec)
+    return numeric_axis(spec, bins=chosen or QUANTILE_BINS)
+
+
+def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
+    """The column a unit's groups are bounded on: one text key (else the rows bound suffices:
+    a unit's rows, at most ``m`` in all, bound every table's sensitivity)."""
+    if len(axes) == 1 and cfg.table_schema[axes[0].column].type in ("category", "string"):
+        return axes[0].column
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableExact:
+    """The table's exact aggregates from the shared scan."""
+
+    sums: GroupSums
+    histograms: Mapping[str, Any]
+
+
+class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
+    """See the module docstring."""
+
+    section = "tables"
+    label = "table"
+    many = True
+    model = TableModel
+
+    def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+        axes = table_groups(cfg, item)
+        measures = item.measure_list()
+        columns = [m.column for m in measures if m.column is not None]
+        bounds = {c: _bounds(cfg, item, c) for c in columns}
+        shape = tuple(a.size for a in axes)
+        cells = math.prod(shape)
+        check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
+        quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
+        if item.margins and quantiled:
+            raise ConfigError(
+                f"table {item.name!r}: margins: true is for count, sum and mean; publish "
+                "quantiles in a table without margins"
+            )
+        if len(set(quantiled)) != len(quantiled):
+            raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
+        if item.round == "integer":
+            if not any(m.kind == "count" for m in measures):
+                raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
+            check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
+        grids = tuple(_grid(cfg, item, c) for c in quantiled)
+        for g in grids:
+            check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
+        bounding = bounding_for(cfg, _partition(cfg, axes))
+        design = TableDesign(
+            keys=tuple(a.column for a in axes),
+            labels=tuple(a.labels for a in axes),
+            measures=measures,
+            components=split_epsilon(measures, bounds, item.epsilon),
+            bounds=bounds,
+            edges={c: g.edges or () for c, g in zip(quantiled, grids, strict=True)},
+            margins=item.margins,
+            integer=item.round == "integer",
+            group=bounding.rows_per_unit,
+        )
+        return ReleasePlan(
+            name=item.name,
+            kind=self.label,
+            mechanism="laplace",
+            cost=item.cost,
+            is_dp=True,
+            bounding=bounding,
+            columns=declared_columns(cfg, [*(a.column for a in axes), *columns]),
+            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.keys),
+            facts={"groups": cells, "keys": item.keys},
+        )
+
+    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
+        spec = plan.spec
+        sums = TableSumsAggregate(
+            axes=spec.axes,
+            bounds=tuple(
+                (c.column, *spec.design.bounds[c.column])
+                for c in spec.design.components
+                if c.kind == "centred_sum" and c.column is not None
+            ),
+        )
+        grids = tuple(HistogramAggregate((*spec.axes, g)) for g in spec.grids)
+
+        def assemble(results: Sequence[object]) -> TableExact:
+            done = results[0]
+            assert isinstance(done, GroupSums)
+            hists = {g.column: np.asarray(r) for g, r in zip(spec.grids, results[1:], strict=True)}
+            return TableExact(sums=done, histograms=hists)
+
+        return Scan((sums, *grids), assemble)
+
+    def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
+        return {**plan.facts, "measures": expected_errors(plan.spec.design)}
+
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        lines = [f"  {described['groups']} groups, keys {described['keys']}"]
+        for m in described["measures"]:
+            lines.append(f"    {m['measure']}: epsilon {m['epsilon']:.4g}, expected {m['error']}")
+        return "\n".join(lines)
+
+    def execute(
+        self, plan: ReleasePlan[TableSpec], exact: TableExact, data: TableSource, out: Staging
+    ) -> Executed:
+        design = plan.spec.design
+        released = release_table(design, exact.sums.counts, exact.sums.centred, exact.histograms)
+        out.write_table(plan.name, "answers", released.answers)
+        statement = unit_statement(plan.bounding, plan.cost)
+        result = TableResult(
+            keys=design.keys,
+            key_policy=plan.spec.keys,
+            groups=int(np.prod(design.shape)),
+            rows=len(released.answers),
+            measures=tuple(label for m in design.measures for label in m.labels()),
+            split={c.name: c.epsilon for c in design.components},
+            split_rule=SPLIT_RULE,
+            components=released.facts,
+            bounds={c: list(b) for c, b in design.bounds.items()},
+            margins=design.margins,
+            rounding="integer" if design.integer else "none",
+            interval_method=INTERVAL_METHOD,
+            interval_level=INTERVAL_LEVEL,
+            privacy_unit=statement.get("privacy_unit"),  # type: ignore[arg-type]
+        )
+        sens = max(float(f["sensitivity"]) for f in released.facts.values())  # type: ignore[index]
+        return Executed.of(result, sensitivity=sens)
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        r = TableResult.from_json(summary.details)
+        split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
+        extra = ""
+        if r.margins:
+            extra += " Every margin down to the grand total is estimated jointly with the cells."
+        if r.rounding == "integer":
+            extra += " Counts are non-negative integers that add up exactly."
+        return [
+            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
+            f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`).{extra}",
+            f"Epsilon split: {split} ({r.split_rule}).",
+            f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
+        ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.table_plots import table_plot  # matplotlib: only for a report
+
+        section: Section = table_plot(summary, folder)
+        return section
+
+
+SPLIT_RULE = (
+    "minimises the sum of the measures' noise variances: each component gets epsilon in "
+    "proportion to the cube root of its weight; a mean weighs 1 on its centred sum and 1/3 on "
+    "the count, so a mean alone splits 59.1% / 40.9%"
+)
+INTERVAL_METHOD = (
+    "noise only (not clamping or sampling): exact least-squares noise variances of counts and "
+    "centred sums with the Laplace-safe multiplier; sums and means combine them (a mean by the "
+    "delta method); quantiles invert the CDF's noise band"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableResult:
+    """A published table's public account: its ``release.json`` details."""
+
+    keys: tuple[str, ...]
+    key_policy: str
+    groups: int
+    rows: int
+    measures: tuple[str, ...]
+    split: Mapping[str, float]
+    split_rule: str
+    components: Mapping[str, JSON]
+    bounds: Mapping[str, list[float]]
+    margins: bool
+    rounding: str
+    interval_method: str
+    interval_level: float
+    privacy_unit: Mapping[str, JSON] | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["keys"], out["measures"] = list(self.keys), list(self.measures)
+        out["split"], out["components"] = dict(self.split), dict(self.components)
+        out["bounds"] = dict(self.bounds)
+        if self.privacy_unit is None:
+            del out["privacy_unit"]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{**fields, "keys": tuple(data["keys"]), "measures": tuple(data["measures"])})
+
+
+def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
+    """Each measure's expected noise error, before any data (``dppub plan``)."""
+    m = design.group
+    shape = design.shape
+    count_se = 0.0
+    c = design.component("count")
+    if c is not None:
+        strategy = table_strategy(design)
+        count_se = float(
+            matrix.expected_rmse(margin_workload(shape, design.margins), strategy, c.epsilon / m)
+        )
+    out: list[dict[str, JSON]] = []
+    for measure in design.measures:
+        if measure.kind == "count":
+            out.append(
+                {
+                    "measure": "count",
+                    "epsilon": c.epsilon if c else 0.0,
+                    "error": f"RMSE {count_se:.3g} rows",
+                }
+            )
+            continue
+        if measure.kind == "quantile":
+            q = design.component("cdf", measure.column)
+            assert q is not None
+            bins = len(design.edges[measure.column or ""]) - 1
+            rank = expected_rank_error(bins, q.epsilon, m)
+            out.append(
+                {
+                    "measure": f"quantile({measure.column}, ...)",
+                    "epsilon": q.epsilon,
+                    "error": f"rank RMSE {rank:.3g} rows (of a group's n)",
+                }
+            )
+            continue
+        s = design.component("centred_sum", measure.column)
+        assert s is not None
+        lo, hi = design.bounds[measure.column or ""]
+        mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+        strategy = table_strategy(design)
+        s_se = half * float(
+            matrix.expected_rmse(margin_workload(shape, design.margins), strategy, s.epsilon / m)
+        )
+        if measure.kind == "sum":
+            err = math.sqrt(s_se**2 + mid**2 * count_se**2)
+            text = f"RMSE {err:.4g}"
+        else:
+            err = math.sqrt(s_se**2 + half**2 / 3.0 * count_se**2)
+            text = f"RMSE about {err:.4g} / n for a group of n rows"
+        out.append({"measure": measure.labels()[0], "epsilon": s.epsilon, "error": text})
+    return out

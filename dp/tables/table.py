@@ -1,0 +1,233 @@
+"""A statistical table from its exact aggregates: every measure per group, with intervals.
+
+What each measure is read from and how epsilon is split: :mod:`dp.tables.split`; counts and
+centred sums over cells and margins: :mod:`dp.tables.linear`; quantiles:
+:mod:`dp.tables.quantiles`; integer rounding: :mod:`dp.tables.rounding`. From the components:
+
+* ``count`` = the count component's rows (non-negative; integers with ``round: integer``);
+* ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
+  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (independent
+  noises);
+* ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
+  delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
+* sums and means get ``+- k se`` intervals (``k`` the Laplace-safe 95% multiplier, which covers
+  a single Laplace variable and any sum of them), a mean's clamped to the bounds.
+
+Every interval covers the noise only (not the clamping to the declared bounds, not sampling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from dp import matrix
+from dp.matrix.cache import cached_select_strategy
+from dp.matrix.intervals import laplace_multiplier
+from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dp.tables.linear import Linear, measure_linear
+from dp.tables.margins import margin_labels, margin_matrix, margin_workload
+from dp.tables.quantiles import cdf_strategy, measure_quantiles
+from dp.tables.rounding import round_integer
+from dp.tables.split import Component, Measure
+
+__all__ = ["TableDesign", "TableRelease", "release_table", "table_strategy"]
+
+FloatArray = npt.NDArray[np.float64]
+INTERVAL_LEVEL = 0.95
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableDesign:
+    """Everything about a table known before its data: keys, measures, split, options."""
+
+    keys: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...]
+    """Each key's group labels, in declared order."""
+    measures: tuple[Measure, ...]
+    components: tuple[Component, ...]
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    """A quantile column's fine grid."""
+    margins: bool = False
+    integer: bool = False
+    group: int = 1
+    """Rows a unit may contribute (1: neighbours differ by one row)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(x) for x in self.labels)
+
+    def component(self, kind: str, column: str | None = None) -> Component | None:
+        for c in self.components:
+            if c.kind == kind and c.column == column:
+                return c
+        return None
+
+
+def table_strategy(design: TableDesign) -> matrix.Strategy:
+    """The strategy the count and centred sums are measured with (data-independent)."""
+    n = int(np.prod(design.shape))
+    if not design.margins:
+        return matrix.identity_strategy(n)
+    return cached_select_strategy(margin_workload(design.shape, True), noise="laplace")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableRelease:
+    """The published rows and the public facts of how they were made."""
+
+    answers: pd.DataFrame
+    facts: dict[str, object]
+
+
+def release_table(
+    design: TableDesign,
+    counts: npt.ArrayLike,
+    centred: Mapping[str, npt.ArrayLike],
+    histograms: Mapping[str, npt.ArrayLike],
+    *,
+    rng: np.random.Generator | None = None,
+) -> TableRelease:
+    """Draw every component's noise and read the measures off them (module doc)."""
+    linear = _measure_linear(design, counts, centred, rng)
+    facts: dict[str, object] = {
+        name: {
+            "epsilon": lin.epsilon,
+            "sensitivity": lin.sensitivity,
+            "noise_scale": lin.noise_scale,
+            "strategy": lin.strategy,
+        }
+        for name, lin in linear.items()
+    }
+    rows = margin_labels(design.labels, design.margins)
+    frames: list[pd.DataFrame] = []
+    for m in design.measures:
+        if m.kind == "quantile":
+            frames.extend(_quantile_frames(design, m, histograms[m.column or ""], facts, rng))
+        else:
+            frames.append(
+                _frame(design.keys, rows, m.labels()[0], *_linear_rows(design, m, linear))
+            )
+    return TableRelease(answers=pd.concat(frames, ignore_index=True), facts=facts)
+
+
+def _measure_linear(
+    design: TableDesign,
+    counts: npt.ArrayLike,
+    centred: Mapping[str, npt.ArrayLike],
+    rng: np.random.Generator | None,
+) -> dict[str, Linear]:
+    """The count and centred-sum components over the cells and margins (one strategy)."""
+    workload = margin_workload(design.shape, design.margins)
+    strategy = table_strategy(design)
+    out: dict[str, Linear] = {}
+    for c in design.components:
+        if c.kind == "cdf":
+            continue
+        half, values = 1.0, counts
+        if c.kind == "centred_sum":
+            lo, hi = design.bounds[c.column or ""]
+            # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
+            half = (hi - lo) / 2.0 * (1.0 + CONVERSION_ALLOWANCE)
+            values = centred[c.column or ""]
+        out[c.name] = measure_linear(
+            workload,
+            strategy,
+            values,
+            epsilon=c.epsilon,
+            row_sensitivity=half,
+            group=design.group,
+            nonneg=c.kind == "count",
+            rng=rng,
+        )
+    return out
+
+
+Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+"""answer, std_error, ci_low, ci_high."""
+
+
+def _linear_rows(design: TableDesign, m: Measure, linear: Mapping[str, Linear]) -> Rows:
+    """A count, sum or mean over the published rows (module doc)."""
+    k = float(laplace_multiplier(INTERVAL_LEVEL))
+    count = linear.get("count")
+    size = len(margin_labels(design.labels, design.margins))
+    n_ans = count.answers if count is not None else np.zeros(size)
+    n_se = count.std_error if count is not None else np.zeros(size)
+    if m.kind == "count":
+        assert count is not None
+        answer = count.answers
+        if design.integer:
+            published = margin_matrix(design.shape, design.margins)
+            answer = (published @ round_integer(count.estimate, published)).astype(np.float64)
+        low = np.clip(answer - count.half_width, 0.0, None)
+        return answer, count.std_error, low, answer + count.half_width
+    s = linear[f"centred_sum({m.column})"]
+    lo, hi = design.bounds[m.column or ""]
+    mid = (lo + hi) / 2.0
+    if m.kind == "sum":
+        answer = s.answers + mid * n_ans
+        se = np.sqrt(s.std_error**2 + mid**2 * n_se**2)
+        return answer, se, answer - k * se, answer + k * se
+    n = np.maximum(n_ans, 1.0)
+    centred_mean = np.clip(s.answers / n, lo - mid, hi - mid)
+    answer = centred_mean + mid
+    se = np.sqrt(s.std_error**2 + centred_mean**2 * n_se**2) / n
+    return answer, se, np.clip(answer - k * se, lo, hi), np.clip(answer + k * se, lo, hi)
+
+
+def _quantile_frames(
+    design: TableDesign,
+    m: Measure,
+    histograms: npt.ArrayLike,
+    facts: dict[str, object],
+    rng: np.random.Generator | None,
+) -> list[pd.DataFrame]:
+    """One frame per probability of a quantile measure, over the cells (no margins)."""
+    c = design.component("cdf", m.column)
+    assert c is not None
+    edges = design.edges[m.column or ""]
+    bins = len(edges) - 1
+    hist = np.asarray(histograms, dtype=np.float64).reshape(-1, bins)
+    q = measure_quantiles(hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng)
+    facts[c.name] = {
+        "epsilon": c.epsilon,
+        "sensitivity": q.sensitivity,
+        "noise_scale": q.noise_scale,
+        "strategy": cdf_strategy(bins).name,
+        "bins": bins,
+        "rank_std_error": q.rank_std_error,
+    }
+    cells = margin_labels(design.labels, False)
+    return [
+        _frame(
+            design.keys,
+            cells,
+            label,
+            q.values[:, j],
+            q.std_error[:, j],
+            q.ci_low[:, j],
+            q.ci_high[:, j],
+        )
+        for j, label in enumerate(m.labels())
+    ]
+
+
+def _frame(
+    keys: Sequence[str],
+    rows: Sequence[tuple[str, ...]],
+    measure: str,
+    answer: FloatArray,
+    se: FloatArray,
+    low: FloatArray,
+    high: FloatArray,
+) -> pd.DataFrame:
+    out = pd.DataFrame(list(rows), columns=list(keys), dtype=str)
+    out["measure"] = measure
+    out["answer"], out["std_error"], out["ci_low"], out["ci_high"] = answer, se, low, high
+    return out
