@@ -160,8 +160,11 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
                 "rule": key_rule(*selection_budget(EPSILON, DELTA, 1)[:2], m).kind,
             }
         )
-        print(f"  keys {name}/{unit or 'row'}: dppub {np.mean(ours):.1f}, pipelinedp "
-              f"{np.mean(theirs):.1f} of {real}", flush=True)
+        print(
+            f"  keys {name}/{unit or 'row'}: dppub {np.mean(ours):.1f}, pipelinedp "
+            f"{np.mean(theirs):.1f} of {real}",
+            flush=True,
+        )
     return out
 
 
@@ -196,7 +199,9 @@ def main() -> None:
     keys = keys_section(python, args.data_dir, args.runs)
     timing = None if args.skip_time else time_section(python, args.data_dir)
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
-    print(f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}")
+    print(
+        f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}"
+    )
     for row in keys:
         ours, theirs = float(np.mean(row["dppub"])), float(np.mean(row["pipelinedp"]))
         ratio = ours / theirs if theirs else float("inf")
@@ -205,8 +210,10 @@ def main() -> None:
             f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f}"
         )
     if timing is not None:
-        print(f"\nPipelineDP local, count+sum+mean of income by zip, 300,000 rows, private keys: "
-              f"{timing['seconds']:.1f} s; dppub: missing (tables kind not merged)")
+        print(
+            f"\nPipelineDP local, count+sum+mean of income by zip, 300,000 rows, private keys: "
+            f"{timing['seconds']:.1f} s; dppub: missing (tables kind not merged)"
+        )
     print("RMSE of count/sum/mean and median rank error: missing (tables kind not merged)")
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

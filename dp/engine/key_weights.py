@@ -29,7 +29,7 @@ from dp.engine.unit_bounding import UnitBound
 from dp.errors import ConfigError, InvariantError
 from dp.tables.keys import GRID, KeyWeights, unit_weight
 
-__all__ = ["KEY_SEPARATOR", "KeyWeightsAggregate"]
+__all__ = ["KEY_SEPARATOR", "KeyWeightsAggregate", "key_labels"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -58,7 +58,8 @@ def _labels(batch: Batch, column: str) -> pd.Series:
     raise InvariantError(f"column {column!r} was not read")
 
 
-def _keys(batch: Batch, by: Sequence[str]) -> pd.Series:
+def key_labels(batch: Batch, by: Sequence[str]) -> pd.Series:
+    """Each row's key: its ``by`` labels joined by :data:`KEY_SEPARATOR`."""
     labels = [_labels(batch, c) for c in by]
     out = labels[0]
     for more in labels[1:]:
@@ -91,7 +92,7 @@ class KeyWeightsAggregate:
         """Row-level: add the batch's rows per key. Unit: add its distinct (unit, key) pairs."""
         if batch.num_rows == 0:
             return acc
-        keys = _keys(batch, self.by)
+        keys = key_labels(batch, self.by)
         if self.unit is None:
             for key, n in keys.value_counts(sort=False).items():
                 acc.rows[str(key)] = acc.rows.get(str(key), 0) + int(n)

@@ -11,8 +11,12 @@ fixed-point sums and the quantile columns' fine histograms are folded in the run
 scan (:mod:`dp.engine.table_sums`, :mod:`dp.engine.histogram_counts`).
 
 Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
-data or not. ``keys: private`` (groups selected from the data under ``(epsilon, delta)``) plugs
-in at :func:`table_groups` and is refused until it is wired.
+data or not. ``keys: private`` (one ``by`` column, e.g. a ``type: string`` one) publishes only
+groups present in the data, selected under ``(epsilon_select, delta)`` by
+:mod:`dp.tables.keys` from the per-key unit counts and weights
+(:mod:`dp.engine.key_weights`), with ``epsilon_select = epsilon / (1 + measures)``; the
+measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
+all in the same shared scan.
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,7 +37,10 @@ from pydantic import Field, field_validator, model_validator
 from dp import matrix
 from dp.axes import Axis, numeric_axis
 from dp.engine import HistogramAggregate, TableSource
+from dp.engine.key_weights import KeyWeightsAggregate
+from dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
 from dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dp.engine.unit_bounding import UnitBound
 from dp.errors import ConfigError
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns, histogram_axis
@@ -41,6 +48,7 @@ from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, Rel
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
+from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dp.tables.margins import margin_workload
 from dp.tables.quantiles import expected_rank_error
 from dp.tables.rounding import MAX_ROUNDED_CELLS
@@ -106,6 +114,8 @@ class TableModel(Cost):
     def _options(self) -> TableModel:
         if self.keys == "declared" and self.delta > 0:
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
+        if self.keys == "private" and self.delta <= 0:
+            raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
         return self
 
     def key_models(self) -> list[KeyModel]:
@@ -136,16 +146,15 @@ class TableSpec:
     grids: tuple[Axis, ...]
     """One fine grid per quantile column, in the order of the design's CDF components."""
     keys: str
-    """The key policy (``declared``)."""
+    """The key policy (``declared`` or ``private``)."""
+    selection: KeyRule | None = None
+    """``keys: private``: the selection rule (its labels are a placeholder until selected)."""
 
 
 def table_groups(cfg: PipelineConfig, item: TableModel) -> tuple[Axis, ...]:
     """The table's group axes under its key policy (``keys: private`` plugs in here)."""
-    if item.keys != "declared":
-        raise ConfigError(
-            f"table {item.name!r}: keys: {item.keys} is not available yet; declare the keys' "
-            "domains (categories, bounds, bins or a hierarchy level) and use keys: declared"
-        )
+    if item.keys == "private":
+        return ()
     axes = tuple(
         histogram_axis(cfg, item.name, k.column, bins=k.bins, level=k.level)
         for k in item.key_models()
@@ -193,8 +202,10 @@ def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
 class TableExact:
     """The table's exact aggregates from the shared scan."""
 
-    sums: GroupSums
+    sums: GroupSums | KeyedSums
     histograms: Mapping[str, Any]
+    keys: KeyWeights | None = None
+    """``keys: private``: the per-key unit counts and weights the selection reads."""
 
 
 class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
@@ -206,6 +217,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
     model = TableModel
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+        if item.keys == "private":
+            return _plan_private(cfg, item)
         axes = table_groups(cfg, item)
         measures = item.measure_list()
         columns = [m.column for m in measures if m.column is not None]
@@ -254,6 +267,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
 
     def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
         spec = plan.spec
+        if spec.selection is not None:
+            return _scan_private(plan)
         sums = TableSumsAggregate(
             axes=spec.axes,
             bounds=tuple(
@@ -277,6 +292,13 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
+        if "selection" in described:
+            rule = described["selection"]
+            assert isinstance(rule, Mapping)
+            lines[0] += (
+                f" ({rule['rule']} selection at epsilon {rule['epsilon']:.4g}, "
+                f"delta {rule['delta']:.3g})"
+            )
         for m in described["measures"]:
             lines.append(f"    {m['measure']}: epsilon {m['epsilon']:.4g}, expected {m['error']}")
         return "\n".join(lines)
@@ -285,6 +307,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         self, plan: ReleasePlan[TableSpec], exact: TableExact, data: TableSource, out: Staging
     ) -> Executed:
         design = plan.spec.design
+        selection = None
+        if plan.spec.selection is not None:
+            design, exact, selection = _select(plan.spec, exact)
         released = release_table(design, exact.sums.counts, exact.sums.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
         statement = unit_statement(plan.bounding, plan.cost)
@@ -303,6 +328,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
             privacy_unit=statement.get("privacy_unit"),  # type: ignore[arg-type]
+            key_selection=selection,
         )
         sens = max(float(f["sensitivity"]) for f in released.facts.values())  # type: ignore[index]
         return Executed.of(result, sensitivity=sens)
@@ -359,6 +385,8 @@ class TableResult:
     interval_method: str
     interval_level: float
     privacy_unit: Mapping[str, JSON] | None = None
+    key_selection: Mapping[str, JSON] | None = None
+    """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
 
     def to_json(self) -> dict[str, JSON]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -367,12 +395,100 @@ class TableResult:
         out["bounds"] = dict(self.bounds)
         if self.privacy_unit is None:
             del out["privacy_unit"]
+        if self.key_selection is None:
+            del out["key_selection"]
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**{**fields, "keys": tuple(data["keys"]), "measures": tuple(data["measures"])})
+
+
+PRIVATE_PLACEHOLDER = "(selected from the data)"
+"""A private-keys table's one group label before the selection (plan and expected errors)."""
+
+
+def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+    """A ``keys: private`` table: one key column, count / sum / mean (module doc)."""
+    keys = item.key_models()
+    if len(keys) != 1 or keys[0].level is not None or keys[0].bins is not None:
+        raise ConfigError(
+            f"table {item.name!r}: keys: private takes one by column (no level or bins), "
+            f"got {[k.model_dump(exclude_none=True) for k in keys]}"
+        )
+    column = keys[0].column
+    measures = item.measure_list()
+    if item.margins or any(m.kind == "quantile" for m in measures):
+        raise ConfigError(
+            f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
+        )
+    columns = [m.column for m in measures if m.column is not None]
+    bounds = {c: _bounds(cfg, item, c) for c in columns}
+    declared_columns(cfg, [column])
+    text = cfg.table_schema[column].type in ("category", "string")
+    bounding = bounding_for(cfg, column if text else None)
+    # A unit has rows in at most max_partitions keys when bounded on them, else in max_rows.
+    per_unit = 1
+    if bounding.unit is not None:
+        per_unit = bounding.max_partitions if text else bounding.rows_per_unit
+    eps_select, delta, eps_measures = selection_budget(item.epsilon, item.delta, len(measures))
+    design = TableDesign(
+        keys=(column,),
+        labels=((PRIVATE_PLACEHOLDER,),),
+        measures=measures,
+        components=split_epsilon(measures, bounds, eps_measures),
+        bounds=bounds,
+        integer=item.round == "integer",
+        group=bounding.rows_per_unit,
+    )
+    if item.round == "integer" and not any(m.kind == "count" for m in measures):
+        raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
+    rule = key_rule(eps_select, delta, per_unit)
+    return ReleasePlan(
+        name=item.name,
+        kind="table",
+        mechanism="laplace",
+        cost=item.cost,
+        is_dp=True,
+        bounding=bounding,
+        columns=declared_columns(cfg, [column, *columns]),
+        spec=TableSpec(design=design, axes=(), grids=(), keys="private", selection=rule),
+        facts={"groups": "selected from the data", "keys": "private", "selection": rule.describe()},
+    )
+
+
+def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
+    design, b = plan.spec.design, plan.bounding
+    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
+    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
+    weights = KeyWeightsAggregate(design.keys, unit)
+    sums = KeyedSumsAggregate(
+        by=design.keys,
+        bounds=tuple(
+            (c.column, *design.bounds[c.column])
+            for c in design.components
+            if c.kind == "centred_sum" and c.column is not None
+        ),
+    )
+
+    def assemble(results: Sequence[object]) -> TableExact:
+        keys, keyed = results
+        assert isinstance(keys, KeyWeights) and isinstance(keyed, KeyedSums)
+        return TableExact(sums=keyed, histograms={}, keys=keys)
+
+    return Scan((weights, sums), assemble)
+
+
+def _select(spec: TableSpec, exact: TableExact) -> tuple[TableDesign, TableExact, dict[str, JSON]]:
+    """The released keys (one draw), and the design and exact sums restricted to them."""
+    assert spec.selection is not None and exact.keys is not None
+    assert isinstance(exact.sums, KeyedSums)
+    chosen = select_keys(exact.keys, spec.selection)
+    labels = tuple(exact.keys.labels[i] for i in np.flatnonzero(chosen))
+    design = replace(spec.design, labels=(labels,))
+    exact = replace(exact, sums=exact.sums.take(labels))
+    return design, exact, {**spec.selection.describe(), "released_keys": len(labels)}
 
 
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
