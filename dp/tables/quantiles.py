@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -40,9 +41,17 @@ BRANCHING = 8
 against 17.3 for a binary tree)."""
 
 
+@cache
 def cdf_strategy(bins: int) -> matrix.Strategy:
     """The tree measured per group (data-independent)."""
     return matrix.hierarchical(bins, BRANCHING)
+
+
+@cache
+def _prefix_variance(bins: int) -> float:
+    """The largest ``||c_i||_2^2`` of the least-squares prefix answers (noise scale 1)."""
+    moments = query_noise_moments(matrix.prefix(bins), cdf_strategy(bins))
+    return float(np.max(moments.second))
 
 
 def expected_rank_error(bins: int, epsilon: float, group: int) -> float:
@@ -93,8 +102,7 @@ def measure_quantiles(
     noisy = laplace(answers, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
     del hist, answers  # post-processing of the noisy measurement only, from here
     scale = sensitivity / epsilon
-    moments = query_noise_moments(matrix.prefix(bins), strategy)
-    rank_se = float(math.sqrt(2.0) * scale * math.sqrt(float(np.max(moments.second))))
+    rank_se = math.sqrt(2.0 * _prefix_variance(bins)) * scale
     k = float(laplace_multiplier(0.95))
     grid = np.asarray(edges, dtype=np.float64)
     p = np.asarray(at, dtype=np.float64)

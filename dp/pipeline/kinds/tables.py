@@ -42,6 +42,7 @@ from dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
 from dp.engine.table_sums import GroupSums, TableSumsAggregate
 from dp.engine.unit_bounding import UnitBound
 from dp.errors import ConfigError
+from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
 from dp.pipeline.domains import declared_columns, histogram_axis
 from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, ReleaseSummary, Scan
@@ -238,6 +239,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             if not any(m.kind == "count" for m in measures):
                 raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
             check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
+        check_reconstruction(margin_workload(shape, item.margins), "nonneg-l1")  # refused now
         grids = tuple(_grid(cfg, item, c) for c in quantiled)
         for g in grids:
             check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
@@ -330,8 +332,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             privacy_unit=statement.get("privacy_unit"),  # type: ignore[arg-type]
             key_selection=selection,
         )
-        sens = max(float(f["sensitivity"]) for f in released.facts.values())  # type: ignore[index]
-        return Executed.of(result, sensitivity=sens)
+        # One number says the sensitivity only for a one-component table (release.json has each).
+        sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
+        return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         r = TableResult.from_json(summary.details)
@@ -492,53 +495,39 @@ def _select(spec: TableSpec, exact: TableExact) -> tuple[TableDesign, TableExact
 
 
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
-    """Each measure's expected noise error, before any data (``dppub plan``)."""
+    """Each measure's epsilon and expected noise error, before any data (``dppub plan``):
+    per published row, the least-squares RMSE of its components (a mean's for a group of
+    ``n`` rows whose mean is uniform over the bounds, as the split assumes)."""
     m = design.group
-    shape = design.shape
-    count_se = 0.0
-    c = design.component("count")
-    if c is not None:
-        strategy = table_strategy(design)
-        count_se = float(
-            matrix.expected_rmse(margin_workload(shape, design.margins), strategy, c.epsilon / m)
-        )
+    workload = margin_workload(design.shape, design.margins)
+    strategy = table_strategy(design)
+
+    def rmse(kind: str, column: str | None = None) -> tuple[float, float]:
+        c = design.component(kind, column)
+        if c is None:
+            return 0.0, 0.0
+        return c.epsilon, float(matrix.expected_rmse(workload, strategy, c.epsilon / m))
+
+    eps_n, count = rmse("count")
     out: list[dict[str, JSON]] = []
     for measure in design.measures:
+        label, column = measure.labels()[0], measure.column or ""
         if measure.kind == "count":
-            out.append(
-                {
-                    "measure": "count",
-                    "epsilon": c.epsilon if c else 0.0,
-                    "error": f"RMSE {count_se:.3g} rows",
-                }
-            )
-            continue
-        if measure.kind == "quantile":
-            q = design.component("cdf", measure.column)
-            assert q is not None
-            bins = len(design.edges[measure.column or ""]) - 1
-            rank = expected_rank_error(bins, q.epsilon, m)
-            out.append(
-                {
-                    "measure": f"quantile({measure.column}, ...)",
-                    "epsilon": q.epsilon,
-                    "error": f"rank RMSE {rank:.3g} rows (of a group's n)",
-                }
-            )
-            continue
-        s = design.component("centred_sum", measure.column)
-        assert s is not None
-        lo, hi = design.bounds[measure.column or ""]
-        mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
-        strategy = table_strategy(design)
-        s_se = half * float(
-            matrix.expected_rmse(margin_workload(shape, design.margins), strategy, s.epsilon / m)
-        )
-        if measure.kind == "sum":
-            err = math.sqrt(s_se**2 + mid**2 * count_se**2)
-            text = f"RMSE {err:.4g}"
+            eps, error = eps_n, f"RMSE {count:.3g} rows"
+        elif measure.kind == "quantile":
+            cdf = design.component("cdf", column)
+            assert cdf is not None
+            eps, bins = cdf.epsilon, len(design.edges[column]) - 1
+            label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
+            error = f"rank RMSE {expected_rank_error(bins, eps, m):.3g} rows (of a group's n)"
         else:
-            err = math.sqrt(s_se**2 + half**2 / 3.0 * count_se**2)
-            text = f"RMSE about {err:.4g} / n for a group of n rows"
-        out.append({"measure": measure.labels()[0], "epsilon": s.epsilon, "error": text})
+            eps, unit = rmse("centred_sum", column)
+            lo, hi = design.bounds[column]
+            mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+            if measure.kind == "sum":
+                error = f"RMSE {math.hypot(half * unit, mid * count):.4g}"
+            else:
+                spread = math.hypot(half * unit, half * count / math.sqrt(3.0))
+                error = f"RMSE about {spread:.4g} / n for a group of n rows"
+        out.append({"measure": label, "epsilon": eps, "error": error})
     return out

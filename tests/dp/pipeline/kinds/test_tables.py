@@ -1,0 +1,186 @@
+"""The ``tables:`` kind end to end without Prefect: plan, ``dppub plan``, a published run
+(answers, release.json, ledger, both reports), a privacy unit, and what the config may not say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from dp.errors import ConfigError
+from dp.ledger import Ledger
+from dp.pipeline.plan import load_plan
+from tests.dp.pipeline.published_run import demo_config, publish_in_process
+
+TABLES: list[dict[str, Any]] = [
+    {
+        "name": "income_by_race",
+        "epsilon": 1.0,
+        "by": ["race"],
+        "measures": ["count", {"sum": "income"}, {"mean": "income"}],
+    },
+    {
+        "name": "median_hours",
+        "epsilon": 1.0,
+        "by": ["sex"],
+        "measures": [{"quantile": "hours", "at": [0.5, 0.9]}],
+    },
+    {
+        "name": "by_sex_marital",
+        "epsilon": 1.0,
+        "by": ["sex", "marital"],
+        "measures": ["count"],
+        "margins": True,
+        "round": "integer",
+    },
+]
+
+
+def _config(tmp_path: Path, data: Path, tables: list[dict[str, Any]], **dataset: Any) -> Path:
+    path = demo_config(tmp_path, data)
+    raw = yaml.safe_load(path.read_text())
+    for section in ("anonymize", "workloads", "regressions", "clustering"):
+        raw.pop(section, None)
+    raw["dataset"].update(dataset)
+    raw["tables"] = tables
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow  # ~4 s: three tables published, both reports drawn
+def test_tables_are_planned_published_recorded_and_reported(
+    tmp_path: Path, census_small: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    config = _config(tmp_path, census_small, TABLES)
+    plan = load_plan(config)
+    assert [(r.name, r.kind, r.cost.epsilon) for r in plan.releases] == [
+        ("income_by_race", "table", 1.0),
+        ("median_hours", "table", 1.0),
+        ("by_sex_marital", "table", 1.0),
+    ]
+    shown = CliRunner().invoke(app, ["plan", str(config)])
+    assert shown.exit_code == 0, shown.output
+    assert "mean(income): epsilon 0.4872, expected RMSE about" in shown.output
+    assert "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
+
+    ledger = tmp_path / "ledger.sqlite"
+    published = publish_in_process(config, ledger, tmp_path / "out")
+    folder = published.folder
+    exact = pd.read_parquet(census_small)
+
+    answers = pd.read_csv(folder / "income_by_race" / "answers.csv")
+    assert list(answers.columns) == ["race", "measure", "answer", "std_error", "ci_low", "ci_high"]
+    assert answers["measure"].unique().tolist() == ["count", "sum(income)", "mean(income)"]
+    counts = answers[answers["measure"] == "count"].set_index("race")["answer"]
+    truth = exact["race"].value_counts()
+    # Laplace noise of scale 1 / 0.513: |noise| > 40 has probability below e^-20 per group.
+    assert (counts - truth.reindex(counts.index)).abs().max() < 40
+    means = answers[answers["measure"] == "mean(income)"]
+    assert means["answer"].between(0, 250_000).all()
+    assert (means["ci_low"] <= means["answer"]).all() and (
+        means["answer"] <= means["ci_high"]
+    ).all()
+    assert pd.read_parquet(folder / "income_by_race" / "answers.parquet").shape == answers.shape
+
+    release = json.loads((folder / "income_by_race" / "release.json").read_text())["details"]
+    assert release["key_policy"] == "declared"
+    assert release["bounds"] == {"income": [0.0, 250000.0]}
+    assert sum(release["split"].values()) == pytest.approx(1.0)
+    assert "noise only" in release["interval_method"]
+
+    margins = pd.read_csv(folder / "by_sex_marital" / "answers.csv", keep_default_na=False)
+    assert len(margins) == (2 + 1) * (4 + 1)
+    grand = margins[(margins["sex"] == "*") & (margins["marital"] == "*")]["answer"]
+    cells = margins[(margins["sex"] != "*") & (margins["marital"] != "*")]["answer"]
+    assert float(grand.iloc[0]) == cells.sum() and (cells == cells.round()).all()
+
+    quantiles = pd.read_csv(folder / "median_hours" / "answers.csv")
+    assert quantiles["measure"].tolist() == [
+        "quantile(hours, 0.5)",
+        "quantile(hours, 0.5)",
+        "quantile(hours, 0.9)",
+        "quantile(hours, 0.9)",
+    ]
+    assert quantiles["answer"].between(1, 99).all()
+
+    entry = {e["name"]: e for e in published.manifest["releases"]}["median_hours"]
+    assert entry["kind"] == "table"
+    assert sorted(entry["files"]) == ["median_hours/answers.csv", "median_hours/answers.parquet"]
+    rows = Ledger(str(ledger), create=False).history()
+    released = [(r["release"], r["kind"], r["epsilon"]) for r in rows if r["event"] == "release"]
+    assert released == [(t["name"], "table", 1.0) for t in TABLES]
+
+    report = (folder / "report.md").read_text()
+    assert "### income_by_race (table)" in report
+    assert "Epsilon split: count 0.5128, centred_sum(income) 0.4872" in report
+    html = (folder / "report.html").read_text()
+    assert "No plot for this release" not in html
+    assert html.count("<svg") >= 4  # three measures' bars, two quantiles' bars, one heatmap
+
+
+def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_small: Path) -> None:
+    frame = pd.read_parquet(census_small)
+    frame["household"] = [f"h{i % 700}" for i in range(len(frame))]
+    data = tmp_path / "households.parquet"
+    frame.to_parquet(data, index=False)
+    table = {"name": "t", "epsilon": 1.0, "by": ["race"], "measures": [{"mean": "hours"}]}
+    config = _config(
+        tmp_path,
+        data,
+        [table],
+        privacy_unit="household",
+        max_rows_per_unit=3,
+        max_partitions_per_unit=2,
+    )
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["columns"]["household"] = {"type": "string"}
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(config).releases
+    assert (plan.bounding.rows_per_unit, plan.bounding.partition) == (3, "race")
+    published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
+    (summary,) = published.summaries
+    components = summary.details["components"]
+    assert components["count"]["sensitivity"] == 3.0  # m rows of one unit
+    assert components["centred_sum(hours)"]["sensitivity"] == pytest.approx(3 * 49.0, rel=1e-4)
+    assert summary.details["privacy_unit"]["max_rows_per_unit"] == 3
+    assert "household" in summary.neighbours
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"keys": "private", "delta": 1e-6}, "keys: private is not available yet"),
+        ({"measures": [{"quantile": "hours", "at": [0.5]}], "margins": True}, "margins: true is"),
+        ({"measures": [{"mean": "sex"}]}, "must be numeric with declared bounds"),
+        ({"measures": [{"sum": "hours"}], "round": "integer"}, "round: integer rounds the count"),
+        ({"by": ["zip"]}, "has no declared domain"),
+    ],
+)
+def test_what_a_table_may_not_say(
+    tmp_path: Path, census_small: Path, table: dict[str, Any], message: str
+) -> None:
+    item = {"name": "t", "epsilon": 1.0, "by": ["race"], "measures": ["count"], **table}
+    with pytest.raises(ConfigError, match=message):
+        load_plan(_config(tmp_path, census_small, [item]))
+
+
+def test_declared_keys_spend_no_delta(tmp_path: Path, census_small: Path) -> None:
+    item = {"name": "t", "epsilon": 1.0, "delta": 1e-6, "by": ["race"], "measures": ["count"]}
+    with pytest.raises(ConfigError, match="delta is spent only by keys: private"):
+        load_plan(_config(tmp_path, census_small, [item]))
+
+
+def test_the_example_config_plans(tmp_path: Path) -> None:
+    from tests.dp.pipeline.published_run import ROOT
+
+    plan = load_plan(ROOT / "configs" / "tables.yaml")
+    assert [r.kind for r in plan.releases] == ["table"] * 4
+    assert plan.releases[2].spec.design.margins and plan.releases[2].spec.design.integer
