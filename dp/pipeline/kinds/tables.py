@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+import pandas as pd
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from dp import matrix
 from dp.axes import Axis, numeric_axis
@@ -54,7 +55,13 @@ from dp.tables.margins import margin_workload
 from dp.tables.quantiles import expected_rank_error
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
-from dp.tables.table import INTERVAL_LEVEL, TableDesign, release_table, table_strategy
+from dp.tables.table import (
+    INTERVAL_LEVEL,
+    TableDesign,
+    TableRelease,
+    release_table,
+    table_strategy,
+)
 
 if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
@@ -109,13 +116,17 @@ class TableModel(Cost):
     measures: list[MeasureModel] = Field(min_length=1)
     margins: Flag = False
     round: Literal["none", "integer"] = "none"
-    keys: Literal["declared", "private"] = "declared"
+    # Not a field named ``keys``: Prefect walks a pydantic model with ``dict(model)``, which calls
+    # ``model.keys()`` -- a str there (every table run failed with "'str' object is not callable").
+    key_policy: Literal["declared", "private"] = Field(default="declared", alias="keys")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
     def _options(self) -> TableModel:
-        if self.keys == "declared" and self.delta > 0:
+        if self.key_policy == "declared" and self.delta > 0:
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
-        if self.keys == "private" and self.delta <= 0:
+        if self.key_policy == "private" and self.delta <= 0:
             raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
         return self
 
@@ -154,7 +165,7 @@ class TableSpec:
 
 def table_groups(cfg: PipelineConfig, item: TableModel) -> tuple[Axis, ...]:
     """The table's group axes under its key policy (``keys: private`` plugs in here)."""
-    if item.keys == "private":
+    if item.key_policy == "private":
         return ()
     axes = tuple(
         histogram_axis(cfg, item.name, k.column, bins=k.bins, level=k.level)
@@ -218,7 +229,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
     model = TableModel
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
-        if item.keys == "private":
+        if item.key_policy == "private":
             return _plan_private(cfg, item)
         axes = table_groups(cfg, item)
         measures = item.measure_list()
@@ -263,8 +274,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             is_dp=True,
             bounding=bounding,
             columns=declared_columns(cfg, [*(a.column for a in axes), *columns]),
-            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.keys),
-            facts={"groups": cells, "keys": item.keys},
+            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.key_policy),
+            facts={"groups": cells, "keys": item.key_policy},
         )
 
     def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
@@ -312,7 +323,12 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         selection = None
         if plan.spec.selection is not None:
             design, exact, selection = _select(plan.spec, exact)
-        released = release_table(design, exact.sums.counts, exact.sums.centred, exact.histograms)
+        if design.shape == (0,):  # no key selected: nothing to measure, an empty table
+            released = _no_groups(design)
+        else:
+            released = release_table(
+                design, exact.sums.counts, exact.sums.centred, exact.histograms
+            )
         out.write_table(plan.name, "answers", released.answers)
         statement = unit_statement(plan.bounding, plan.cost)
         result = TableResult(
@@ -492,6 +508,16 @@ def _select(spec: TableSpec, exact: TableExact) -> tuple[TableDesign, TableExact
     design = replace(spec.design, labels=(labels,))
     exact = replace(exact, sums=exact.sums.take(labels))
     return design, exact, {**spec.selection.describe(), "released_keys": len(labels)}
+
+
+def _no_groups(design: TableDesign) -> TableRelease:
+    """A private-keys table whose selection released no key: the header only, no noise drawn."""
+    columns = [*design.keys, "measure", "answer", "std_error", "ci_low", "ci_high"]
+    answers = pd.DataFrame(
+        {c: pd.Series([], dtype=str if c in design.keys else float) for c in columns}
+    )
+    answers["measure"] = answers["measure"].astype(str)
+    return TableRelease(answers=answers, facts={})
 
 
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
