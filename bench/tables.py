@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,6 +56,8 @@ from data.generate import make_census  # noqa: E402
 from dp.engine import StreamingBackend  # noqa: E402
 from dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
 from dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
+from dp.pipeline.plan import load_plan  # noqa: E402
+from dp.pipeline.publish import in_order, publish  # noqa: E402
 from dp.schema import ColumnSpec, TableSchema  # noqa: E402
 from dp.tables.keys import key_rule, select_keys, selection_budget  # noqa: E402
 
@@ -168,9 +171,141 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
     return out
 
 
+EDUCATION = ["Preschool", "HS-grad", "Some-college", "Bachelors", "Masters", "Doctorate"]
+COLUMNS: dict[str, Any] = {
+    "education": {"type": "category", "categories": EDUCATION},
+    "zip": {"type": "string"},
+    "household": {"type": "string"},
+    "income": {"type": "float", "bounds": [0, 250000]},
+}
+
+
+def dppub_tables(
+    folder: Path, data: Path, tables: list[dict[str, Any]], runs: int, **unit: Any
+) -> list[dict[str, pd.DataFrame]]:
+    """Publish ``tables`` ``runs`` times through dppub's own run steps (plan, ledger, scan,
+    noise, publication; no Prefect): each run's answers per table."""
+    config = {
+        "dataset": {
+            "name": "bench",
+            "path": str(data),
+            "budget": {"epsilon": 1000.0, "delta": 0.01},
+            "columns": COLUMNS,
+            **unit,
+        },
+        "tables": tables,
+    }
+    path = folder / "tables.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    plan = load_plan(path)
+    out = []
+    for _ in range(runs):
+        with plan.open_run(folder / "ledger.sqlite", folder / "out") as run:
+            done = publish(plan, run, in_order())
+        out.append(
+            {
+                t["name"]: pd.read_csv(done.folder / t["name"] / "answers.csv", dtype=str)
+                for t in tables
+            }
+        )
+    return out
+
+
+def _households(frame: pd.DataFrame) -> pd.DataFrame:
+    """Households of consecutive rows, 1-4 rows each (seeded): a unit has up to 4 rows."""
+    rng = np.random.default_rng(3)
+    ids = np.repeat(np.arange(len(frame)), rng.integers(1, 5, len(frame)))[: len(frame)]
+    return frame.assign(household=[f"h{i}" for i in ids])
+
+
+def _rmse(errors: list[float]) -> float:
+    return float(np.sqrt(np.mean(np.square(errors)))) if errors else float("nan")
+
+
+def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    """RMSE of count, sum and mean of income by education (declared keys), together and a mean
+    alone, row-level and per household (at most 4 rows), dppub against PipelineDP."""
+    frame = _households(make_census(20_000, 20261121))
+    path = data / "census_20000.parquet"
+    frame.to_parquet(path, index=False)
+    g = frame.groupby("education")["income"]
+    truth = pd.DataFrame({"count": g.size(), "sum": g.sum(), "mean": g.mean()})
+    together = ["count", {"sum": "income"}, {"mean": "income"}]
+    out = []
+    for unit, m in ((None, 1), ("household", 4)):
+        for label, measures in (("count+sum+mean", together), ("mean alone", [{"mean": "income"}])):
+            table = {"name": "t", "epsilon": EPSILON, "by": ["education"], "measures": measures}
+            extra = {"privacy_unit": unit, "max_rows_per_unit": m, "max_partitions_per_unit": m}
+            if unit is None:
+                extra = {}
+            folder = data / f"measures-{unit}-{len(measures)}"
+            folder.mkdir(exist_ok=True)
+            ours: dict[str, list[float]] = {}
+            for answers in dppub_tables(folder, path, [table], runs, **extra):
+                for _, got in answers["t"].iterrows():
+                    name = got["measure"].split("(")[0]
+                    err = float(got["answer"]) - float(truth.loc[got["education"], name])
+                    ours.setdefault(name, []).append(err)
+            names = [n if isinstance(n, str) else next(iter(n)) for n in measures]
+            job = {
+                "kind": "measures",
+                "path": str(path),
+                "key": "education",
+                "value": "income",
+                "unit": unit or "__row__",
+                "epsilon": EPSILON,
+                "delta": 0.0,
+                "max_partitions": m,
+                "max_per_partition": 1,
+                "max_contributions": m if unit else None,
+                "bounds": [0.0, 250_000.0],
+                "metrics": names,
+                "public": EDUCATION,
+                "runs": runs,
+            }
+            theirs: dict[str, list[float]] = {}
+            for run in peers(python, job)["runs"]:
+                for key, values in run.items():
+                    for name, v in values.items():
+                        theirs.setdefault(name, []).append(v - float(truth.loc[key, name]))
+            for name in names:
+                row = {
+                    "unit": unit or "row",
+                    "table": label,
+                    "measure": name,
+                    "dppub_rmse": _rmse(ours.get(name, [])),
+                    "pipelinedp_rmse": _rmse(theirs.get(name, [])),
+                }
+                out.append(row)
+                print(
+                    f"  rmse {row['unit']}/{label}/{name}: dppub {row['dppub_rmse']:.4g}, "
+                    f"pipelinedp {row['pipelinedp_rmse']:.4g}",
+                    flush=True,
+                )
+    return out
+
+
 def time_section(python: Path, data: Path) -> dict[str, Any]:
     path = data / "census_300000.parquet"
     make_census(300_000, 20261121).to_parquet(path, index=False)
+    table = {
+        "name": "income_by_zip",
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "by": ["zip"],
+        "keys": "private",
+        "measures": ["count", {"sum": "income"}, {"mean": "income"}],
+    }
+    folder = data / "time"
+    folder.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    dppub_tables(folder, path, [table], 1)
+    in_process = time.perf_counter() - start
+    cli = [str(Path(sys.executable).parent / "dppub"), "run", str(folder / "tables.yaml")]
+    cli += ["--ledger", str(folder / "cli.sqlite"), "--out", str(folder / "cli-out")]
+    start = time.perf_counter()
+    subprocess.run(cli, check=True, capture_output=True, cwd=ROOT)
+    end_to_end = time.perf_counter() - start
     job = {
         "kind": "time",
         "path": str(path),
@@ -183,7 +318,13 @@ def time_section(python: Path, data: Path) -> dict[str, Any]:
         "max_per_partition": 1,
         "bounds": [0.0, 250_000.0],
     }
-    return peers(python, job)
+    theirs = peers(python, job)
+    return {
+        "pipelinedp_seconds": theirs["seconds"],
+        "pipelinedp_keys": theirs["keys"],
+        "dppub_in_process_seconds": in_process,
+        "dppub_run_seconds": end_to_end,
+    }
 
 
 def main() -> None:
@@ -192,11 +333,13 @@ def main() -> None:
     parser.add_argument("--peers-venv", type=Path, default=Path("/tmp/dppub-bench-tables"))
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/dppub-bench-tables-data"))
     parser.add_argument("--skip-time", action="store_true")
+    parser.add_argument("--skip-measures", action="store_true")
     args = parser.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     python = peers_python(args.peers_venv)
     start = time.perf_counter()
     keys = keys_section(python, args.data_dir, args.runs)
+    measures = [] if args.skip_measures else measures_section(python, args.data_dir, args.runs)
     timing = None if args.skip_time else time_section(python, args.data_dir)
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
     print(
@@ -209,12 +352,25 @@ def main() -> None:
             f"{row['data']:8} {row['unit']:7} {row['max_partitions']:>2} {row['real_keys']:>5} "
             f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f}"
         )
+    if measures:
+        print(f"\nRMSE by education (6 declared groups), 20,000 rows, epsilon {EPSILON}")
+        print(
+            f"{'unit':10} {'table':15} {'measure':8} {'dppub':>10} {'PipelineDP':>11} {'ratio':>6}"
+        )
+        for r in measures:
+            ratio = r["dppub_rmse"] / r["pipelinedp_rmse"]
+            print(
+                f"{r['unit']:10} {r['table']:15} {r['measure']:8} {r['dppub_rmse']:>10.4g} "
+                f"{r['pipelinedp_rmse']:>11.4g} {ratio:>6.3f}"
+            )
     if timing is not None:
         print(
-            f"\nPipelineDP local, count+sum+mean of income by zip, 300,000 rows, private keys: "
-            f"{timing['seconds']:.1f} s; dppub: missing (tables kind not merged)"
+            "\nWall time, count+sum+mean of income by zip (private keys), 300,000 rows: "
+            f"PipelineDP local {timing['pipelinedp_seconds']:.1f} s; dppub in-process "
+            f"{timing['dppub_in_process_seconds']:.1f} s, dppub run (Prefect start-up "
+            f"included) {timing['dppub_run_seconds']:.1f} s"
         )
-    print("RMSE of count/sum/mean and median rank error: missing (tables kind not merged)")
+    print("Median rank error against OpenDP: missing (not run by this script yet)")
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -222,8 +378,9 @@ def main() -> None:
         "epsilon": EPSILON,
         "delta": DELTA,
         "keys": keys,
-        "pipelinedp_time": timing,
-        "missing": ["rmse count/sum/mean", "median rank error", "dppub wall time"],
+        "measures": measures,
+        "time": timing,
+        "missing": ["median rank error against OpenDP"],
         "seconds": time.perf_counter() - start,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)

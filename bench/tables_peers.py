@@ -35,11 +35,13 @@ def _rows(path: str, columns: list[str]) -> list[tuple[Any, ...]]:
 
 def _params(job: dict[str, Any], metrics: list[Any]) -> pipeline_dp.AggregateParams:
     bounds = job.get("bounds") or [None, None]
+    total = job.get("max_contributions")  # a bound on a unit's rows in all, as dppub's
     return pipeline_dp.AggregateParams(
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
         metrics=metrics,
-        max_partitions_contributed=job["max_partitions"],
-        max_contributions_per_partition=job["max_per_partition"],
+        max_partitions_contributed=None if total else job["max_partitions"],
+        max_contributions_per_partition=None if total else job["max_per_partition"],
+        max_contributions=total,
         min_value=bounds[0],
         max_value=bounds[1],
     )
