@@ -1,4 +1,4 @@
-"""Statistical tables against the peers (issue 26): private keys, and PipelineDP's own figures.
+"""Statistical tables against the peers (issue 26): private keys, RMSE and wall time vs PipelineDP.
 
 Usage::
 
@@ -23,11 +23,18 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    * ``census``: the demo census (``data/generate.py``, 5,000 rows), ``zip`` (400 codes) row-level;
    * ``adult``: Adult (``../shared/bench/adult``), ``native-country`` (41 values) row-level.
 
-2. **Wall time** of PipelineDP's local backend on a three-measure table (count, sum and mean of
-   income by zip, private keys, row-level) of a 300,000-row census file.
+2. **RMSE** of count, sum and mean of income by education (6 declared groups, 20,000 census
+   rows, epsilon 1, pure DP), a three-measure table and a mean alone, row-level and per
+   household (households of 1-4 rows; dppub ``max_rows_per_unit: 4``, ``max_partitions_per_unit:
+   4``; PipelineDP ``max_contributions=4``, the same bound on a unit's rows), pooled over groups
+   and ``--runs`` runs. dppub's side is published through its own run steps (plan, ledger,
+   shared scan, noise, publication; no Prefect) from a generated config.
 
-Still missing until the ``tables:`` kind is merged (printed as ``missing``): dppub's RMSE of
-count / sum / mean, its median rank error against OpenDP's, and its wall time on the same table.
+3. **Wall time** of a three-measure table (count, sum and mean of income by zip, private keys,
+   row-level) on a 300,000-row census file: PipelineDP's local backend; dppub in-process (the
+   run's steps) and ``dppub run`` (Prefect's local start-up included).
+
+Not measured here yet: the median rank error against OpenDP.
 
 Prints one table and writes ``bench/results/tables.json``.
 """
@@ -48,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+from scipy.special import ndtr
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -59,7 +67,14 @@ from dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound
 from dp.pipeline.plan import load_plan  # noqa: E402
 from dp.pipeline.publish import in_order, publish  # noqa: E402
 from dp.schema import ColumnSpec, TableSchema  # noqa: E402
-from dp.tables.keys import key_rule, select_keys, selection_budget  # noqa: E402
+from dp.tables.keys import (  # noqa: E402
+    GRID,
+    KeyRule,
+    KeyWeights,
+    key_rule,
+    select_keys,
+    selection_budget,
+)
 
 OUT = ROOT / "bench" / "results" / "tables.json"
 REQUIREMENTS = ROOT / "bench" / "requirements-tables.txt"
@@ -103,7 +118,7 @@ def visits(seed: int = 26, persons: int = 2_600, keys: int = 104) -> pd.DataFram
 
 def dppub_keys(
     path: Path, key: str, *, unit: str | None, m: int, per_key: int, runs: int
-) -> list[int]:
+) -> tuple[list[int], float]:
     """Keys dppub releases in ``runs`` draws (one exact aggregate, release-grade draws)."""
     columns = [ColumnSpec(name=key, type="string")]
     if unit is not None:
@@ -120,7 +135,18 @@ def dppub_keys(
         keep = backend.run(BoundingAggregate(bound), path, schema)
         backend = BoundedBackend(backend, keep)  # type: ignore[assignment]
     weights = backend.run(KeyWeightsAggregate((key,), bound), path, schema)
-    return [int(select_keys(weights, rule).sum()) for _ in range(runs)]
+    return [int(select_keys(weights, rule).sum()) for _ in range(runs)], expected_keys(
+        weights, rule
+    )
+
+
+def expected_keys(weights: KeyWeights, rule: KeyRule) -> float:
+    """The exact expectation of the number of keys released: no sampling noise."""
+    if rule.kind == "threshold":
+        last = len(rule.probabilities) - 1
+        return float(sum(rule.probabilities[min(int(n), last)] for n in weights.units))
+    z = (weights.weights / GRID - rule.rho) / rule.sigma
+    return float(np.sum(ndtr(z)))
 
 
 def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
@@ -138,7 +164,7 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
     out = []
     for name, file, key, unit, m in cases:
         real = int(pd.read_parquet(file, columns=[key])[key].nunique())
-        ours = dppub_keys(file, key, unit=unit, m=m, per_key=3, runs=runs)
+        ours, ours_expected = dppub_keys(file, key, unit=unit, m=m, per_key=3, runs=runs)
         job = {
             "kind": "keys",
             "path": str(file),
@@ -150,7 +176,8 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
             "max_per_partition": 3 if unit else 1,
             "runs": runs,
         }
-        theirs = peers(python, job)["released"]
+        answer = peers(python, job)
+        theirs = answer["released"]
         out.append(
             {
                 "data": name,
@@ -160,6 +187,8 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
                 "real_keys": real,
                 "dppub": ours,
                 "pipelinedp": theirs,
+                "dppub_expected": ours_expected,
+                "pipelinedp_expected": answer["expected"],
                 "rule": key_rule(*selection_budget(EPSILON, DELTA, 1)[:2], m).kind,
             }
         )
@@ -344,13 +373,17 @@ def main() -> None:
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
     print(
         f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}"
+        f" {'E dppub':>8} {'E PipelineDP':>13} {'E ratio':>8}"
     )
     for row in keys:
         ours, theirs = float(np.mean(row["dppub"])), float(np.mean(row["pipelinedp"]))
         ratio = ours / theirs if theirs else float("inf")
+        e_ours, e_theirs = row["dppub_expected"], row["pipelinedp_expected"]
+        e_ratio = e_ours / e_theirs if e_theirs else float("inf")
         print(
             f"{row['data']:8} {row['unit']:7} {row['max_partitions']:>2} {row['real_keys']:>5} "
-            f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f}"
+            f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f} {e_ours:>8.2f} {e_theirs:>13.2f}"
+            f" {e_ratio:>8.3f}"
         )
     if measures:
         print(f"\nRMSE by education (6 declared groups), 20,000 rows, epsilon {EPSILON}")

@@ -1,4 +1,4 @@
-"""The peers' side of ``bench/tables.py``: PipelineDP and OpenDP on the same Parquet file.
+"""The peers' side of ``bench/tables.py``: PipelineDP on the same Parquet file.
 
 Runs in the benchmark's own environment (``bench/requirements-tables.txt``; never dppub's), is
 started by ``bench/tables.py`` with a JSON job on stdin and prints a JSON answer on stdout. It
@@ -9,9 +9,8 @@ Jobs (``kind``):
 * ``keys``: PipelineDP's table of a COUNT per key with private partitions (its default
   TRUNCATED_GEOMETRIC selection, Laplace count, NaiveBudgetAccountant at (epsilon, delta)),
   ``runs`` times; the number of keys in each output.
-* ``measures``: PipelineDP's COUNT / SUM / MEAN by a public key set, ``runs`` times; each run's
-  answers per key (the caller scores them).
-* ``quantiles``: PipelineDP's PERCENTILE(50) and OpenDP's ``make_private_quantile`` per group.
+* ``measures``: PipelineDP's COUNT / SUM / MEAN by a public key set, ``runs`` times (a unit's
+  rows bounded by ``max_contributions`` when given); each run's answers per key.
 * ``time``: wall time of one PipelineDP local-backend run of a three-measure table
   (count, sum, mean) with private keys.
 """
@@ -72,7 +71,21 @@ def keys(job: dict[str, Any]) -> dict[str, Any]:
     for _ in range(job["runs"]):
         out = _run(job, [pipeline_dp.Metrics.COUNT], None)
         counts.append(len(out))
-    return {"released": counts}
+    # The expectation, without sampling noise: sum over keys of PyDP's own keep probability
+    # at the selection's share (epsilon/2 here: one COUNT and the selection, weight 1 each) of
+    # each key's distinct units (no unit of these files is in more than m keys).
+    from pydp.algorithms.partition_selection import create_partition_strategy
+
+    strategy = create_partition_strategy(
+        "truncated_geometric", job["epsilon"] / 2, job["delta"], job["max_partitions"]
+    )
+    table = pq.read_table(job["path"]).to_pandas()
+    if job["unit"] == "__row__":
+        units = table.groupby(job["key"]).size()
+    else:
+        units = table.drop_duplicates([job["unit"], job["key"]]).groupby(job["key"]).size()
+    expected = float(sum(strategy.probability_of_keep(int(n)) for n in units))
+    return {"released": counts, "expected": expected}
 
 
 def measures(job: dict[str, Any]) -> dict[str, Any]:
