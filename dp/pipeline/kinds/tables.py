@@ -308,9 +308,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         if "selection" in described:
             rule = described["selection"]
             assert isinstance(rule, Mapping)
-            lines[0] += (
-                f" ({rule['rule']} selection at epsilon {rule['epsilon']:.4g}, "
-                f"delta {rule['delta']:.3g})"
+            lines[0] = (
+                f"  groups selected from the data (keys private: {rule['rule']} rule at "
+                f"epsilon {rule['epsilon']:.4g}, delta {rule['delta']:.3g})"
             )
         for m in described["measures"]:
             lines.append(f"    {m['measure']}: epsilon {m['epsilon']:.4g}, expected {m['error']}")
@@ -473,7 +473,7 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         bounding=bounding,
         columns=declared_columns(cfg, [column, *columns]),
         spec=TableSpec(design=design, axes=(), grids=(), keys="private", selection=rule),
-        facts={"groups": "selected from the data", "keys": "private", "selection": rule.describe()},
+        facts={"groups": "private", "keys": "private", "selection": rule.describe()},
     )
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from dp.errors import ConfigError
 from dp.ledger import Ledger
+from dp.pipeline.kinds.tables import TableKind
 from dp.pipeline.plan import load_plan
 from tests.dp.pipeline.published_run import publish_in_process
 
@@ -115,6 +116,9 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     data = visits(tmp_path)
     (plan,) = load_plan(config(tmp_path, data)).releases
     assert plan.spec.selection is not None and plan.spec.selection.kind == "threshold"
+    shown = TableKind().plan_text(TableKind().describe(plan))
+    assert "groups selected from the data (keys private: threshold rule at epsilon 0.3333" in shown
+    assert "count: epsilon 0.3493, expected RMSE" in shown  # 2/3 of epsilon for the measures
     bad = [
         ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
         ({"by": ["site", "person"]}, "keys: private takes one by column"),
