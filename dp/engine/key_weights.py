@@ -75,6 +75,9 @@ class KeyWeightsAggregate:
     """The table's ``by`` columns, in order."""
     unit: UnitBound | None = None
     """The privacy unit (``None``: row-level, each row a unit in one key)."""
+    complete: tuple[str, ...] = ()
+    """Further columns a row must have to count (a table's measured columns: the selection
+    reads the rows its measures read)."""
 
     def __post_init__(self) -> None:
         if not self.by:
@@ -83,7 +86,7 @@ class KeyWeightsAggregate:
     @property
     def columns(self) -> tuple[str, ...]:
         extra = () if self.unit is None else (self.unit.column,)
-        return tuple(dict.fromkeys((*self.by, *extra)))
+        return tuple(dict.fromkeys((*self.by, *extra, *self.complete)))
 
     def empty(self) -> _Acc:
         return _Acc()

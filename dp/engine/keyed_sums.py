@@ -43,7 +43,9 @@ class KeyedSums:
         at = {k: i for i, k in enumerate(self.labels)}
         index = np.array([at[k] for k in labels], dtype=np.int64)
         return GroupSums(
-            counts=self.counts[index], centred={c: v[index] for c, v in self.centred.items()}
+            counts=self.counts[index],
+            centred={c: v[index] for c, v in self.centred.items()},
+            histograms={},
         )
 
 

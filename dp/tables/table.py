@@ -30,7 +30,7 @@ from dp.matrix.cache import cached_select_strategy
 from dp.matrix.intervals import laplace_multiplier
 from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dp.tables.linear import Linear, measure_linear
-from dp.tables.margins import margin_labels, margin_matrix, margin_workload
+from dp.tables.margins import Dimension, Published, published_rows
 from dp.tables.quantiles import cdf_strategy, measure_quantiles
 from dp.tables.rounding import round_integer
 from dp.tables.split import Component, Measure
@@ -46,8 +46,9 @@ class TableDesign:
     """Everything about a table known before its data: keys, measures, split, options."""
 
     keys: tuple[str, ...]
-    labels: tuple[tuple[str, ...], ...]
-    """Each key's group labels, in declared order."""
+    """The published key columns: each dimension's fine key, then its coarser levels' keys."""
+    dims: tuple[Dimension, ...]
+    """The cells' dimensions (one per key column)."""
     measures: tuple[Measure, ...]
     components: tuple[Component, ...]
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -60,7 +61,11 @@ class TableDesign:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(len(x) for x in self.labels)
+        return tuple(d.size for d in self.dims)
+
+    def rows(self, margins: bool | None = None) -> Published:
+        """The published rows (with the design's margins, or ``margins`` if given)."""
+        return published_rows(self.dims, self.margins if margins is None else margins)
 
     def component(self, kind: str, column: str | None = None) -> Component | None:
         for c in self.components:
@@ -71,10 +76,9 @@ class TableDesign:
 
 def table_strategy(design: TableDesign) -> matrix.Strategy:
     """The strategy the count and centred sums are measured with (data-independent)."""
-    n = int(np.prod(design.shape))
     if not design.margins:
-        return matrix.identity_strategy(n)
-    return cached_select_strategy(margin_workload(design.shape, True), noise="laplace")
+        return matrix.identity_strategy(int(np.prod(design.shape)))
+    return cached_select_strategy(design.rows().workload(), noise="laplace")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +98,8 @@ def release_table(
     rng: np.random.Generator | None = None,
 ) -> TableRelease:
     """Draw every component's noise and read the measures off them (module doc)."""
-    linear = _measure_linear(design, counts, centred, rng)
+    published = design.rows()
+    linear = _measure_linear(design, published, counts, centred, rng)
     facts: dict[str, object] = {
         name: {
             "epsilon": lin.epsilon,
@@ -104,26 +109,25 @@ def release_table(
         }
         for name, lin in linear.items()
     }
-    rows = margin_labels(design.labels, design.margins)
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
             frames.extend(_quantile_frames(design, m, histograms[m.column or ""], facts, rng))
         else:
-            frames.append(
-                _frame(design.keys, rows, m.labels()[0], *_linear_rows(design, m, linear))
-            )
+            rows = _linear_rows(design, published, m, linear)
+            frames.append(_frame(design.keys, published.labels, m.labels()[0], *rows))
     return TableRelease(answers=pd.concat(frames, ignore_index=True), facts=facts)
 
 
 def _measure_linear(
     design: TableDesign,
+    published: Published,
     counts: npt.ArrayLike,
     centred: Mapping[str, npt.ArrayLike],
     rng: np.random.Generator | None,
 ) -> dict[str, Linear]:
     """The count and centred-sum components over the cells and margins (one strategy)."""
-    workload = margin_workload(design.shape, design.margins)
+    workload = published.workload()
     strategy = table_strategy(design)
     out: dict[str, Linear] = {}
     for c in design.components:
@@ -152,19 +156,21 @@ Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
 """answer, std_error, ci_low, ci_high."""
 
 
-def _linear_rows(design: TableDesign, m: Measure, linear: Mapping[str, Linear]) -> Rows:
+def _linear_rows(
+    design: TableDesign, published: Published, m: Measure, linear: Mapping[str, Linear]
+) -> Rows:
     """A count, sum or mean over the published rows (module doc)."""
     k = float(laplace_multiplier(INTERVAL_LEVEL))
     count = linear.get("count")
-    size = len(margin_labels(design.labels, design.margins))
+    size = len(published.labels)
     n_ans = count.answers if count is not None else np.zeros(size)
     n_se = count.std_error if count is not None else np.zeros(size)
     if m.kind == "count":
         assert count is not None
         answer = count.answers
         if design.integer:
-            published = margin_matrix(design.shape, design.margins)
-            answer = (published @ round_integer(count.estimate, published)).astype(np.float64)
+            rows = published.matrix
+            answer = (rows @ round_integer(count.estimate, rows)).astype(np.float64)
         low = np.clip(answer - count.half_width, 0.0, None)
         return answer, count.std_error, low, answer + count.half_width
     s = linear[f"centred_sum({m.column})"]
@@ -203,7 +209,7 @@ def _quantile_frames(
         "bins": bins,
         "rank_std_error": q.rank_std_error,
     }
-    cells = margin_labels(design.labels, False)
+    cells = design.rows(margins=False).labels
     return [
         _frame(
             design.keys,

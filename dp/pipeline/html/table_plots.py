@@ -74,7 +74,7 @@ def table_plot(summary: ReleaseSummary, folder: Path) -> Section:
     captions: list[str] = []
     for measure in list(dict.fromkeys(cells["measure"]))[:_MAX_MEASURES]:
         rows = cells[cells["measure"] == measure]
-        if len(keys) == 2:
+        if len(keys) == 2 and summary.details.get("dimensions") == 2:
             figures.append(_heatmap(summary.name, measure, rows, keys))
             captions.append(f"`{measure}` by {keys[0]} and {keys[1]}; intervals in the table.")
         elif len(rows) <= _MAX_BARS:

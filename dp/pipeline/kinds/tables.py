@@ -8,7 +8,7 @@ components whose epsilon split minimises their noise (:mod:`dp.tables.split`), a
 counts non-negative integers that still add up (:mod:`dp.tables.rounding`). Bounds come from
 the declared columns only (values are clamped on read). The exact per-group counts, centred
 fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
-scan (:mod:`dp.engine.table_sums`, :mod:`dp.engine.histogram_counts`).
+scan (:mod:`dp.engine.table_sums`: one aggregate, so every measure sees the same rows).
 
 Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
 data or not. ``keys: private`` (one ``by`` column, e.g. a ``type: string`` one) publishes only
@@ -16,7 +16,7 @@ groups present in the data, selected under ``(epsilon_select, delta)`` by
 :mod:`dp.tables.keys` from the per-key unit counts and weights
 (:mod:`dp.engine.key_weights`), with ``epsilon_select = epsilon / (1 + measures)``; the
 measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
-all in the same shared scan.
+all in the same shared scan and on the same rows (those with all the table's columns).
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from dp import matrix
 from dp.axes import Axis, numeric_axis
-from dp.engine import HistogramAggregate, TableSource
+from dp.engine import TableSource
 from dp.engine.key_weights import KeyWeightsAggregate
 from dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
 from dp.engine.table_sums import GroupSums, TableSumsAggregate
@@ -45,13 +45,21 @@ from dp.engine.unit_bounding import UnitBound
 from dp.errors import ConfigError
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
-from dp.pipeline.domains import declared_columns, histogram_axis
-from dp.pipeline.kinds.base import JSON, Executed, ReleaseKind, ReleasePlan, ReleaseSummary, Scan
+from dp.pipeline.domains import declared_columns, declared_hierarchy, histogram_axis
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    scan_one,
+)
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import bounding_for, unit_statement
 from dp.publication import Staging
 from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
-from dp.tables.margins import margin_workload
+from dp.tables.margins import Dimension, published_rows
 from dp.tables.quantiles import expected_rank_error
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
@@ -71,7 +79,6 @@ __all__ = ["TableKind", "TableModel", "TableResult", "TableSpec"]
 QUANTILE_BINS = 1024
 """A quantile column's grid by default: one bin per integer of an int column with at most
 this many values, else this many equal-width bins over the declared bounds."""
-KEY_POLICIES = ("declared", "private")
 
 
 class KeyModel(Model):
@@ -163,17 +170,67 @@ class TableSpec:
     """``keys: private``: the selection rule (its labels are a placeholder until selected)."""
 
 
-def table_groups(cfg: PipelineConfig, item: TableModel) -> tuple[Axis, ...]:
-    """The table's group axes under its key policy (``keys: private`` plugs in here)."""
-    if item.key_policy == "private":
-        return ()
-    axes = tuple(
-        histogram_axis(cfg, item.name, k.column, bins=k.bins, level=k.level)
-        for k in item.key_models()
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Groups:
+    """A table's groups: the cells' axes (one per key column, its finest level), their
+    dimensions (with any coarser levels of a nested hierarchy) and the published key names."""
+
+    axes: tuple[Axis, ...]
+    dims: tuple[Dimension, ...]
+    keys: tuple[str, ...]
+
+
+def table_groups(cfg: PipelineConfig, item: TableModel) -> Groups:
+    """The table's groups under its key policy (``keys: private`` plugs in here)."""
+    if item.key_policy != "declared":
+        raise ConfigError(f"table {item.name!r}: keys: private has no declared groups")
+    by_column: dict[str, list[KeyModel]] = {}
+    for k in item.key_models():
+        by_column.setdefault(k.column, []).append(k)
+    axes: list[Axis] = []
+    dims: list[Dimension] = []
+    keys: list[str] = []
+    for column, models in by_column.items():
+        if len(models) == 1:
+            k = models[0]
+            axis = histogram_axis(cfg, item.name, column, bins=k.bins, level=k.level)
+            axes.append(axis)
+            dims.append(Dimension(axis.labels))
+            keys.append(column)
+            continue
+        levels = sorted(k.level or 0 for k in models)
+        if any(k.bins is not None for k in models) or len(set(levels)) != len(levels):
+            raise ConfigError(
+                f"table {item.name!r}: {column!r} is a key twice; give distinct hierarchy "
+                "levels ({column, level}) to nest them"
+            )
+        axis, dim = _nested(cfg, item, column, levels)
+        axes.append(axis)
+        dims.append(dim)
+        keys.extend(f"{column}_level{level}" for level in levels)
+    return Groups(axes=tuple(axes), dims=tuple(dims), keys=tuple(keys))
+
+
+def _nested(
+    cfg: PipelineConfig, item: TableModel, column: str, levels: list[int]
+) -> tuple[Axis, Dimension]:
+    """A column's finest level as the cells' axis, ordered so that each coarser level's
+    children are contiguous, and the parent of each cell at every coarser level."""
+    if column not in cfg.hierarchies:
+        raise ConfigError(f"table {item.name!r}: {column!r} has levels but no hierarchy")
+    hierarchy = declared_hierarchy(cfg, column)
+    leaves = pd.Series(hierarchy.labels(0))
+    at = {lv: hierarchy.generalize(leaves, lv).astype(str).tolist() for lv in levels}
+    fine, coarser = levels[0], levels[1:]
+    parent = {lv: dict(zip(at[fine], at[lv], strict=True)) for lv in coarser}
+    rank = {lv: {v: i for i, v in enumerate(hierarchy.labels(lv))} for lv in levels}
+    labels = sorted(
+        hierarchy.labels(fine),
+        key=lambda v: (*(rank[lv][parent[lv][v]] for lv in reversed(coarser)), rank[fine][v]),
     )
-    if len({a.column for a in axes}) != len(axes):
-        raise ConfigError(f"table {item.name!r}: a column is a key twice")
-    return axes
+    axis = Axis(column=column, labels=tuple(labels), hierarchy=hierarchy, level=fine)
+    dim = Dimension(tuple(labels), tuple(tuple(parent[lv][v] for v in labels) for lv in coarser))
+    return axis, dim
 
 
 def _bounds(cfg: PipelineConfig, item: TableModel, column: str) -> tuple[float, float]:
@@ -211,16 +268,14 @@ def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TableExact:
-    """The table's exact aggregates from the shared scan."""
+class PrivateExact:
+    """A ``keys: private`` table's exact aggregates: per-key weights and sums (never published)."""
 
-    sums: GroupSums | KeyedSums
-    histograms: Mapping[str, Any]
-    keys: KeyWeights | None = None
-    """``keys: private``: the per-key unit counts and weights the selection reads."""
+    keys: KeyWeights
+    sums: KeyedSums
 
 
-class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
+class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     """See the module docstring."""
 
     section = "tables"
@@ -231,7 +286,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
         if item.key_policy == "private":
             return _plan_private(cfg, item)
-        axes = table_groups(cfg, item)
+        groups = table_groups(cfg, item)
+        axes = groups.axes
         measures = item.measure_list()
         columns = [m.column for m in measures if m.column is not None]
         bounds = {c: _bounds(cfg, item, c) for c in columns}
@@ -250,14 +306,14 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             if not any(m.kind == "count" for m in measures):
                 raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
             check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
-        check_reconstruction(margin_workload(shape, item.margins), "nonneg-l1")  # refused now
+        check_reconstruction(published_rows(groups.dims, item.margins).workload(), "nonneg-l1")
         grids = tuple(_grid(cfg, item, c) for c in quantiled)
         for g in grids:
             check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
         bounding = bounding_for(cfg, _partition(cfg, axes))
         design = TableDesign(
-            keys=tuple(a.column for a in axes),
-            labels=tuple(a.labels for a in axes),
+            keys=groups.keys,
+            dims=groups.dims,
             measures=measures,
             components=split_epsilon(measures, bounds, item.epsilon),
             bounds=bounds,
@@ -278,27 +334,16 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
             facts={"groups": cells, "keys": item.key_policy},
         )
 
-    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
+    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
         spec = plan.spec
         if spec.selection is not None:
             return _scan_private(plan)
-        sums = TableSumsAggregate(
-            axes=spec.axes,
-            bounds=tuple(
-                (c.column, *spec.design.bounds[c.column])
-                for c in spec.design.components
-                if c.kind == "centred_sum" and c.column is not None
-            ),
+        bounds = tuple(
+            (c.column, *spec.design.bounds[c.column])
+            for c in spec.design.components
+            if c.kind == "centred_sum" and c.column is not None
         )
-        grids = tuple(HistogramAggregate((*spec.axes, g)) for g in spec.grids)
-
-        def assemble(results: Sequence[object]) -> TableExact:
-            done = results[0]
-            assert isinstance(done, GroupSums)
-            hists = {g.column: np.asarray(r) for g, r in zip(spec.grids, results[1:], strict=True)}
-            return TableExact(sums=done, histograms=hists)
-
-        return Scan((sums, *grids), assemble)
+        return scan_one(TableSumsAggregate(axes=spec.axes, bounds=bounds, grids=spec.grids))
 
     def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
         return {**plan.facts, "measures": expected_errors(plan.spec.design)}
@@ -317,23 +362,26 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         return "\n".join(lines)
 
     def execute(
-        self, plan: ReleasePlan[TableSpec], exact: TableExact, data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[TableSpec],
+        exact: GroupSums | PrivateExact,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
         design = plan.spec.design
         selection = None
-        if plan.spec.selection is not None:
+        if isinstance(exact, PrivateExact):
             design, exact, selection = _select(plan.spec, exact)
         if design.shape == (0,):  # no key selected: nothing to measure, an empty table
             released = _no_groups(design)
         else:
-            released = release_table(
-                design, exact.sums.counts, exact.sums.centred, exact.histograms
-            )
+            released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
         statement = unit_statement(plan.bounding, plan.cost)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
+            dimensions=len(design.dims),
             groups=int(np.prod(design.shape)),
             rows=len(released.answers),
             measures=tuple(label for m in design.measures for label in m.labels()),
@@ -363,7 +411,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, TableExact]):
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`).{extra}",
-            f"Epsilon split: {split} ({r.split_rule}).",
+            f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
+            "`release.json` states the rule).",
             f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
         ]
 
@@ -392,6 +441,8 @@ class TableResult:
 
     keys: tuple[str, ...]
     key_policy: str
+    dimensions: int
+    """Key columns of the cells (a nested hierarchy's levels are one)."""
     groups: int
     rows: int
     measures: tuple[str, ...]
@@ -442,6 +493,8 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         raise ConfigError(
             f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
         )
+    if item.round == "integer" and not any(m.kind == "count" for m in measures):
+        raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
     columns = [m.column for m in measures if m.column is not None]
     bounds = {c: _bounds(cfg, item, c) for c in columns}
     declared_columns(cfg, [column])
@@ -454,15 +507,13 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
     eps_select, delta, eps_measures = selection_budget(item.epsilon, item.delta, len(measures))
     design = TableDesign(
         keys=(column,),
-        labels=((PRIVATE_PLACEHOLDER,),),
+        dims=(Dimension((PRIVATE_PLACEHOLDER,)),),
         measures=measures,
         components=split_epsilon(measures, bounds, eps_measures),
         bounds=bounds,
         integer=item.round == "integer",
         group=bounding.rows_per_unit,
     )
-    if item.round == "integer" and not any(m.kind == "count" for m in measures):
-        raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
     rule = key_rule(eps_select, delta, per_unit)
     return ReleasePlan(
         name=item.name,
@@ -477,37 +528,38 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
     )
 
 
-def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[TableExact]:
+def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
     design, b = plan.spec.design, plan.bounding
-    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
-    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
-    weights = KeyWeightsAggregate(design.keys, unit)
-    sums = KeyedSumsAggregate(
-        by=design.keys,
-        bounds=tuple(
-            (c.column, *design.bounds[c.column])
-            for c in design.components
-            if c.kind == "centred_sum" and c.column is not None
-        ),
+    bounds = tuple(
+        (c.column, *design.bounds[c.column])
+        for c in design.components
+        if c.kind == "centred_sum" and c.column is not None
     )
+    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
+    # Both aggregates read the same rows: those with every column of the table.
+    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
+    weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
+    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
 
-    def assemble(results: Sequence[object]) -> TableExact:
+    def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:
         keys, keyed = results
         assert isinstance(keys, KeyWeights) and isinstance(keyed, KeyedSums)
-        return TableExact(sums=keyed, histograms={}, keys=keys)
+        return PrivateExact(keys=keys, sums=keyed)
 
     return Scan((weights, sums), assemble)
 
 
-def _select(spec: TableSpec, exact: TableExact) -> tuple[TableDesign, TableExact, dict[str, JSON]]:
+def _select(spec: TableSpec, exact: PrivateExact) -> tuple[TableDesign, GroupSums, dict[str, JSON]]:
     """The released keys (one draw), and the design and exact sums restricted to them."""
-    assert spec.selection is not None and exact.keys is not None
-    assert isinstance(exact.sums, KeyedSums)
+    assert spec.selection is not None
     chosen = select_keys(exact.keys, spec.selection)
     labels = tuple(exact.keys.labels[i] for i in np.flatnonzero(chosen))
-    design = replace(spec.design, labels=(labels,))
-    exact = replace(exact, sums=exact.sums.take(labels))
-    return design, exact, {**spec.selection.describe(), "released_keys": len(labels)}
+    design = replace(spec.design, dims=(Dimension(labels),))
+    return (
+        design,
+        exact.sums.take(labels),
+        {**spec.selection.describe(), "released_keys": len(labels)},
+    )
 
 
 def _no_groups(design: TableDesign) -> TableRelease:
@@ -525,7 +577,7 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     per published row, the least-squares RMSE of its components (a mean's for a group of
     ``n`` rows whose mean is uniform over the bounds, as the split assumes)."""
     m = design.group
-    workload = margin_workload(design.shape, design.margins)
+    workload = design.rows().workload()
     strategy = table_strategy(design)
 
     def rmse(kind: str, column: str | None = None) -> tuple[float, float]:

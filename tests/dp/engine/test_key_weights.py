@@ -94,3 +94,18 @@ def test_removing_one_unit_moves_the_key_weights_by_l2_at_most_one(seed: int, dr
     units_before = dict(zip(full.labels, full.units.tolist(), strict=True))
     units_after = dict(zip(less.labels, less.units.tolist(), strict=True))
     assert all(0 <= units_before[k] - units_after.get(k, 0) <= 1 for k in units_before)
+
+
+def test_a_row_without_a_measured_value_is_not_counted(tmp_path: Path) -> None:
+    schema = TableSchema(
+        columns=(
+            ColumnSpec(name="postcode", type="string"),
+            ColumnSpec(name="hours", type="float", bounds=(0, 10)),
+        )
+    )
+    path = tmp_path / "d.parquet"
+    frame = pd.DataFrame({"postcode": ["A", "A", "B"], "hours": [1.0, None, 2.0]})
+    frame.to_parquet(path, index=False)
+    agg = KeyWeightsAggregate(("postcode",), complete=("hours",))
+    got: KeyWeights = StreamingBackend().run(agg, path, schema)
+    assert got.labels == ("A", "B") and got.units.tolist() == [1, 1]

@@ -21,13 +21,17 @@ from dp.reference.frame import read_table
 from tests.dp.engine.conftest import SCHEMA
 
 AXES = (category_axis(SCHEMA["race"]), numeric_axis(SCHEMA["age"], bins=4))
-AGG = TableSumsAggregate(axes=AXES, bounds=(("income", 0.0, 250_000.0), ("hours", 1.0, 99.0)))
+GRID = numeric_axis(SCHEMA["hours"], bins=16)
+AGG = TableSumsAggregate(
+    axes=AXES, bounds=(("income", 0.0, 250_000.0), ("hours", 1.0, 99.0)), grids=(GRID,)
+)
 
 
 def _same(a: GroupSums, b: GroupSums) -> None:
     assert a.counts.tobytes() == b.counts.tobytes()
     for c in a.centred:
         assert a.centred[c].tobytes() == b.centred[c].tobytes()
+    assert a.histograms["hours"].tobytes() == b.histograms["hours"].tobytes()
 
 
 def test_every_engine_gives_the_same_bits(partitioned: Path) -> None:
@@ -46,6 +50,10 @@ def test_every_engine_gives_the_same_bits(partitioned: Path) -> None:
     assert streamed.counts.tolist() == counts.astype(float).tolist()
     err = np.abs(streamed.centred["income"] - expected.to_numpy())
     assert np.all(err <= counts.to_numpy() * 125_000.0 * 2.0**-16 + 1e-6)
+    per_bin = (cell * 16 + GRID.codes(frame["hours"])).value_counts()
+    assert (
+        streamed.histograms["hours"].tolist() == per_bin.reindex(range(320), fill_value=0).tolist()
+    )
 
 
 def _batch(race: list[int], age: list[int], income: list[float], hours: list[float]) -> Batch:
@@ -93,5 +101,7 @@ def test_neighbours_move_the_aggregates_by_at_most_the_sensitivity(
     m = len(removed)
     with_unit, without = _fold(rows + removed), _fold(rows)
     assert float(np.abs(with_unit.counts - without.counts).sum()) <= m
+    hist = with_unit.histograms["hours"] - without.histograms["hours"]
+    assert float(np.abs(hist).sum()) <= m  # a quantile column's grid: m cells by one each
     assert _distance(with_unit, without, "income") <= m * 125_000.0 * (1 + CONVERSION_ALLOWANCE)
     assert _distance(with_unit, without, "hours") <= m * 49.0 * (1 + CONVERSION_ALLOWANCE)

@@ -184,3 +184,36 @@ def test_the_example_config_plans(tmp_path: Path) -> None:
     plan = load_plan(ROOT / "configs" / "tables.yaml")
     assert [r.kind for r in plan.releases] == ["table"] * 4
     assert plan.releases[2].spec.design.margins and plan.releases[2].spec.design.integer
+
+
+def test_a_nested_hierarchy_gets_consistent_integer_margins(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # education: 6 leaves under Primary / Secondary / Higher (level 1), all under * (level 2).
+    item = {
+        "name": "by_education",
+        "epsilon": 1.0,
+        "by": [{"column": "education", "level": 1}, {"column": "education", "level": 0}],
+        "measures": ["count"],
+        "margins": True,
+        "round": "integer",
+    }
+    config = _config(tmp_path, census_small, [item])
+    published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
+    answers = pd.read_csv(published.folder / "by_education" / "answers.csv", keep_default_na=False)
+    assert list(answers.columns[:2]) == ["education_level0", "education_level1"]
+    leaves = answers[answers["education_level0"] != "*"]
+    levels = answers[(answers["education_level0"] == "*") & (answers["education_level1"] != "*")]
+    (total,) = answers[answers["education_level1"] == "*"]["answer"]
+    assert len(leaves) == 6 and sorted(levels["education_level1"]) == [
+        "Higher",
+        "Primary",
+        "Secondary",
+    ]
+    assert (leaves["answer"] == leaves["answer"].round()).all() and (leaves["answer"] >= 0).all()
+    for _, row in levels.iterrows():  # each level-1 group is exactly the sum of its leaves
+        children = leaves[leaves["education_level1"] == row["education_level1"]]
+        assert row["answer"] == children["answer"].sum()
+    assert total == leaves["answer"].sum() == levels["answer"].sum()
+    higher = leaves[leaves["education_level1"] == "Higher"]["education_level0"]
+    assert sorted(higher) == ["Bachelors", "Doctorate", "Masters"]
