@@ -56,7 +56,7 @@ from dp.pipeline.kinds.base import (
     scan_one,
 )
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
-from dp.pipeline.units import bounding_for, unit_statement
+from dp.pipeline.units import Bounding, bounding_for
 from dp.publication import Staging
 from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dp.tables.margins import Dimension, published_rows
@@ -377,7 +377,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
-        statement = unit_statement(plan.bounding, plan.cost)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -393,7 +392,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             rounding="integer" if design.integer else "none",
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=statement.get("privacy_unit"),  # type: ignore[arg-type]
+            privacy_unit=_unit(plan.bounding),
             key_selection=selection,
         )
         # One number says the sensitivity only for a one-component table (release.json has each).
@@ -473,6 +472,23 @@ class TableResult:
     def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**{**fields, "keys": tuple(data["keys"]), "measures": tuple(data["measures"])})
+
+
+def _unit(bounding: Bounding) -> dict[str, JSON] | None:
+    """What ``release.json`` says of the privacy unit (None without one)."""
+    if bounding.unit is None:
+        return None
+    out: dict[str, JSON] = {
+        "column": bounding.unit,
+        "max_rows_per_unit": bounding.rows_per_unit,
+        "note": (
+            "every component's sensitivity and noise scale are for all the rows one unit may "
+            f"contribute ({bounding.rows_per_unit}), at the table's epsilon"
+        ),
+    }
+    if bounding.partition is not None:
+        out["max_partitions_per_unit"] = bounding.max_partitions
+    return out
 
 
 PRIVATE_PLACEHOLDER = "(selected from the data)"
@@ -575,7 +591,8 @@ def _no_groups(design: TableDesign) -> TableRelease:
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     """Each measure's epsilon and expected noise error, before any data (``dppub plan``):
     per published row, the least-squares RMSE of its components (a mean's for a group of
-    ``n`` rows whose mean is uniform over the bounds, as the split assumes)."""
+    ``n`` rows whose mean is uniform over the bounds, as the split assumes, times ``n``; a
+    quantile's in rows of rank): ``expected_rmse`` as a number, ``error`` in words."""
     m = design.group
     workload = design.rows().workload()
     strategy = table_strategy(design)
@@ -591,21 +608,24 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
     for measure in design.measures:
         label, column = measure.labels()[0], measure.column or ""
         if measure.kind == "count":
-            eps, error = eps_n, f"RMSE {count:.3g} rows"
+            eps, value = eps_n, count
+            error = f"RMSE {count:.3g} rows"
         elif measure.kind == "quantile":
             cdf = design.component("cdf", column)
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            error = f"rank RMSE {expected_rank_error(bins, eps, m):.3g} rows (of a group's n)"
+            value = expected_rank_error(bins, eps, m)
+            error = f"rank RMSE {value:.3g} rows (of a group's n)"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]
             mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
             if measure.kind == "sum":
-                error = f"RMSE {math.hypot(half * unit, mid * count):.4g}"
+                value = math.hypot(half * unit, mid * count)
+                error = f"RMSE {value:.4g}"
             else:
-                spread = math.hypot(half * unit, half * count / math.sqrt(3.0))
-                error = f"RMSE about {spread:.4g} / n for a group of n rows"
-        out.append({"measure": label, "epsilon": eps, "error": error})
+                value = math.hypot(half * unit, half * count / math.sqrt(3.0))
+                error = f"RMSE about {value:.4g} / n for a group of n rows"
+        out.append({"measure": label, "epsilon": eps, "expected_rmse": value, "error": error})
     return out

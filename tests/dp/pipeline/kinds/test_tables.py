@@ -150,7 +150,13 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     components = summary.details["components"]
     assert components["count"]["sensitivity"] == 3.0  # m rows of one unit
     assert components["centred_sum(hours)"]["sensitivity"] == pytest.approx(3 * 49.0, rel=1e-4)
-    assert summary.details["privacy_unit"]["max_rows_per_unit"] == 3
+    unit = summary.details["privacy_unit"]
+    assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (
+        "household",
+        3,
+        2,
+    )
+    assert "for all the rows one unit may contribute (3)" in unit["note"]
     assert "household" in summary.neighbours
 
 
