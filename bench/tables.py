@@ -34,7 +34,9 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    row-level) on a 300,000-row census file: PipelineDP's local backend; dppub in-process (the
    run's steps) and ``dppub run`` (Prefect's local start-up included).
 
-Not measured here yet: the median rank error against OpenDP.
+4. **Median rank error** of hours by sex (about 3,000 rows per group, 1,024 bins over the
+   declared bounds on both sides), epsilon 1: ``|F(answer) - 0.5|`` in percentile points, dppub's
+   hierarchical CDF (through its run steps) against OpenDP's ``make_private_quantile``.
 
 Prints one table and writes ``bench/results/tables.json``.
 """
@@ -210,7 +212,12 @@ COLUMNS: dict[str, Any] = {
 
 
 def dppub_tables(
-    folder: Path, data: Path, tables: list[dict[str, Any]], runs: int, **unit: Any
+    folder: Path,
+    data: Path,
+    tables: list[dict[str, Any]],
+    runs: int,
+    columns: dict[str, Any] | None = None,
+    **unit: Any,
 ) -> list[dict[str, pd.DataFrame]]:
     """Publish ``tables`` ``runs`` times through dppub's own run steps (plan, ledger, scan,
     noise, publication; no Prefect): each run's answers per table."""
@@ -219,7 +226,7 @@ def dppub_tables(
             "name": "bench",
             "path": str(data),
             "budget": {"epsilon": 1000.0, "delta": 0.01},
-            "columns": COLUMNS,
+            "columns": columns or COLUMNS,
             **unit,
         },
         "tables": tables,
@@ -264,7 +271,11 @@ def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]
     for unit, m in ((None, 1), ("household", 4)):
         for label, measures in (("count+sum+mean", together), ("mean alone", [{"mean": "income"}])):
             table = {"name": "t", "epsilon": EPSILON, "by": ["education"], "measures": measures}
-            extra = {"privacy_unit": unit, "max_rows_per_unit": m, "max_partitions_per_unit": m}
+            extra: dict[str, Any] = {
+                "privacy_unit": unit,
+                "max_rows_per_unit": m,
+                "max_partitions_per_unit": m,
+            }
             if unit is None:
                 extra = {}
             folder = data / f"measures-{unit}-{len(measures)}"
@@ -311,6 +322,64 @@ def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]
                     f"pipelinedp {row['pipelinedp_rmse']:.4g}",
                     flush=True,
                 )
+    return out
+
+
+def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    """Median of hours by sex (about 3,000 rows per group), epsilon 1: rank error in percentile
+    points, ``|F(answer) - 0.5|`` with ``F`` the group's empirical CDF, dppub against OpenDP."""
+    frame = make_census(6_000, 20261121)
+    path = data / "census_6000.parquet"
+    frame.to_parquet(path, index=False)
+    values = {str(k): np.sort(g["hours"].to_numpy()) for k, g in frame.groupby("sex")}
+
+    def rank_error(group: str, answer: float) -> float:
+        x = values[group]
+        below = np.searchsorted(x, answer, side="left") / len(x)
+        upto = np.searchsorted(x, answer, side="right") / len(x)
+        return 100.0 * max(0.0, below - 0.5, 0.5 - upto)  # 0 when answer is a median
+
+    table = {
+        "name": "t",
+        "epsilon": EPSILON,
+        "by": ["sex"],
+        "measures": [{"quantile": "hours", "at": [0.5]}],
+    }
+    folder = data / "quantiles"
+    folder.mkdir(exist_ok=True)
+    columns: dict[str, Any] = {
+        "sex": {"type": "category", "categories": ["Female", "Male"]},
+        "hours": {"type": "float", "bounds": [1, 99]},
+    }
+    ours = [
+        rank_error(row["sex"], float(row["answer"]))
+        for answers in dppub_tables(folder, path, [table], runs, columns=columns)
+        for _, row in answers["t"].iterrows()
+    ]
+    job = {
+        "kind": "quantiles",
+        "path": str(path),
+        "key": "sex",
+        "value": "hours",
+        "epsilon": EPSILON,
+        "bounds": [1.0, 99.0],
+        "bins": 1024,
+        "runs": runs,
+    }
+    theirs = [rank_error(k, float(v)) for run in peers(python, job)["runs"] for k, v in run.items()]
+    out = []
+    for name, errors in (("dppub", ours), ("opendp", theirs)):
+        e = np.asarray(errors)
+        out.append(
+            {
+                "side": name,
+                "mean_pp": float(e.mean()),
+                "rms_pp": float(np.sqrt(np.mean(e**2))),
+                "max_pp": float(e.max()),
+                "n": len(e),
+            }
+        )
+        print(f"  rank error {name}: mean {e.mean():.3f} pp, max {e.max():.3f} pp", flush=True)
     return out
 
 
@@ -363,12 +432,15 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/dppub-bench-tables-data"))
     parser.add_argument("--skip-time", action="store_true")
     parser.add_argument("--skip-measures", action="store_true")
+    parser.add_argument("--skip-quantiles", action="store_true")
+    parser.add_argument("--skip-keys", action="store_true")
     args = parser.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     python = peers_python(args.peers_venv)
     start = time.perf_counter()
-    keys = keys_section(python, args.data_dir, args.runs)
+    keys = [] if args.skip_keys else keys_section(python, args.data_dir, args.runs)
     measures = [] if args.skip_measures else measures_section(python, args.data_dir, args.runs)
+    ranks = [] if args.skip_quantiles else quantiles_section(python, args.data_dir, args.runs)
     timing = None if args.skip_time else time_section(python, args.data_dir)
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
     print(
@@ -403,7 +475,13 @@ def main() -> None:
             f"{timing['dppub_in_process_seconds']:.1f} s, dppub run (Prefect start-up "
             f"included) {timing['dppub_run_seconds']:.1f} s"
         )
-    print("Median rank error against OpenDP: missing (not run by this script yet)")
+    if ranks:
+        print("\nMedian of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
+        for r in ranks:
+            print(
+                f"{r['side']:8} mean {r['mean_pp']:.3f}  rms {r['rms_pp']:.3f}  "
+                f"max {r['max_pp']:.3f}  ({r['n']} medians)"
+            )
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -413,7 +491,7 @@ def main() -> None:
         "keys": keys,
         "measures": measures,
         "time": timing,
-        "missing": ["median rank error against OpenDP"],
+        "quantiles": ranks,
         "seconds": time.perf_counter() - start,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
