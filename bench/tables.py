@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/tables.py                 # ~3-6 min on 2 cores (first run: + venv)
+    .venv/bin/python bench/tables.py                 # ~15 min on 2 loaded cores (+ venv once)
     .venv/bin/python bench/tables.py --runs 5        # fewer repetitions
     .venv/bin/python bench/tables.py --peers-venv /tmp/dppub-bench-tables
 
