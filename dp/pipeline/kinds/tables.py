@@ -11,8 +11,12 @@ fixed-point sums and the quantile columns' fine histograms are folded in the run
 scan (:mod:`dp.engine.table_sums`: one aggregate, so every measure sees the same rows).
 
 Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
-data or not. ``keys: private`` (groups selected from the data under ``(epsilon, delta)``) plugs
-in at :func:`table_groups` and is refused until it is wired.
+data or not. ``keys: private`` (one ``by`` column, e.g. a ``type: string`` one) publishes only
+groups present in the data, selected under ``(epsilon_select, delta)`` by
+:mod:`dp.tables.keys` from the per-key unit counts and weights
+(:mod:`dp.engine.key_weights`), with ``epsilon_select = epsilon / (1 + measures)``; the
+measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
+all in the same shared scan and on the same rows (those with all the table's columns).
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
@@ -23,18 +27,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from dp import matrix
 from dp.axes import Axis, numeric_axis
 from dp.engine import TableSource
+from dp.engine.key_weights import KeyWeightsAggregate
+from dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
 from dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dp.engine.unit_bounding import UnitBound
 from dp.errors import ConfigError
 from dp.matrix.reconstruct import check_reconstruction
 from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
@@ -51,11 +58,18 @@ from dp.pipeline.kinds.base import (
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import Bounding, bounding_for
 from dp.publication import Staging
+from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dp.tables.margins import Dimension, published_rows
 from dp.tables.quantiles import expected_rank_error
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
-from dp.tables.table import INTERVAL_LEVEL, TableDesign, release_table, table_strategy
+from dp.tables.table import (
+    INTERVAL_LEVEL,
+    TableDesign,
+    TableRelease,
+    release_table,
+    table_strategy,
+)
 
 if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
@@ -109,12 +123,18 @@ class TableModel(Cost):
     measures: list[MeasureModel] = Field(min_length=1)
     margins: Flag = False
     round: Literal["none", "integer"] = "none"
-    keys: Literal["declared", "private"] = "declared"
+    # Not a field named ``keys``: Prefect walks a pydantic model with ``dict(model)``, which calls
+    # ``model.keys()`` -- a str there (every table run failed with "'str' object is not callable").
+    key_policy: Literal["declared", "private"] = Field(default="declared", alias="keys")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
     def _options(self) -> TableModel:
-        if self.keys == "declared" and self.delta > 0:
+        if self.key_policy == "declared" and self.delta > 0:
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
+        if self.key_policy == "private" and self.delta <= 0:
+            raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
         return self
 
     def key_models(self) -> list[KeyModel]:
@@ -145,7 +165,9 @@ class TableSpec:
     grids: tuple[Axis, ...]
     """One fine grid per quantile column, in the order of the design's CDF components."""
     keys: str
-    """The key policy (``declared``)."""
+    """The key policy (``declared`` or ``private``)."""
+    selection: KeyRule | None = None
+    """``keys: private``: the selection rule (its labels are a placeholder until selected)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,11 +182,8 @@ class Groups:
 
 def table_groups(cfg: PipelineConfig, item: TableModel) -> Groups:
     """The table's groups under its key policy (``keys: private`` plugs in here)."""
-    if item.keys != "declared":
-        raise ConfigError(
-            f"table {item.name!r}: keys: {item.keys} is not available yet; declare the keys' "
-            "domains (categories, bounds, bins or a hierarchy level) and use keys: declared"
-        )
+    if item.key_policy != "declared":
+        raise ConfigError(f"table {item.name!r}: keys: private has no declared groups")
     by_column: dict[str, list[KeyModel]] = {}
     for k in item.key_models():
         by_column.setdefault(k.column, []).append(k)
@@ -248,7 +267,15 @@ def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
     return None
 
 
-class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrivateExact:
+    """A ``keys: private`` table's exact aggregates: per-key weights and sums (never published)."""
+
+    keys: KeyWeights
+    sums: KeyedSums
+
+
+class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     """See the module docstring."""
 
     section = "tables"
@@ -257,6 +284,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
     model = TableModel
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+        if item.key_policy == "private":
+            return _plan_private(cfg, item)
         groups = table_groups(cfg, item)
         axes = groups.axes
         measures = item.measure_list()
@@ -301,12 +330,14 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
             is_dp=True,
             bounding=bounding,
             columns=declared_columns(cfg, [*(a.column for a in axes), *columns]),
-            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.keys),
-            facts={"groups": cells, "keys": item.keys},
+            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.key_policy),
+            facts={"groups": cells, "keys": item.key_policy},
         )
 
-    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums]:
+    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
         spec = plan.spec
+        if spec.selection is not None:
+            return _scan_private(plan)
         bounds = tuple(
             (c.column, *spec.design.bounds[c.column])
             for c in spec.design.components
@@ -319,15 +350,32 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
+        if "selection" in described:
+            rule = described["selection"]
+            assert isinstance(rule, Mapping)
+            lines[0] = (
+                f"  groups selected from the data (keys private: {rule['rule']} rule at "
+                f"epsilon {rule['epsilon']:.4g}, delta {rule['delta']:.3g})"
+            )
         for m in described["measures"]:
             lines.append(f"    {m['measure']}: epsilon {m['epsilon']:.4g}, expected {m['error']}")
         return "\n".join(lines)
 
     def execute(
-        self, plan: ReleasePlan[TableSpec], exact: GroupSums, data: TableSource, out: Staging
+        self,
+        plan: ReleasePlan[TableSpec],
+        exact: GroupSums | PrivateExact,
+        data: TableSource,
+        out: Staging,
     ) -> Executed:
         design = plan.spec.design
-        released = release_table(design, exact.counts, exact.centred, exact.histograms)
+        selection = None
+        if isinstance(exact, PrivateExact):
+            design, exact, selection = _select(plan.spec, exact)
+        if design.shape == (0,):  # no key selected: nothing to measure, an empty table
+            released = _no_groups(design)
+        else:
+            released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
         result = TableResult(
             keys=design.keys,
@@ -345,6 +393,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums]):
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
             privacy_unit=_unit(plan.bounding),
+            key_selection=selection,
         )
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
@@ -405,6 +454,8 @@ class TableResult:
     interval_method: str
     interval_level: float
     privacy_unit: Mapping[str, JSON] | None = None
+    key_selection: Mapping[str, JSON] | None = None
+    """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
 
     def to_json(self) -> dict[str, JSON]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -413,6 +464,8 @@ class TableResult:
         out["bounds"] = dict(self.bounds)
         if self.privacy_unit is None:
             del out["privacy_unit"]
+        if self.key_selection is None:
+            del out["key_selection"]
         return out
 
     @classmethod
@@ -436,6 +489,103 @@ def _unit(bounding: Bounding) -> dict[str, JSON] | None:
     if bounding.partition is not None:
         out["max_partitions_per_unit"] = bounding.max_partitions
     return out
+
+
+PRIVATE_PLACEHOLDER = "(selected from the data)"
+"""A private-keys table's one group label before the selection (plan and expected errors)."""
+
+
+def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+    """A ``keys: private`` table: one key column, count / sum / mean (module doc)."""
+    keys = item.key_models()
+    if len(keys) != 1 or keys[0].level is not None or keys[0].bins is not None:
+        raise ConfigError(
+            f"table {item.name!r}: keys: private takes one by column (no level or bins), "
+            f"got {[k.model_dump(exclude_none=True) for k in keys]}"
+        )
+    column = keys[0].column
+    measures = item.measure_list()
+    if item.margins or any(m.kind == "quantile" for m in measures):
+        raise ConfigError(
+            f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
+        )
+    if item.round == "integer" and not any(m.kind == "count" for m in measures):
+        raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
+    columns = [m.column for m in measures if m.column is not None]
+    bounds = {c: _bounds(cfg, item, c) for c in columns}
+    declared_columns(cfg, [column])
+    text = cfg.table_schema[column].type in ("category", "string")
+    bounding = bounding_for(cfg, column if text else None)
+    # A unit has rows in at most max_partitions keys when bounded on them, else in max_rows.
+    per_unit = 1
+    if bounding.unit is not None:
+        per_unit = bounding.max_partitions if text else bounding.rows_per_unit
+    eps_select, delta, eps_measures = selection_budget(item.epsilon, item.delta, len(measures))
+    design = TableDesign(
+        keys=(column,),
+        dims=(Dimension((PRIVATE_PLACEHOLDER,)),),
+        measures=measures,
+        components=split_epsilon(measures, bounds, eps_measures),
+        bounds=bounds,
+        integer=item.round == "integer",
+        group=bounding.rows_per_unit,
+    )
+    rule = key_rule(eps_select, delta, per_unit)
+    return ReleasePlan(
+        name=item.name,
+        kind="table",
+        mechanism="laplace",
+        cost=item.cost,
+        is_dp=True,
+        bounding=bounding,
+        columns=declared_columns(cfg, [column, *columns]),
+        spec=TableSpec(design=design, axes=(), grids=(), keys="private", selection=rule),
+        facts={"groups": "private", "keys": "private", "selection": rule.describe()},
+    )
+
+
+def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
+    design, b = plan.spec.design, plan.bounding
+    bounds = tuple(
+        (c.column, *design.bounds[c.column])
+        for c in design.components
+        if c.kind == "centred_sum" and c.column is not None
+    )
+    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
+    # Both aggregates read the same rows: those with every column of the table.
+    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
+    weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
+    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
+
+    def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:
+        keys, keyed = results
+        assert isinstance(keys, KeyWeights) and isinstance(keyed, KeyedSums)
+        return PrivateExact(keys=keys, sums=keyed)
+
+    return Scan((weights, sums), assemble)
+
+
+def _select(spec: TableSpec, exact: PrivateExact) -> tuple[TableDesign, GroupSums, dict[str, JSON]]:
+    """The released keys (one draw), and the design and exact sums restricted to them."""
+    assert spec.selection is not None
+    chosen = select_keys(exact.keys, spec.selection)
+    labels = tuple(exact.keys.labels[i] for i in np.flatnonzero(chosen))
+    design = replace(spec.design, dims=(Dimension(labels),))
+    return (
+        design,
+        exact.sums.take(labels),
+        {**spec.selection.describe(), "released_keys": len(labels)},
+    )
+
+
+def _no_groups(design: TableDesign) -> TableRelease:
+    """A private-keys table whose selection released no key: the header only, no noise drawn."""
+    columns = [*design.keys, "measure", "answer", "std_error", "ci_low", "ci_high"]
+    answers = pd.DataFrame(
+        {c: pd.Series([], dtype=str if c in design.keys else float) for c in columns}
+    )
+    answers["measure"] = answers["measure"].astype(str)
+    return TableRelease(answers=answers, facts={})
 
 
 def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:

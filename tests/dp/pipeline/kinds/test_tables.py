@@ -163,7 +163,7 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ({"keys": "private", "delta": 1e-6}, "keys: private is not available yet"),
+        ({"keys": "private"}, "keys: private needs a delta > 0, got 0.0"),
         ({"measures": [{"quantile": "hours", "at": [0.5]}], "margins": True}, "margins: true is"),
         ({"measures": [{"mean": "sex"}]}, "must be numeric with declared bounds"),
         ({"measures": [{"sum": "hours"}], "round": "integer"}, "round: integer rounds the count"),

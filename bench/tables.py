@@ -1,0 +1,502 @@
+"""Statistical tables against the peers (issue 26): private keys, RMSE and wall time vs PipelineDP.
+
+Usage::
+
+    .venv/bin/python bench/tables.py                 # ~15 min on 2 loaded cores (+ venv once)
+    .venv/bin/python bench/tables.py --runs 5        # fewer repetitions
+    .venv/bin/python bench/tables.py --peers-venv /tmp/dppub-bench-tables
+
+The peers (PipelineDP, OpenDP) run in their own virtualenv, created here on first use from
+``bench/requirements-tables.txt`` (never dppub's dependencies), through ``bench/tables_peers.py``
+on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in this interpreter.
+
+1. **Private keys** (count tables, epsilon 1, delta 1e-6; both spend epsilon/2 on the selection
+   and epsilon/2 on the count -- PipelineDP's NaiveBudgetAccountant does, and so does
+   :func:`dp.tables.keys.selection_budget` -- and all of delta on the selection): keys released,
+   mean over ``--runs``, dppub's rule (:func:`dp.tables.keys.key_rule`, the per-key aggregate
+   folded by the engine with the unit bound of :mod:`dp.engine.unit_bounding`) against
+   PipelineDP's TRUNCATED_GEOMETRIC selection:
+
+   * ``visits``: a seeded file of 104 postcodes with Zipf-like popularity, persons visiting 1-4 of
+     them (1-3 rows each); row-level (each row a unit) and per person with at most 4 postcodes
+     and 3 rows per postcode (m = 4, the issue's setting);
+   * ``census``: the demo census (``data/generate.py``, 5,000 rows), ``zip`` (400 codes) row-level;
+   * ``adult``: Adult (``../shared/bench/adult``), ``native-country`` (41 values) row-level.
+
+2. **RMSE** of count, sum and mean of income by education (6 declared groups, 20,000 census
+   rows, epsilon 1, pure DP), a three-measure table and a mean alone, row-level and per
+   household (households of 1-4 rows; dppub ``max_rows_per_unit: 4``, ``max_partitions_per_unit:
+   4``; PipelineDP ``max_contributions=4``, the same bound on a unit's rows), pooled over groups
+   and ``--runs`` runs. dppub's side is published through its own run steps (plan, ledger,
+   shared scan, noise, publication; no Prefect) from a generated config.
+
+3. **Wall time** of a three-measure table (count, sum and mean of income by zip, private keys,
+   row-level) on a 300,000-row census file: PipelineDP's local backend; dppub in-process (the
+   run's steps) and ``dppub run`` (Prefect's local start-up included).
+
+4. **Median rank error** of hours by sex (about 3,000 rows per group, 1,024 bins over the
+   declared bounds on both sides), epsilon 1: ``|F(answer) - 0.5|`` in percentile points, dppub's
+   hierarchical CDF (through its run steps) against OpenDP's ``make_private_quantile``.
+
+Prints one table and writes ``bench/results/tables.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy.special import ndtr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.generate import make_census  # noqa: E402
+from dp.engine import StreamingBackend  # noqa: E402
+from dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
+from dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
+from dp.pipeline.plan import load_plan  # noqa: E402
+from dp.pipeline.publish import in_order, publish  # noqa: E402
+from dp.schema import ColumnSpec, TableSchema  # noqa: E402
+from dp.tables.keys import (  # noqa: E402
+    GRID,
+    KeyRule,
+    KeyWeights,
+    key_rule,
+    select_keys,
+    selection_budget,
+)
+
+OUT = ROOT / "bench" / "results" / "tables.json"
+REQUIREMENTS = ROOT / "bench" / "requirements-tables.txt"
+ADULT = ROOT.parent / "shared" / "bench" / "adult" / "adult.csv"
+EPSILON, DELTA = 1.0, 1e-6
+
+
+def peers_python(venv: Path) -> Path:
+    """The peers' interpreter, creating their virtualenv on first use."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)]
+        subprocess.run(pip, check=True)
+        stamp.touch()
+    return python
+
+
+def peers(python: Path, job: dict[str, Any]) -> dict[str, Any]:
+    script = str(ROOT / "bench" / "tables_peers.py")
+    done = subprocess.run(
+        [str(python), script], input=json.dumps(job), capture_output=True, text=True, check=True
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def visits(seed: int = 26, persons: int = 2_600, keys: int = 104) -> pd.DataFrame:
+    """Persons visiting 1-4 of ``keys`` postcodes (Zipf-like popularity), 1-3 rows each."""
+    rng = np.random.default_rng(seed)
+    popularity = 1.0 / (np.arange(keys) + 8.0) ** 1.3
+    popularity /= popularity.sum()
+    rows = []
+    for p in range(persons):
+        mine = rng.choice(keys, size=int(rng.integers(1, 5)), replace=False, p=popularity)
+        for k in mine:
+            rows += [(f"p{p:05d}", f"PC{int(k):03d}")] * int(rng.integers(1, 4))
+    return pd.DataFrame(rows, columns=["person", "postcode"])
+
+
+def dppub_keys(
+    path: Path, key: str, *, unit: str | None, m: int, per_key: int, runs: int
+) -> tuple[list[int], float]:
+    """Keys dppub releases in ``runs`` draws (one exact aggregate, release-grade draws)."""
+    columns = [ColumnSpec(name=key, type="string")]
+    if unit is not None:
+        columns.append(ColumnSpec(name=unit, type="string"))
+    schema = TableSchema(columns=tuple(columns))
+    eps_select, delta_select, _ = selection_budget(EPSILON, DELTA, 1)
+    rule = key_rule(eps_select, delta_select, m)
+    backend = StreamingBackend()
+    bound = None
+    if unit is not None:
+        bound = UnitBound(
+            column=unit, max_rows=m * per_key, partition=key, max_partitions=m, content=(unit, key)
+        )
+        keep = backend.run(BoundingAggregate(bound), path, schema)
+        backend = BoundedBackend(backend, keep)  # type: ignore[assignment]
+    weights = backend.run(KeyWeightsAggregate((key,), bound), path, schema)
+    return [int(select_keys(weights, rule).sum()) for _ in range(runs)], expected_keys(
+        weights, rule
+    )
+
+
+def expected_keys(weights: KeyWeights, rule: KeyRule) -> float:
+    """The exact expectation of the number of keys released: no sampling noise."""
+    if rule.kind == "threshold":
+        last = len(rule.probabilities) - 1
+        return float(sum(rule.probabilities[min(int(n), last)] for n in weights.units))
+    z = (weights.weights / GRID - rule.rho) / rule.sigma
+    return float(np.sum(ndtr(z)))
+
+
+def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    cases: list[tuple[str, Path, str, str | None, int]] = []
+    frame = visits()
+    path = data / "visits.parquet"
+    frame.to_parquet(path, index=False)
+    cases += [("visits", path, "postcode", None, 1), ("visits", path, "postcode", "person", 4)]
+    census = data / "census_5000.parquet"
+    make_census(5_000, 20261121)[["zip"]].to_parquet(census, index=False)
+    cases.append(("census", census, "zip", None, 1))
+    adult = data / "adult.parquet"
+    pd.read_csv(ADULT, sep=";")[["native-country"]].to_parquet(adult, index=False)
+    cases.append(("adult", adult, "native-country", None, 1))
+    out = []
+    for name, file, key, unit, m in cases:
+        real = int(pd.read_parquet(file, columns=[key])[key].nunique())
+        ours, ours_expected = dppub_keys(file, key, unit=unit, m=m, per_key=3, runs=runs)
+        job = {
+            "kind": "keys",
+            "path": str(file),
+            "key": key,
+            "unit": unit or "__row__",
+            "epsilon": EPSILON,
+            "delta": DELTA,
+            "max_partitions": m,
+            "max_per_partition": 3 if unit else 1,
+            "runs": runs,
+        }
+        answer = peers(python, job)
+        theirs = answer["released"]
+        out.append(
+            {
+                "data": name,
+                "key": key,
+                "unit": unit or "row",
+                "max_partitions": m,
+                "real_keys": real,
+                "dppub": ours,
+                "pipelinedp": theirs,
+                "dppub_expected": ours_expected,
+                "pipelinedp_expected": answer["expected"],
+                "rule": key_rule(*selection_budget(EPSILON, DELTA, 1)[:2], m).kind,
+            }
+        )
+        print(
+            f"  keys {name}/{unit or 'row'}: dppub {np.mean(ours):.1f}, pipelinedp "
+            f"{np.mean(theirs):.1f} of {real}",
+            flush=True,
+        )
+    return out
+
+
+EDUCATION = ["Preschool", "HS-grad", "Some-college", "Bachelors", "Masters", "Doctorate"]
+COLUMNS: dict[str, Any] = {
+    "education": {"type": "category", "categories": EDUCATION},
+    "zip": {"type": "string"},
+    "household": {"type": "string"},
+    "income": {"type": "float", "bounds": [0, 250000]},
+}
+
+
+def dppub_tables(
+    folder: Path,
+    data: Path,
+    tables: list[dict[str, Any]],
+    runs: int,
+    columns: dict[str, Any] | None = None,
+    **unit: Any,
+) -> list[dict[str, pd.DataFrame]]:
+    """Publish ``tables`` ``runs`` times through dppub's own run steps (plan, ledger, scan,
+    noise, publication; no Prefect): each run's answers per table."""
+    config = {
+        "dataset": {
+            "name": "bench",
+            "path": str(data),
+            "budget": {"epsilon": 1000.0, "delta": 0.01},
+            "columns": columns or COLUMNS,
+            **unit,
+        },
+        "tables": tables,
+    }
+    path = folder / "tables.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    plan = load_plan(path)
+    out = []
+    for _ in range(runs):
+        with plan.open_run(folder / "ledger.sqlite", folder / "out") as run:
+            done = publish(plan, run, in_order())
+        out.append(
+            {
+                t["name"]: pd.read_csv(done.folder / t["name"] / "answers.csv", dtype=str)
+                for t in tables
+            }
+        )
+    return out
+
+
+def _households(frame: pd.DataFrame) -> pd.DataFrame:
+    """Households of consecutive rows, 1-4 rows each (seeded): a unit has up to 4 rows."""
+    rng = np.random.default_rng(3)
+    ids = np.repeat(np.arange(len(frame)), rng.integers(1, 5, len(frame)))[: len(frame)]
+    return frame.assign(household=[f"h{i}" for i in ids])
+
+
+def _rmse(errors: list[float]) -> float:
+    return float(np.sqrt(np.mean(np.square(errors)))) if errors else float("nan")
+
+
+def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    """RMSE of count, sum and mean of income by education (declared keys), together and a mean
+    alone, row-level and per household (at most 4 rows), dppub against PipelineDP."""
+    frame = _households(make_census(20_000, 20261121))
+    path = data / "census_20000.parquet"
+    frame.to_parquet(path, index=False)
+    g = frame.groupby("education")["income"]
+    truth = pd.DataFrame({"count": g.size(), "sum": g.sum(), "mean": g.mean()})
+    together = ["count", {"sum": "income"}, {"mean": "income"}]
+    out = []
+    for unit, m in ((None, 1), ("household", 4)):
+        for label, measures in (("count+sum+mean", together), ("mean alone", [{"mean": "income"}])):
+            table = {"name": "t", "epsilon": EPSILON, "by": ["education"], "measures": measures}
+            extra: dict[str, Any] = {
+                "privacy_unit": unit,
+                "max_rows_per_unit": m,
+                "max_partitions_per_unit": m,
+            }
+            if unit is None:
+                extra = {}
+            folder = data / f"measures-{unit}-{len(measures)}"
+            folder.mkdir(exist_ok=True)
+            ours: dict[str, list[float]] = {}
+            for answers in dppub_tables(folder, path, [table], runs, **extra):
+                for _, got in answers["t"].iterrows():
+                    name = got["measure"].split("(")[0]
+                    err = float(got["answer"]) - float(truth.loc[got["education"], name])
+                    ours.setdefault(name, []).append(err)
+            names = [n if isinstance(n, str) else next(iter(n)) for n in measures]
+            job = {
+                "kind": "measures",
+                "path": str(path),
+                "key": "education",
+                "value": "income",
+                "unit": unit or "__row__",
+                "epsilon": EPSILON,
+                "delta": 0.0,
+                "max_partitions": m,
+                "max_per_partition": 1,
+                "max_contributions": m if unit else None,
+                "bounds": [0.0, 250_000.0],
+                "metrics": names,
+                "public": EDUCATION,
+                "runs": runs,
+            }
+            theirs: dict[str, list[float]] = {}
+            for run in peers(python, job)["runs"]:
+                for key, values in run.items():
+                    for name, v in values.items():
+                        theirs.setdefault(name, []).append(v - float(truth.loc[key, name]))
+            for name in names:
+                row = {
+                    "unit": unit or "row",
+                    "table": label,
+                    "measure": name,
+                    "dppub_rmse": _rmse(ours.get(name, [])),
+                    "pipelinedp_rmse": _rmse(theirs.get(name, [])),
+                }
+                out.append(row)
+                print(
+                    f"  rmse {row['unit']}/{label}/{name}: dppub {row['dppub_rmse']:.4g}, "
+                    f"pipelinedp {row['pipelinedp_rmse']:.4g}",
+                    flush=True,
+                )
+    return out
+
+
+def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
+    """Median of hours by sex (about 3,000 rows per group), epsilon 1: rank error in percentile
+    points, ``|F(answer) - 0.5|`` with ``F`` the group's empirical CDF, dppub against OpenDP."""
+    frame = make_census(6_000, 20261121)
+    path = data / "census_6000.parquet"
+    frame.to_parquet(path, index=False)
+    values = {str(k): np.sort(g["hours"].to_numpy()) for k, g in frame.groupby("sex")}
+
+    def rank_error(group: str, answer: float) -> float:
+        x = values[group]
+        below = np.searchsorted(x, answer, side="left") / len(x)
+        upto = np.searchsorted(x, answer, side="right") / len(x)
+        return 100.0 * max(0.0, below - 0.5, 0.5 - upto)  # 0 when answer is a median
+
+    table = {
+        "name": "t",
+        "epsilon": EPSILON,
+        "by": ["sex"],
+        "measures": [{"quantile": "hours", "at": [0.5]}],
+    }
+    folder = data / "quantiles"
+    folder.mkdir(exist_ok=True)
+    columns: dict[str, Any] = {
+        "sex": {"type": "category", "categories": ["Female", "Male"]},
+        "hours": {"type": "float", "bounds": [1, 99]},
+    }
+    ours = [
+        rank_error(row["sex"], float(row["answer"]))
+        for answers in dppub_tables(folder, path, [table], runs, columns=columns)
+        for _, row in answers["t"].iterrows()
+    ]
+    job = {
+        "kind": "quantiles",
+        "path": str(path),
+        "key": "sex",
+        "value": "hours",
+        "epsilon": EPSILON,
+        "bounds": [1.0, 99.0],
+        "bins": 1024,
+        "runs": runs,
+    }
+    theirs = [rank_error(k, float(v)) for run in peers(python, job)["runs"] for k, v in run.items()]
+    out = []
+    for name, errors in (("dppub", ours), ("opendp", theirs)):
+        e = np.asarray(errors)
+        out.append(
+            {
+                "side": name,
+                "mean_pp": float(e.mean()),
+                "rms_pp": float(np.sqrt(np.mean(e**2))),
+                "max_pp": float(e.max()),
+                "n": len(e),
+            }
+        )
+        print(f"  rank error {name}: mean {e.mean():.3f} pp, max {e.max():.3f} pp", flush=True)
+    return out
+
+
+def time_section(python: Path, data: Path) -> dict[str, Any]:
+    path = data / "census_300000.parquet"
+    make_census(300_000, 20261121).to_parquet(path, index=False)
+    table = {
+        "name": "income_by_zip",
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "by": ["zip"],
+        "keys": "private",
+        "measures": ["count", {"sum": "income"}, {"mean": "income"}],
+    }
+    folder = data / "time"
+    folder.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    dppub_tables(folder, path, [table], 1)
+    in_process = time.perf_counter() - start
+    cli = [str(Path(sys.executable).parent / "dppub"), "run", str(folder / "tables.yaml")]
+    cli += ["--ledger", str(folder / "cli.sqlite"), "--out", str(folder / "cli-out")]
+    start = time.perf_counter()
+    subprocess.run(cli, check=True, capture_output=True, cwd=ROOT)
+    end_to_end = time.perf_counter() - start
+    job = {
+        "kind": "time",
+        "path": str(path),
+        "key": "zip",
+        "value": "income",
+        "unit": "__row__",
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "max_partitions": 1,
+        "max_per_partition": 1,
+        "bounds": [0.0, 250_000.0],
+    }
+    theirs = peers(python, job)
+    return {
+        "pipelinedp_seconds": theirs["seconds"],
+        "pipelinedp_keys": theirs["keys"],
+        "dppub_in_process_seconds": in_process,
+        "dppub_run_seconds": end_to_end,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--peers-venv", type=Path, default=Path("/tmp/dppub-bench-tables"))
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/dppub-bench-tables-data"))
+    parser.add_argument("--skip-time", action="store_true")
+    parser.add_argument("--skip-measures", action="store_true")
+    parser.add_argument("--skip-quantiles", action="store_true")
+    parser.add_argument("--skip-keys", action="store_true")
+    args = parser.parse_args()
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    python = peers_python(args.peers_venv)
+    start = time.perf_counter()
+    keys = [] if args.skip_keys else keys_section(python, args.data_dir, args.runs)
+    measures = [] if args.skip_measures else measures_section(python, args.data_dir, args.runs)
+    ranks = [] if args.skip_quantiles else quantiles_section(python, args.data_dir, args.runs)
+    timing = None if args.skip_time else time_section(python, args.data_dir)
+    print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
+    print(
+        f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}"
+        f" {'E dppub':>8} {'E PipelineDP':>13} {'E ratio':>8}"
+    )
+    for row in keys:
+        ours, theirs = float(np.mean(row["dppub"])), float(np.mean(row["pipelinedp"]))
+        ratio = ours / theirs if theirs else float("inf")
+        e_ours, e_theirs = row["dppub_expected"], row["pipelinedp_expected"]
+        e_ratio = e_ours / e_theirs if e_theirs else float("inf")
+        print(
+            f"{row['data']:8} {row['unit']:7} {row['max_partitions']:>2} {row['real_keys']:>5} "
+            f"{ours:>7.1f} {theirs:>11.1f} {ratio:>6.2f} {e_ours:>8.2f} {e_theirs:>13.2f}"
+            f" {e_ratio:>8.3f}"
+        )
+    if measures:
+        print(f"\nRMSE by education (6 declared groups), 20,000 rows, epsilon {EPSILON}")
+        print(
+            f"{'unit':10} {'table':15} {'measure':8} {'dppub':>10} {'PipelineDP':>11} {'ratio':>6}"
+        )
+        for r in measures:
+            ratio = r["dppub_rmse"] / r["pipelinedp_rmse"]
+            print(
+                f"{r['unit']:10} {r['table']:15} {r['measure']:8} {r['dppub_rmse']:>10.4g} "
+                f"{r['pipelinedp_rmse']:>11.4g} {ratio:>6.3f}"
+            )
+    if timing is not None:
+        print(
+            "\nWall time, count+sum+mean of income by zip (private keys), 300,000 rows: "
+            f"PipelineDP local {timing['pipelinedp_seconds']:.1f} s; dppub in-process "
+            f"{timing['dppub_in_process_seconds']:.1f} s, dppub run (Prefect start-up "
+            f"included) {timing['dppub_run_seconds']:.1f} s"
+        )
+    if ranks:
+        print("\nMedian of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
+        for r in ranks:
+            print(
+                f"{r['side']:8} mean {r['mean_pp']:.3f}  rms {r['rms_pp']:.3f}  "
+                f"max {r['max_pp']:.3f}  ({r['n']} medians)"
+            )
+    report = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "keys": keys,
+        "measures": measures,
+        "time": timing,
+        "quantiles": ranks,
+        "seconds": time.perf_counter() - start,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

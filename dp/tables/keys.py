@@ -1,0 +1,318 @@
+"""Private keys: which groups of a table may appear, chosen with (epsilon, delta).
+
+A ``keys: private`` table publishes only groups present in the data, and only some of them: a
+group seen in few units could reveal that one unit is there. Each rule below looks at one exact
+aggregate per key -- the number of privacy units with a row in it (:attr:`KeyWeights.units`) and
+the sum of the units' quantised weights (:attr:`KeyWeights.weights`) -- and releases a key with
+a probability that two neighbouring tables (one unit apart) cannot tell apart beyond
+(epsilon, delta). A key absent from the data is never a candidate, so it never appears.
+
+Rules (data-independent: chosen from epsilon, delta and ``max_partitions`` only):
+
+* ``threshold`` -- the optimal partition selection of Desfontaines, Voss, Gipson & Mandayam
+  (PoPETs 2022, Thm. 1): a key with ``n`` units is released with probability ``pi(n)``,
+  ``pi(0) = 0``, ``pi(n) = min(e^eps pi(n-1) + delta, 1 - e^-eps (1 - pi(n-1) - delta), 1)``.
+  These are exactly the largest probabilities that keep every pair ``(n, n+1)`` within
+  (eps, delta) in both directions; no rule on the count releases a key more often. When one unit
+  touches one key (row-level, or ``max_partitions = 1``) this is the whole release. Under a unit
+  touching up to ``m`` keys it runs at ``(eps/m, delta/m)`` per key (basic composition over the
+  unit's keys) -- what PipelineDP does.
+* ``gaussian`` -- weighted Gaussian selection (Gopi, Gulhane, Kulkarni, Shen, Shokouhi & Yekhanin,
+  ICML 2020, "Differentially private set union"): a unit with ``k`` kept keys gives each of them
+  the weight ``q(k) = floor(G / sqrt(k)) / G`` (grid ``G = 2^20``: sums are exact integers in
+  grid units, bit-identical across engines; rounding *down* keeps ``sum q(k)^2 <= 1``, so a unit's
+  weight vector has L2 norm at most 1 and the rounding needs no extra sensitivity). A key is
+  released when its weight plus ``N(0, sigma^2)`` exceeds ``rho``. Delta derivation: keys present
+  in both neighbours see a Gaussian mechanism of L2 sensitivity 1, ``(eps, delta_1)`` with the
+  analytic sigma (Balle & Wang 2018); keys present only where the unit is (at most ``t <= m``
+  keys, each of weight ``q(k) <= q(t)``) are released with probability at most
+  ``1 - Phi((rho - q(t)) / sigma)^t``, so ``rho = max_t q(t) + sigma Phi^-1((1 - delta_2)^(1/t))``
+  bounds it by ``delta_2``; delta = delta_1 + delta_2. The split of delta is the one (on a fixed
+  grid) with the smallest ``rho``.
+
+With ``m > 1`` the rule needing fewer units (each in ``m`` keys) to release a key with
+probability 1/2 is used; with ``m = 1`` always ``threshold`` (it is optimal there).
+
+Budget: a private-keys table spends ``(eps_select, delta)`` on the keys and the rest of epsilon
+on its measures, ``eps_select = eps / (1 + number of measures)`` -- the same share as one measure
+(PipelineDP's default accountant splits the same way), so the selection and each measure are
+equally loud; all of delta goes to the selection (the measures are pure-DP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import opendp.prelude as odp
+from scipy.special import ndtr, ndtri
+
+from dp.calibration import gaussian_delta, gaussian_sigma
+from dp.errors import ConfigError, InvariantError
+from dp.mechanisms import gaussian
+from dp.validation import check_delta, check_epsilon
+
+__all__ = [
+    "GRID",
+    "KeyRule",
+    "KeyWeights",
+    "gaussian_new_key_delta",
+    "key_rule",
+    "select_keys",
+    "selection_budget",
+    "threshold_delta",
+    "threshold_probabilities",
+    "unit_weight",
+]
+
+odp.enable_features("contrib")
+
+GRID = 1 << 20
+"""Weights are integers in units of ``1/GRID`` (exact sums, bit-identical merges)."""
+_SLACK = 1e-6
+"""Fraction of delta left unspent by the threshold rule: covers the sampler's float rounding."""
+_SPLITS = tuple(i / 20 for i in range(1, 20))
+"""The fractions of delta tried for the Gaussian rule's delta_1 (data-independent)."""
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def unit_weight(k: int) -> int:
+    """``floor(GRID / sqrt(k))``, exactly (integer square root), for a unit in ``k`` keys.
+
+    >>> unit_weight(1), unit_weight(4), unit_weight(2) ** 2 * 2 <= GRID**2
+    (1048576, 524288, True)
+    """
+    if k < 1:
+        raise InvariantError(f"a unit has at least one key, got {k!r}")
+    # floor(sqrt(x)) == isqrt(floor(x)) for real x >= 0, so this is floor(G / sqrt(k)) exactly.
+    return math.isqrt(GRID * GRID // k)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyWeights:
+    """The exact per-key aggregate a selection reads (never published)."""
+
+    labels: tuple[str, ...]
+    """Each key present in the data, sorted."""
+    units: IntArray
+    """Per key: the number of distinct units (rows when row-level) with a row in it."""
+    weights: IntArray
+    """Per key: the sum of its units' weights :func:`unit_weight`, in ``1/GRID`` units."""
+
+
+def threshold_probabilities(epsilon: float, delta: float) -> tuple[float, ...]:
+    """``pi(0..N)`` of the optimal rule (Desfontaines et al. 2022, Thm. 1), up to ``pi(N) = 1``.
+
+    Built with ``delta (1 - 1e-6)`` so the sampler's float rounding stays inside ``delta``
+    (:func:`threshold_delta` checks the probabilities actually drawn).
+
+    >>> p = threshold_probabilities(1.0, 1e-6); p[0], len(p) - 1
+    (0.0, 28)
+    """
+    eps, dl = check_epsilon(epsilon), check_delta(delta)
+    if dl <= 0.0:
+        raise ConfigError(f"private keys need delta > 0, got {delta!r}")
+    d = dl * (1.0 - _SLACK)
+    up, down = math.exp(eps), math.exp(-eps)
+    probs = [0.0]
+    while probs[-1] < 1.0:
+        q = probs[-1]
+        probs.append(min(up * q + d, 1.0 - down * (1.0 - q - d), 1.0))
+    return tuple(probs)
+
+
+def _drawn(p: float) -> Fraction:
+    """The probability :func:`_bernoulli` really releases with, as an exact rational."""
+    if p <= 0.0 or p >= 1.0:
+        return Fraction(1 if p >= 1.0 else 0)
+    if p >= 0.5:
+        return Fraction(p)
+    return 1 - Fraction(1.0 - p)
+
+
+def threshold_delta(probabilities: tuple[float, ...], epsilon: float) -> float:
+    """The smallest delta for which the drawn probabilities are (epsilon, delta)-DP, exactly.
+
+    Checks both directions of every neighbouring pair of counts in rational arithmetic, with
+    ``e^eps`` rounded down (so the delta returned is never too small).
+    """
+    e = Fraction(math.exp(epsilon)) * (1 - Fraction(1, 1 << 50))
+    p = [_drawn(x) for x in probabilities] + [Fraction(1)]
+    worst = Fraction(0)
+    for a, b in pairwise(p):
+        if b < a:
+            raise InvariantError("threshold probabilities must not decrease")
+        worst = max(worst, b - e * a, (1 - a) - e * (1 - b))
+    return float(worst) if worst == 0 else math.nextafter(float(worst), 1.0)
+
+
+def gaussian_new_key_delta(*, rho: float, sigma: float, max_partitions: int) -> float:
+    """``max_t 1 - Phi((rho - q(t)) / sigma)^t``: the chance a removed unit's own keys show."""
+    worst = 0.0
+    for t in range(1, max_partitions + 1):
+        tail = float(ndtr(-(rho - unit_weight(t) / GRID) / sigma))
+        worst = max(worst, -math.expm1(t * math.log1p(-tail)))
+    return worst
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyRule:
+    """A data-independent selection rule with its proven (epsilon, delta)."""
+
+    kind: Literal["threshold", "gaussian"]
+    epsilon: float
+    delta: float
+    max_partitions: int
+    probabilities: tuple[float, ...] = ()
+    """``threshold``: release probability by unit count (at ``eps/m, delta/m``)."""
+    sigma: float = 0.0
+    """``gaussian``: the noise's standard deviation (weights in units of 1)."""
+    rho: float = 0.0
+    """``gaussian``: the release threshold."""
+    delta_noise: float = 0.0
+    """``gaussian``: the Gaussian mechanism's share of delta (the rest bounds new keys)."""
+
+    def units_for_half(self) -> float:
+        """Units (each in ``max_partitions`` keys) a key needs to be released half the time."""
+        if self.kind == "threshold":
+            return float(next(n for n, p in enumerate(self.probabilities) if p >= 0.5))
+        return self.rho / (unit_weight(self.max_partitions) / GRID)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``release.json`` states about the rule."""
+        out: dict[str, Any] = {
+            "rule": self.kind,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "max_partitions_per_unit": self.max_partitions,
+        }
+        if self.kind == "gaussian":
+            out |= {"sigma": self.sigma, "threshold": self.rho, "weight_grid": GRID}
+        else:
+            out |= {"always_released_from_units": len(self.probabilities) - 1}
+        return out
+
+
+def _threshold_rule(eps: float, delta: float, m: int) -> KeyRule:
+    probs = threshold_probabilities(eps / m, delta / m)
+    spent = threshold_delta(probs, eps / m)
+    if spent * m > delta:
+        raise InvariantError(f"threshold rule spends delta {spent * m!r} > {delta!r}")
+    return KeyRule(
+        kind="threshold", epsilon=eps, delta=delta, max_partitions=m, probabilities=probs
+    )
+
+
+def _gaussian_rule(eps: float, delta: float, m: int) -> KeyRule:
+    best: KeyRule | None = None
+    for share in _SPLITS:
+        d1 = delta * share
+        d2 = (delta - d1) * (1.0 - _SLACK)
+        sigma = gaussian_sigma(l2_sensitivity=1.0, epsilon=eps, delta=d1)
+        rho = max(
+            unit_weight(t) / GRID + sigma * -float(ndtri(-math.expm1(math.log1p(-d2) / t)))
+            for t in range(1, m + 1)
+        )
+        if best is None or rho < best.rho:
+            best = KeyRule(
+                kind="gaussian",
+                epsilon=eps,
+                delta=delta,
+                max_partitions=m,
+                sigma=sigma,
+                rho=rho,
+                delta_noise=d1,
+            )
+    if best is None:  # pragma: no cover - _SPLITS is not empty
+        raise InvariantError("no delta split")
+    spent = gaussian_delta(sigma=best.sigma, l2_sensitivity=1.0, epsilon=eps)
+    spent += gaussian_new_key_delta(rho=best.rho, sigma=best.sigma, max_partitions=m)
+    if spent > delta:
+        raise InvariantError(f"Gaussian key rule spends delta {spent!r} > {delta!r}")
+    return best
+
+
+@lru_cache(maxsize=64)
+def key_rule(epsilon: float, delta: float, max_partitions: int = 1) -> KeyRule:
+    """The rule for (epsilon, delta) and up to ``max_partitions`` keys per unit.
+
+    >>> key_rule(1.0, 1e-6).kind, key_rule(0.5, 1e-6, 4).kind
+    ('threshold', 'gaussian')
+    """
+    eps, dl = check_epsilon(epsilon), check_delta(delta)
+    if dl <= 0.0:
+        raise ConfigError(f"private keys need delta > 0, got {delta!r}")
+    if max_partitions < 1:
+        raise ConfigError(f"max_partitions_per_unit must be >= 1, got {max_partitions!r}")
+    rule = _threshold_rule(eps, dl, max_partitions)
+    if max_partitions == 1:
+        return rule
+    other = _gaussian_rule(eps, dl, max_partitions)
+    return other if other.units_for_half() < rule.units_for_half() else rule
+
+
+def selection_budget(epsilon: float, delta: float, measures: int) -> tuple[float, float, float]:
+    """``(eps_select, delta_select, eps_measures)``: the selection costs as much as one measure.
+
+    >>> selection_budget(1.0, 1e-6, 3)
+    (0.25, 1e-06, 0.75)
+    """
+    eps = check_epsilon(epsilon)
+    if measures < 1:
+        raise ConfigError(f"a table needs at least one measure, got {measures!r}")
+    select = eps / (1 + measures)
+    return select, check_delta(delta), eps - select
+
+
+@lru_cache(maxsize=64)
+def _bernoulli_measurement(prob: float) -> Any:
+    return odp.m.make_randomized_response_bool(prob=prob)
+
+
+def _bernoulli(p: float, rng: np.random.Generator | None) -> bool:
+    """True with probability :func:`_drawn` ``(p)``: OpenDP's exact randomized response (a
+    Bernoulli draw from the OS's CSPRNG), or a seeded generator in tests."""
+    if p <= 0.0 or p >= 1.0:
+        return p >= 1.0
+    if rng is not None:
+        return bool(rng.random() < float(_drawn(p)))
+    if p >= 0.5:
+        return bool(_bernoulli_measurement(p)(True))
+    return bool(_bernoulli_measurement(1.0 - p)(False))
+
+
+def select_keys(
+    data: KeyWeights, rule: KeyRule, *, rng: np.random.Generator | None = None
+) -> BoolArray:
+    """Which keys of ``data`` the rule releases (one draw per key present in the data).
+
+    Args:
+        data: the exact per-key aggregate.
+        rule: from :func:`key_rule`.
+        rng: ``None`` for release-grade randomness; a seeded generator for tests only.
+    """
+    n = len(data.labels)
+    if len(data.units) != n or len(data.weights) != n:
+        raise InvariantError("key weights are not aligned with their labels")
+    if rule.kind == "gaussian":
+        noisy = gaussian(
+            data.weights.astype(np.float64) / GRID,
+            l2_sensitivity=1.0,
+            epsilon=rule.epsilon,
+            delta=rule.delta_noise,
+            rng=rng,
+        )
+        return np.asarray(noisy > rule.rho, dtype=np.bool_)
+    probs = rule.probabilities
+    last = len(probs) - 1
+    return np.fromiter(
+        (_bernoulli(probs[min(int(c), last)], rng) for c in data.units), dtype=np.bool_, count=n
+    )

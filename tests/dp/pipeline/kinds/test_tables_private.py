@@ -1,0 +1,130 @@
+"""``keys: private`` tables, published in-process: only real keys, large groups always, the
+rule and its (epsilon, delta) stated, delta charged, an empty selection an empty table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dp.errors import ConfigError
+from dp.ledger import Ledger
+from dp.pipeline.kinds.tables import TableKind
+from dp.pipeline.plan import load_plan
+from tests.dp.pipeline.published_run import publish_in_process
+
+BIG = [f"S{i:02d}" for i in range(5)]
+"""400 rows each, from 300 persons who visit no other site: always released (see below)."""
+TINY = [f"T{i:02d}" for i in range(15)]
+"""One row, one person each."""
+
+
+def visits(tmp: Path) -> Path:
+    rng = np.random.default_rng(26)
+    sites = [s for s in BIG for _ in range(400)] + TINY
+    persons = [f"{s}-{i % 300}" for s in BIG for i in range(400)] + [f"q{t}" for t in TINY]
+    frame = pd.DataFrame(
+        {"site": sites, "person": persons, "hours": rng.uniform(1, 99, len(sites)).round(1)}
+    )
+    path = tmp / "visits.parquet"
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def config(tmp: Path, data: Path, table: dict[str, Any] | None = None, **dataset: Any) -> Path:
+    item = {
+        "name": "visits_by_site",
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "by": ["site"],
+        "keys": "private",
+        "measures": ["count", {"mean": "hours"}],
+    }
+    raw: dict[str, Any] = {
+        "dataset": {
+            "name": "visits",
+            "path": str(data),
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "columns": {
+                "site": {"type": "string"},
+                "person": {"type": "string"},
+                "hours": {"type": "float", "bounds": [1, 99]},
+            },
+            **dataset,
+        },
+        "tables": [{**item, **(table or {})}],
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _publish(tmp: Path, cfg: Path) -> tuple[pd.DataFrame, dict[str, Any], list[dict[str, Any]]]:
+    ledger = tmp / "ledger.sqlite"
+    folder = publish_in_process(cfg, ledger, tmp / "out").folder
+    answers = pd.read_csv(folder / "visits_by_site" / "answers.csv", dtype={"site": str})
+    release = json.loads((folder / "visits_by_site" / "release.json").read_text())
+    rows = [r for r in Ledger(str(ledger), create=False).history() if r["event"] == "release"]
+    return answers, release, rows
+
+
+# False-failure rates: a one-row key is released with probability pi(1) ~ 1e-6 (threshold rule)
+# or below 1e-6 (Gaussian), 15 such keys: < 2e-5 per test. The big keys are always released:
+# threshold, 400 units >= the 74 from which pi = 1; Gaussian (m = 4), each key's weight is 300
+# (its persons visit one site), > 200 above the threshold 65, 16 sigma.
+@pytest.mark.slow  # ~3 s: two tables published
+def test_private_keys_publish_only_real_keys_row_level_and_per_unit(tmp_path: Path) -> None:
+    data = visits(tmp_path)
+    answers, release, rows = _publish(tmp_path, config(tmp_path, data))
+    assert set(answers["site"]) == set(BIG)
+    assert set(answers["measure"]) == {"count", "mean(hours)"}
+    counts = answers[answers["measure"] == "count"].set_index("site")["answer"]
+    assert counts.between(400 - 60, 400 + 60).all()  # Laplace of scale 1/0.35: 60 is 21 scales
+    details = release["details"]
+    rule = details["key_selection"]
+    assert rule["rule"] == "threshold" and rule["released_keys"] == len(BIG)
+    assert rule["epsilon"] == pytest.approx(1.0 / 3) and rule["delta"] == 1e-6
+    assert sum(details["split"].values()) == pytest.approx(2.0 / 3)
+    assert [(r["epsilon"], r["delta"]) for r in rows] == [(1.0, 1e-6)]
+
+    unit = tmp_path / "unit"
+    unit.mkdir()
+    cfg = config(unit, data, privacy_unit="person", max_rows_per_unit=8, max_partitions_per_unit=4)
+    answers, release, _ = _publish(unit, cfg)
+    assert set(answers["site"]) == set(BIG)
+    rule = release["details"]["key_selection"]
+    assert rule["rule"] == "gaussian" and rule["max_partitions_per_unit"] == 4
+
+
+@pytest.mark.slow  # ~2 s: one table published
+def test_a_selection_of_no_key_publishes_an_empty_table(tmp_path: Path) -> None:
+    data = tmp_path / "few.parquet"
+    pd.DataFrame({"site": TINY, "person": TINY, "hours": [5.0] * len(TINY)}).to_parquet(data)
+    answers, release, rows = _publish(tmp_path, config(tmp_path, data))
+    assert answers.empty
+    assert list(answers.columns) == ["site", "measure", "answer", "std_error", "ci_low", "ci_high"]
+    assert release["details"]["key_selection"]["released_keys"] == 0
+    assert [(r["epsilon"], r["delta"]) for r in rows] == [(1.0, 1e-6)]  # the selection was paid
+
+
+def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: Path) -> None:
+    data = visits(tmp_path)
+    (plan,) = load_plan(config(tmp_path, data)).releases
+    assert plan.spec.selection is not None and plan.spec.selection.kind == "threshold"
+    shown = TableKind().plan_text(TableKind().describe(plan))
+    assert "groups selected from the data (keys private: threshold rule at epsilon 0.3333" in shown
+    assert "count: epsilon 0.3493, expected RMSE" in shown  # 2/3 of epsilon for the measures
+    bad = [
+        ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
+        ({"by": ["site", "person"]}, "keys: private takes one by column"),
+        ({"margins": True}, "publishes count, sum and mean without margins"),
+        ({"measures": [{"quantile": "hours", "at": [0.5]}]}, "without margins"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            load_plan(config(tmp_path, data, change))
