@@ -26,6 +26,7 @@ from dp.pipeline.html.sections import (
     read_json,
 )
 from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.regression import RegressionResult
 
 __all__ = ["clustering_plot", "coefficient_frame", "k_anonymity_plot", "regression_plot"]
 
@@ -78,7 +79,7 @@ def _forest(ax: Any, rows: pd.DataFrame, names: list[str], colour: str) -> bool:
     return banded
 
 
-def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def regression_plot(summary: ReleaseSummary, result: RegressionResult, folder: Path) -> Section:
     """A forest plot: one row per coefficient (per task and feature for a trace regression)."""
     frame = coefficient_frame(summary, folder)
     # A logistic functional-mechanism table names its intervals for what they cover (the Taylor
@@ -89,7 +90,7 @@ def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
     table = frame_table(frame, caption="Coefficients", columns=[*columns, prefix + "ci_high"])
     if surrogate:
         frame = frame.rename(columns=lambda c: c.removeprefix("surrogate_"))
-    title = f"{summary.name}: coefficients of {summary.details.get('target', 'the target')}"
+    title = f"{summary.name}: coefficients of {result.target}"
     if "task" in frame.columns:  # small multiples: one panel per feature, tasks as rows
         features = list(pd.unique(frame["feature"]))
         tasks = list(pd.unique(frame["task"]))

@@ -2,8 +2,8 @@
 
 Reads ``answers.parquet`` (``query``, ``answer``, and when published ``label``, ``std_error``,
 ``ci_low``, ``ci_high``) and ``estimate.parquet`` (one column per axis, then ``estimate``). The
-workload's shape comes from the release's details (``workload``) or, for a release that does
-not say, from its files: the number of axes, the number of queries and the query labels.
+workload's shape comes from the release's typed result (``workload``) or, where it names none,
+from its files: the number of axes, the number of queries and the query labels.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 from dp.pipeline.html.figures import BAND, INK, label_inches, new_figure, to_svg
 from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
 from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.workload import WorkloadResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,16 +29,16 @@ _MAX_TICKS = 12
 _ANNOTATE_CELLS = 60
 
 
-def workload_shape(details: dict[str, Any], answers: pd.DataFrame, cells: int, axes: int) -> str:
-    """``prefix``, ``all_range``, ``total``, ``marginals`` or ``identity``.
+def workload_shape(declared: str | None, answers: pd.DataFrame, cells: int, axes: int) -> str:
+    """``prefix``, ``all_range``, ``total``, ``marginals`` or ``identity``: ``declared`` if
+    given, else what the files show.
 
-    >>> workload_shape({}, pd.DataFrame({"answer": [1.0] * 6}), 3, 1)
+    >>> workload_shape(None, pd.DataFrame({"answer": [1.0] * 6}), 3, 1)
     'all_range'
-    >>> workload_shape({}, pd.DataFrame({"label": ["age <= 17", "age <= 18"]}), 2, 1)
+    >>> workload_shape(None, pd.DataFrame({"label": ["age <= 17", "age <= 18"]}), 2, 1)
     'prefix'
     """
-    declared = details.get("workload")
-    if isinstance(declared, str):
+    if declared:
         return declared
     q = len(answers)
     if q == 1 and cells > 1:
@@ -176,13 +177,13 @@ def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -
     return to_svg(fig, key=summary.name)
 
 
-def workload_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def workload_plot(summary: ReleaseSummary, result: WorkloadResult, folder: Path) -> Section:
     """See the module docstring."""
     base = folder / summary.name
     answers = pd.read_parquet(base / "answers.parquet")
     estimate = pd.read_parquet(base / "estimate.parquet")
     axes = [str(c) for c in estimate.columns[: estimate.columns.get_loc("estimate")]]
-    shape = workload_shape(dict(summary.details), answers, len(estimate), len(axes))
+    shape = workload_shape(result.workload, answers, len(estimate), len(axes))
     figures: list[Any] = []
     captions: list[str] = []
     if len(axes) >= 2:

@@ -66,13 +66,13 @@ def test_a_second_run_sees_the_first_in_its_budget_context(demo: Demo) -> None:
 
 def test_workload_shapes_from_details_files_and_labels() -> None:
     answers = pd.DataFrame({"answer": [1.0, 2.0, 3.0]})
-    assert workload_shape({"workload": "prefix"}, answers, 3, 1) == "prefix"
-    assert workload_shape({}, answers, 3, 1) == "identity"
-    assert workload_shape({}, answers, 2, 1) == "all_range"  # 3 ranges over 2 cells
-    assert workload_shape({}, pd.DataFrame({"answer": [5.0]}), 4, 2) == "total"
-    assert workload_shape({}, pd.DataFrame({"answer": [1.0] * 4}), 4, 2) == "marginals"
+    assert workload_shape("prefix", answers, 3, 1) == "prefix"
+    assert workload_shape(None, answers, 3, 1) == "identity"
+    assert workload_shape(None, answers, 2, 1) == "all_range"  # 3 ranges over 2 cells
+    assert workload_shape(None, pd.DataFrame({"answer": [5.0]}), 4, 2) == "total"
+    assert workload_shape(None, pd.DataFrame({"answer": [1.0] * 4}), 4, 2) == "marginals"
     labels = pd.DataFrame({"label": ["age = 17", "age = 18"], "answer": [1.0, 2.0]})
-    assert workload_shape({}, labels, 2, 1) == "identity"
+    assert workload_shape(None, labels, 2, 1) == "identity"
 
 
 def _copy_run(demo: Demo, tmp_path: Path) -> Path:
