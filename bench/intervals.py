@@ -74,9 +74,10 @@ from dp.reference.regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,
+    sufficient_statistics,
 )
 from dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
-from dp.regression.statistics import SufficientStatistics, sufficient_statistics  # noqa: E402
+from dp.regression.statistics import SufficientStatistics  # noqa: E402
 from dp.regression.trace import TraceFit  # noqa: E402
 from dp.regression.uncertainty import coefficient_table  # noqa: E402
 from dp.schema import ColumnSpec  # noqa: E402

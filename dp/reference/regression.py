@@ -4,7 +4,7 @@ the live fits against, never used by a release.
 A release fits from exact sufficient statistics or loss sums that the engine folds over the
 data (:meth:`dp.regression.LinearRegression.fit_statistics`...). Here the same estimators fit
 rows held in memory: the subclasses add ``fit(X, y)``, which sums the statistics of the rows
-(:func:`~dp.regression.statistics.sufficient_statistics`, objective perturbation's loss over
+(:func:`sufficient_statistics`, :func:`objective_perturbation`'s loss over
 :func:`~dp.regression.logistic.normalised_rows`) and hands them to the live fit, so both paths
 make the same release bit for bit. A fit returns the live frozen result
 (:class:`~dp.regression.linear.LinearFit`...); :func:`predict` and friends read it.
@@ -31,8 +31,9 @@ from dp.errors import ConfigError, InputError
 from dp.regression import linear, logistic, trace
 from dp.regression.linear import LinearFit
 from dp.regression.logistic import LogisticFit, normalised_rows
-from dp.regression.objective import objective_perturbation
-from dp.regression.statistics import sufficient_statistics
+from dp.regression.losssums import logistic_sums
+from dp.regression.objective import ObjectiveRelease, minimise_objective
+from dp.regression.statistics import Design, SufficientStatistics, exact_moments
 from dp.regression.trace import TraceFit
 
 __all__ = [
@@ -42,11 +43,37 @@ __all__ = [
     "check_training_data",
     "decision_function",
     "design_matrix",
+    "objective_perturbation",
     "predict",
     "predict_proba",
+    "sufficient_statistics",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> SufficientStatistics:
+    """The statistics of rows in memory (:func:`~dp.regression.statistics.exact_moments`),
+    rounded once to float64: what the engine's folds must equal."""
+    return exact_moments(X, y, design).statistics(design)
+
+
+def objective_perturbation(
+    Z: FloatArray, y: FloatArray, *, epsilon: float, rng: np.random.Generator | None = None
+) -> ObjectiveRelease:
+    """Epsilon-DP logistic regression on normalised rows in memory (``||z|| <= 1``, on the
+    fixed-point grid of :func:`dp.regression.logistic.normalised_rows`) and labels in {0, 1}:
+    :func:`~dp.regression.objective.minimise_objective` on their loss sums.
+
+    Args:
+        Z: normalised design (the caller clips, scales and quantises).
+        y: labels in {0, 1}.
+        epsilon: total privacy parameter.
+        rng: ``None`` for release-grade (OpenDP) noise; a seeded generator for tests only.
+    """
+    return minimise_objective(
+        lambda w: logistic_sums(Z, y, w), p=Z.shape[1], epsilon=epsilon, rng=rng
+    )
 
 
 def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:

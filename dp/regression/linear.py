@@ -209,7 +209,7 @@ class LinearRegression:
         The same mechanism, and for the same statistics and seeded ``rng`` the same coefficients, as
         the row fit of :mod:`dp.reference.regression`. Privacy rests on ``exact`` having been summed
         from rows clipped and shifted by :meth:`design` ``(d)``
-        (:func:`~dp.regression.statistics.sufficient_statistics` or the streaming engine given that
+        (:func:`~dp.regression.statistics.exact_moments` or the streaming engine given that
         design): the sensitivities assume it.
 
         Args:

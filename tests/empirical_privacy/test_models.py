@@ -71,11 +71,16 @@ import dp.mechanisms
 from dp.mechanisms import gaussian, laplace
 from dp.reference import regression as reference_module
 from dp.reference.empirical_privacy import AuditResult, audit, looped
-from dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
+from dp.reference.regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    objective_perturbation,
+)
 from dp.regression import adassp as adassp_module
 from dp.regression import functional as functional_module
 from dp.regression.linear import LinearFit
-from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE, objective_perturbation
+from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dp.regression.trace import TraceFit
 

@@ -62,7 +62,7 @@ EstimatorT = TypeVar("EstimatorT")
 JSON: TypeAlias = "str | int | float | bool | Sequence[JSON] | Mapping[str, JSON] | None"
 """A JSON-ready value (str, number, bool, None, list, dict). Read-only containers
 (``Sequence``, ``Mapping``), so a ``list[str]`` or a ``dict[str, float]`` is one too. Reading
-one back, :func:`text`, :func:`number`, :func:`record`... check what it is."""
+one back, :func:`as_str`, :func:`as_float`, :func:`as_object`... check what it is."""
 
 
 def _wrong(value: JSON, want: str) -> InvariantError:

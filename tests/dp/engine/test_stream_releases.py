@@ -29,7 +29,8 @@ from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.reference.anonymize import anonymize
 from dp.reference.frame import read_table
 from dp.reference.kmeans import KMeans
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.reference.regression import sufficient_statistics
+from dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 

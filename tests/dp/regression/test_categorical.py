@@ -16,13 +16,19 @@ from hypothesis import strategies as st
 from dp.engine import logistic_sums_stream, regression_statistics_stream
 from dp.errors import ConfigError, InputError
 from dp.numerics.domains import TargetDomain
-from dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression, predict
+from dp.reference.regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    predict,
+    sufficient_statistics,
+)
 from dp.regression import l1_sensitivity, l2_sensitivity
 from dp.regression.encoding import FeatureEncoding
 from dp.regression.logistic import normalised_rows
 from dp.regression.losssums import logistic_sums
 from dp.regression.sensitivity import PARTS
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import Design
 from dp.schema import ColumnSpec, TableSchema
 
 AGE = ColumnSpec(name="age", type="int", bounds=(20, 60))

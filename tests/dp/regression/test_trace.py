@@ -13,9 +13,9 @@ from dp.budget import PrivacyCost, compose
 from dp.errors import ConfigError, InputError, SolverError
 from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.numerics.fixedpoint import ONE, quantise
-from dp.reference.regression import TraceRegression, predict
+from dp.reference.regression import TraceRegression, predict, sufficient_statistics
 from dp.regression import lowrank
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import Design
 
 
 def _ball(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -11,8 +11,13 @@ import numpy as np
 import pytest
 
 from dp.errors import ConfigError, InputError
-from dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
-from dp.regression.statistics import SufficientStatistics, sufficient_statistics
+from dp.reference.regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    sufficient_statistics,
+)
+from dp.regression.statistics import SufficientStatistics
 from dp.regression.uncertainty import (
     NO_INTERVALS,
     cluster_table,
