@@ -28,7 +28,7 @@ the trace regression); for workloads the truth is the non-private answer.
 Noise. Workload measurements are simulated with numpy's Laplace sampler (``A x + Lap(b)``,
 same distribution as the release, far faster than OpenDP's sampler); models are fitted by
 their own ``fit_statistics`` with a seeded generator (dp.mechanisms' reproducible sampler),
-and each table is made from the noisy statistics the fitted model kept (``released_``), as
+and each table is made from the noisy statistics the fitted model kept (``released``), as
 the pipeline makes it.
 
 Data. The demo table (``data/generate.py``, 50,000 rows, generated as the Makefile does if
@@ -48,7 +48,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
-import copy
 import json
 import subprocess
 import sys
@@ -71,9 +70,15 @@ from dp.matrix.intervals import answer_intervals, least_squares_intervals  # noq
 from dp.matrix.measure import Measurement  # noqa: E402
 from dp.matrix.reconstruct import reconstruct  # noqa: E402
 from dp.reference.histogram import histogram  # noqa: E402
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression  # noqa: E402
+from dp.reference.regression import (  # noqa: E402
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    sufficient_statistics,
+)
 from dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
-from dp.regression.statistics import SufficientStatistics, sufficient_statistics  # noqa: E402
+from dp.regression.statistics import SufficientStatistics  # noqa: E402
+from dp.regression.trace import TraceFit  # noqa: E402
 from dp.regression.uncertainty import coefficient_table  # noqa: E402
 from dp.schema import ColumnSpec  # noqa: E402
 
@@ -304,7 +309,7 @@ def model_jobs(runs: int) -> list[dict[str, Any]]:
     ]
 
 
-def same_penalty_fit(fitted: TraceRegression, exact: list[SufficientStatistics]) -> np.ndarray:
+def same_penalty_fit(fitted: TraceFit, exact: list[SufficientStatistics]) -> np.ndarray:
     """The trace estimator without noise: the released fit's penalty on the exact statistics,
     then the same refit in the selected subspace (its rank selection is part of the target)."""
     grams, moments = [e.gram for e in exact], [e.moment for e in exact]
@@ -312,7 +317,7 @@ def same_penalty_fit(fitted: TraceRegression, exact: list[SufficientStatistics])
     shape = (exact[0].dim, len(exact))
     b = solve_nuclear(grams, moments, shape=shape, lam=lam, per_column=True)
     b, _ = refit_in_subspace(b, grams, moments, per_column=True)
-    return np.asarray((b / fitted.design(shape[0]).feature_scale[:, None]).T.ravel())
+    return np.asarray((b / fitted.model.design(shape[0]).feature_scale[:, None]).T.ravel())
 
 
 def run_model(job: dict[str, Any]) -> dict[str, Any]:
@@ -322,10 +327,9 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
     hits, se2, err2, hits_np = [], [], [], []
     start = time.perf_counter()
     for _ in range(job["runs"]):
-        fitted = copy.copy(model).fit_statistics(exact, d=2, rng=rng)
+        fitted = model.fit_statistics(exact, d=2, rng=rng)
         table = coefficient_table(
             fitted,
-            fitted.released_,
             features=["age", "hours"],
             tasks=EDUCATION if blocks > 1 else None,
             replicates=job["replicates"],

@@ -54,7 +54,12 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression  # noqa: E402
+from dp.reference.regression import (  # noqa: E402
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    predict,
+)
 
 Fitter = Callable[[np.ndarray, np.ndarray, float, dict[str, Any], np.random.Generator], Any]
 
@@ -125,7 +130,7 @@ def _fit_dppub(method: str) -> Fitter:
         if method == "adassp":
             kw["delta"] = 1e-6
         model = LinearRegression(eps, **kw).fit(X, y, rng=rng)
-        return model.coef_, model.intercept_, model.predict
+        return model.coef, model.intercept, lambda Z: predict(model, Z)
 
     return fit
 
@@ -141,8 +146,8 @@ def _fit_diffprivlib(X, y, eps, b, rng):  # type: ignore[no-untyped-def]
             bounds_y=b["bounds_y"],
             random_state=int(rng.integers(2**31)),
         ).fit(X, y)
-    coef = np.asarray(model.coef_, float)
-    return coef, float(model.intercept_), lambda Z: Z @ coef + float(model.intercept_)
+    coef = np.asarray(model.coef, float)
+    return coef, float(model.intercept), lambda Z: Z @ coef + float(model.intercept)
 
 
 def _ols(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
@@ -260,13 +265,14 @@ def run_logistic(seeds: int, include_dpl: bool, results: dict) -> None:
                             m = DPLogit(
                                 epsilon=eps, data_norm=1.0, random_state=int(rng.integers(2**31))
                             ).fit(Xtr, ytr)
-                        coef = np.r_[np.ravel(m.coef_), np.ravel(m.intercept_)]
+                        coef = np.r_[np.ravel(m.coef), np.ravel(m.intercept)]
                         pred = m.predict(Xte)
                     else:
-                        model = LogisticRegression(eps, data_norm=1.0, method=name)
-                        model.fit(Xtr, ytr, rng=rng)
-                        coef = np.r_[model.coef_, model.intercept_]
-                        pred = model.predict(Xte)
+                        fit = LogisticRegression(eps, data_norm=1.0, method=name).fit(
+                            Xtr, ytr, rng=rng
+                        )
+                        coef = np.r_[fit.coef, fit.intercept]
+                        pred = predict(fit, Xte)
                     _count(results, f"logistic {name}", not np.all(np.isfinite(coef)))
                     err = float(np.mean(pred != yte))
                     excess.setdefault((name, eps), []).append(100 * (err - base))
@@ -294,24 +300,25 @@ def run_trace(seeds: int, results: dict) -> None:
         X, y, tasks, B = _multitask(rng)
         scale = float(np.linalg.norm(B))
         for eps in EPSILONS:
-            model = TraceRegression(eps, n_tasks=20, data_norm=1.0, bounds_y=(-1, 1))
-            model.fit(X, y, tasks=tasks, rng=rng)
+            model = TraceRegression(eps, n_tasks=20, data_norm=1.0, bounds_y=(-1, 1)).fit(
+                X, y, tasks=tasks, rng=rng
+            )
             indep = np.column_stack(
                 [
                     LinearRegression(eps, data_norm=1.0, bounds_y=(-1, 1), fit_intercept=False)
                     .fit(X[tasks == t], y[tasks == t], rng=rng)
-                    .coef_
+                    .coef
                     for t in range(20)
                 ]
             )
-            err = float(np.linalg.norm(model.coef_ - B))
-            bad = not np.all(np.isfinite(model.coef_)) or err > 100 * scale
+            err = float(np.linalg.norm(model.coef - B))
+            bad = not np.all(np.isfinite(model.coef)) or err > 100 * scale
             _count(results, "trace", bad)
             ratios.setdefault(("vs independent LinearRegression", eps), []).append(
                 err / float(np.linalg.norm(indep - B))
             )
             ratios.setdefault(("vs same-noise independent", eps), []).append(
-                err / float(np.linalg.norm(model.independent_coef_ - B))
+                err / float(np.linalg.norm(model.independent_coef - B))
             )
             ratios.setdefault(("trace error / ||B||_F", eps), []).append(err / scale)
     for (name, eps), r in ratios.items():

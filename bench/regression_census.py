@@ -41,7 +41,12 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression  # noqa: E402
+from dp.reference.regression import (  # noqa: E402
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    predict,
+)
 from dp.regression.encoding import FeatureEncoding  # noqa: E402
 from dp.schema import ColumnSpec  # noqa: E402
 
@@ -86,8 +91,8 @@ def run_categorical(seeds: int) -> list[dict[str, Any]]:
         rows = []
         for seed in range(seeds):
             m = LinearRegression(eps, encoding=enc, bounds_y=AGE, delta=1e-6)
-            m.fit(X, y, rng=np.random.default_rng([seed, 1]))
-            rows.append(_mse(m.predict(X), y) / var)
+            m = m.fit(X, y, rng=np.random.default_rng([seed, 1]))
+            rows.append(_mse(predict(m, X), y) / var)
         out.append(
             {
                 "model": "linear auto (delta 1e-6)",
@@ -116,8 +121,8 @@ def run_categorical(seeds: int) -> list[dict[str, Any]]:
         rows = []
         for seed in range(seeds):
             lm = LogisticRegression(eps, encoding=lenc)
-            lm.fit(LX, labels, rng=np.random.default_rng([seed, 2]))
-            rows.append(float(np.mean(lm.predict(LX) == labels)))
+            lm = lm.fit(LX, labels, rng=np.random.default_rng([seed, 2]))
+            rows.append(float(np.mean(predict(lm, LX) == labels)))
         out.append(
             {
                 "model": "logistic objective",
@@ -137,8 +142,8 @@ def run_categorical(seeds: int) -> list[dict[str, Any]]:
         rows = []
         for seed in range(seeds):
             tm = TraceRegression(eps, n_tasks=2, encoding=tenc, bounds_y=(0.0, AGE[1]))
-            tm.fit(TX, y, tasks=tasks, rng=np.random.default_rng([seed, 3]))
-            rows.append(_mse(np.clip(tm.predict(TX, tasks=tasks), *AGE), y) / var)
+            tm = tm.fit(TX, y, tasks=tasks, rng=np.random.default_rng([seed, 3]))
+            rows.append(_mse(np.clip(predict(tm, TX, tasks=tasks), *AGE), y) / var)
         out.append(
             {
                 "model": "trace (task = sex)",
@@ -172,8 +177,8 @@ def run_auto(seeds: int, synthetic_seeds: int) -> list[dict[str, Any]]:
             rows, release = [], ""
             for seed in range(seeds):
                 m = LinearRegression(eps, encoding=enc, bounds_y=AGE, method=method, delta=delta)
-                m.fit(X, y, rng=np.random.default_rng([seed, 4]))
-                rows.append(_mse(m.predict(X), y) / var)
+                fit = m.fit(X, y, rng=np.random.default_rng([seed, 4]))
+                rows.append(_mse(predict(fit, X), y) / var)
                 release = m.plan()["release"]
             out.append(
                 {
@@ -199,8 +204,8 @@ def run_auto(seeds: int, synthetic_seeds: int) -> list[dict[str, Any]]:
             th = np.linalg.lstsq(As, ys[:80_000], rcond=None)[0]
             base = _mse(Xs[80_000:] @ th[:-1] + th[-1], ys[80_000:])
             m = LinearRegression(0.1, data_norm=1.0, bounds_y=(-1, 1), method=method, delta=delta)
-            m.fit(Xs[:80_000], ys[:80_000], rng=rng)
-            rows.append(_mse(m.predict(Xs[80_000:]), ys[80_000:]) / base)
+            m = m.fit(Xs[:80_000], ys[:80_000], rng=rng)
+            rows.append(_mse(predict(m, Xs[80_000:]), ys[80_000:]) / base)
         out.append(
             {
                 "data": "synthetic ball d=30 sigma=0.1",

@@ -22,33 +22,34 @@ rounded to float64 once: the counts exactly, the sums within ``2^-16 a_j`` of th
 difference between neighbours (up to ``MAX_ROWS`` rows), which :func:`sum_sensitivity` adds.
 The aggregates therefore do not depend on the order of the rows, batches or partitions.
 
-The exact per-iteration aggregates can come from rows in memory (:meth:`KMeans.fit`) or from any
-fold over the rows (:meth:`KMeans.fit_steps`, e.g. the streaming engine's
+The exact per-iteration aggregates come from any fold over the rows (:meth:`KMeans.fit_steps`,
+e.g. the streaming engine's
 :class:`dp.engine.lloyd_sums.LloydAggregate` over Parquet batches, which adds
 :func:`lloyd_partial` integer sums and finishes them with :func:`lloyd_finish`): the noise is
 then added here, once per iteration, to the combined exact counts and sums -- never per batch or
-partition.
+partition. (Rows in memory: the reference fit of :mod:`dp.reference.kmeans`.)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError, InvariantError
+from dp.errors import ConfigError, InvariantError
 from dp.mechanisms import laplace
 from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
-    check_fitted,
     check_n_features,
     declared_feature_bounds,
     feature_domain,
+    read_only,
 )
 from dp.numerics.fixedpoint import (
     CONVERSION_ALLOWANCE,
@@ -67,10 +68,12 @@ from dp.validation import check_epsilon
 __all__ = [
     "COUNT_SENSITIVITY",
     "KMeans",
+    "KMeansFit",
     "Step",
     "lloyd_finish",
     "lloyd_partial",
     "lloyd_step",
+    "nearest",
     "sum_sensitivity",
 ]
 
@@ -121,6 +124,9 @@ class KMeans:
         bounds_X: per-feature box ``(lo, hi)``; or
         data_norm: L2 bound on each row. Exactly one must be given.
         n_iter: number of Lloyd iterations ``T`` (each spends ``epsilon / T``).
+
+    The estimator is configuration only: a fit returns a frozen :class:`KMeansFit` and changes
+    nothing here.
     """
 
     def __init__(
@@ -140,13 +146,6 @@ class KMeans:
         self.epsilon = check_epsilon(epsilon)
         self.bounds_X, self.data_norm = declared_feature_bounds(bounds_X, data_norm)
         self.n_iter = n_iter
-        self.cluster_centers_: FloatArray = np.zeros((0, 0))
-        self.cluster_sizes_: FloatArray = np.zeros(0)
-        self.reseeded_: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        """Clusters whose centre the last iteration re-drew at random (noisy size below 1)."""
-        """The last iteration's noisy counts: the noisy size of the cluster whose noisy sum
-        each centre divides (below 1 when the centre was re-seeded)."""
-        self._record: dict[str, Any] | None = None
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -158,37 +157,18 @@ class KMeans:
         :meth:`~dp.regression.FeatureDomain.midpoint` (what a :data:`Step` must sum)."""
         return feature_domain(self.bounds_X, self.data_norm, d=check_n_features(d))
 
-    def fit(self, X: object, *, rng: np.random.Generator | None = None) -> KMeans:
-        """Run ``n_iter`` noisy Lloyd iterations on private rows.
-
-        Args:
-            X: rows, shape ``(n, d)``.
-            rng: ``None`` for release-grade noise (and fresh public randomness for
-                initialisation); a seeded generator for tests only.
-        """
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] == 0:  # zero rows are fine: noisy counts of nothing
-            raise InputError(f"X must be a 2-d array (n, d) with d >= 1, got shape {Xa.shape}")
-        if not np.all(np.isfinite(Xa)):
-            raise InputError("X must be finite (no NaN or inf)")
-        domain = self.domain(Xa.shape[1])
-        rows = domain.clip(Xa) - domain.midpoint()
-        centred = domain.translated(domain.midpoint())
-        return self.fit_steps(
-            lambda centres: lloyd_step(rows, centred, centres), d=Xa.shape[1], rng=rng
-        )
-
-    def fit_steps(self, step: Step, *, d: int, rng: np.random.Generator | None = None) -> KMeans:
+    def fit_steps(self, step: Step, *, d: int, rng: np.random.Generator | None = None) -> KMeansFit:
         """Run ``n_iter`` noisy Lloyd iterations whose exact aggregates ``step`` computes.
 
-        Same mechanism, and for the same aggregates and seeded ``rng`` the same centres, as
-        :meth:`fit`. Privacy rests on ``step`` summing rows clipped into :meth:`domain` ``(d)``
-        and shifted by its midpoint (the sensitivities assume it).
+        The same mechanism, and for the same aggregates and seeded ``rng`` the same centres, as the
+        row fit of :mod:`dp.reference.kmeans`. Privacy rests on ``step`` summing rows clipped into
+        :meth:`domain` ``(d)`` and shifted by its midpoint (the sensitivities assume it).
 
         Args:
             step: exact counts and sums for given centres (see :data:`Step`).
             d: number of features.
-            rng: as in :meth:`fit`.
+            rng: ``None`` for release-grade noise (and fresh public randomness for
+                initialisation); a seeded generator for tests only.
         """
         domain = self.domain(d)
         shift = domain.midpoint()
@@ -212,45 +192,56 @@ class KMeans:
                 _uniform(centred, self.n_clusters, public),
                 centred.clip(noisy_sums / safe[:, None]),  # post-processing: stay in the domain
             )
-        self.cluster_centers_ = centres + shift
-        self.cluster_sizes_ = np.asarray(noisy_counts, dtype=np.float64)
-        self.reseeded_ = np.asarray(small, dtype=bool)
-        self._record = {
+        reseeded_now = np.array(small, dtype=bool)
+        reseeded_now.setflags(write=False)
+        record = {
             "laplace_scale": {"counts": COUNT_SENSITIVITY / eps_half, "sums": s_sum / eps_half},
             "epsilon_per_release": eps_half,
             "reseeded": reseeded,
             "sampler": "opendp" if rng is None else "seeded-test-only",
             "feature_bounds": domain.to_dict(),
         }
-        return self
+        return KMeansFit(
+            model=self,
+            centres=read_only(centres + shift),
+            sizes=read_only(noisy_counts),
+            reseeded=reseeded_now,
+            record=record,
+        )
 
-    def predict(self, X: object) -> npt.NDArray[np.int64]:
-        """Index of the nearest centre for each row."""
-        check_fitted(self._record, "KMeans")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] != self.cluster_centers_.shape[1]:
-            raise InputError(
-                f"X must have shape (n, {self.cluster_centers_.shape[1]}), got {Xa.shape}"
-            )
-        return _nearest(Xa, self.cluster_centers_)
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class KMeansFit:
+    """One fit of a :class:`KMeans`: the published centres and how they were made (frozen)."""
+
+    model: KMeans
+    """The configured estimator that made it."""
+    centres: FloatArray
+    """``k x d`` centres (read-only)."""
+    sizes: FloatArray
+    """The last iteration's noisy counts: the noisy size of the cluster whose noisy sum each
+    centre divides (below 1 when the centre was re-seeded)."""
+    reseeded: npt.NDArray[np.bool_]
+    """Clusters whose centre the last iteration re-drew at random (noisy size below 1)."""
+    record: Mapping[str, Any]
+    """Noise scales, re-seeds, sampler, feature bounds."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published centres."""
-        record = check_fitted(self._record, "KMeans")
         return {
             "model": "KMeans",
             "method": "dp-lloyd",
-            "centres": self.cluster_centers_.tolist(),
-            "n_iter": self.n_iter,
-            "epsilon": self.epsilon,
+            "centres": self.centres.tolist(),
+            "n_iter": self.model.n_iter,
+            "epsilon": self.model.epsilon,
             "delta": 0.0,
             "neighbours": "add/remove one record",
             "exact_sums": fixed_point_record(),
-            **record,
+            **self.record,
         }
 
 
-def _nearest(X: FloatArray, centres: FloatArray) -> npt.NDArray[np.int64]:
+def nearest(X: FloatArray, centres: FloatArray) -> npt.NDArray[np.int64]:
     """Index of the nearest centre (squared distance; ties to the lowest index, as argmin).
 
     Column by column, centre by centre: no BLAS call (whose thread pool is slow on a shared
@@ -295,7 +286,7 @@ def lloyd_partial(
     if domain.kind == "ball":
         check_norms(V)
     k = centres.shape[0]
-    label = _nearest(rows, centres)
+    label = nearest(rows, centres)
     if weights is not None:
         return _weighted_sums(V, label, np.asarray(weights, dtype=np.int64), k)
     counts = np.bincount(label, minlength=k).astype(object)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import getpass
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dp.errors import ConfigError, DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
@@ -272,7 +272,7 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
     }
 
 
-def audit_lines(payload: dict[str, JSON]) -> list[str]:
+def audit_lines(payload: Mapping[str, Any]) -> list[str]:
     """The text form of an audit."""
     line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7} {:>7}"
     heads = ("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending", "aborted")

@@ -52,7 +52,7 @@ _Acc = list[ExactMoments]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StatisticsAggregate:
-    """``(G, m)`` of :func:`~dp.regression.statistics.sufficient_statistics`, per group (one
+    """``(G, m)`` of :func:`~dp.regression.statistics.exact_moments`, per group (one
     group when ``by`` is None), summed exactly."""
 
     features: tuple[str, ...]

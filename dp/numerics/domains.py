@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError, InputError
+from dp.errors import ConfigError
 from dp.validation import check_bounds, check_positive
 
-__all__ = ["FeatureDomain", "TargetDomain", "check_n_features", "check_training_data"]
+__all__ = ["FeatureDomain", "TargetDomain", "check_n_features", "read_only"]
 
-T = TypeVar("T")
 
 FloatArray = npt.NDArray[np.float64]
 BoundLike = float | Sequence[float] | npt.NDArray[np.float64]
@@ -220,24 +219,6 @@ def _broadcast(value: BoundLike, *, d: int, name: str) -> tuple[float, ...]:
     return tuple(float(v) for v in arr)
 
 
-def check_training_data(X: object, y: object) -> tuple[FloatArray, FloatArray]:
-    """Return ``(X, y)`` as float arrays of shapes ``(n, d)`` and ``(n,)``, or raise InputError.
-
-    Messages name shapes only, never a data value.
-    """
-    Xa = np.asarray(X, dtype=np.float64)
-    ya = np.asarray(y, dtype=np.float64)
-    if Xa.ndim != 2:
-        raise InputError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
-    if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
-        raise InputError(f"y must be a 1-d array of length {Xa.shape[0]}, got shape {ya.shape}")
-    if Xa.shape[1] == 0:  # zero rows are fine: the noisy statistics of an empty table
-        raise InputError(f"X must have at least one column, got shape {Xa.shape}")
-    if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
-        raise InputError("X and y must be finite (no NaN or inf)")
-    return Xa, ya
-
-
 def check_n_features(d: object) -> int:
     """Return the declared number of features ``d`` (an integer >= 1), or raise ConfigError."""
     if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
@@ -245,19 +226,11 @@ def check_n_features(d: object) -> int:
     return int(d)
 
 
-def check_fitted(fitted: T | None, model: str) -> T:
-    """``fitted``, or a clear error when a model is used before ``fit`` (``fitted`` is None)."""
-    if fitted is None:
-        raise ConfigError(f"this {model} is not fitted yet; call fit first")
-    return fitted
-
-
-def design_matrix(X: object, d: int) -> FloatArray:
-    """``X`` as a float ``(n, d)`` array, or a one-line :class:`InputError`."""
-    Xa = np.asarray(X, dtype=np.float64)
-    if Xa.ndim != 2 or Xa.shape[1] != d:
-        raise InputError(f"X must have shape (n, {d}), got {Xa.shape}")
-    return Xa
+def read_only(values: npt.ArrayLike) -> FloatArray:
+    """``values`` as a float array nobody can write to (a fit's published numbers)."""
+    out = np.array(values, dtype=np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def declared_feature_bounds(

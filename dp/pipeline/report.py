@@ -6,13 +6,14 @@ exact statistic of the private data reaches a report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dp.ledger import Reservation
 from dp.pipeline.kinds import JSON, ReleaseSummary
+from dp.pipeline.kinds.base import as_float_or_none
 from dp.pipeline.plan import Plan
 from dp.pipeline.registry import kind_of
 
@@ -86,9 +87,9 @@ def accounting(summary: ReleaseSummary) -> str:
 def _unit_rho(summary: ReleaseSummary) -> float | None:
     """A DP release's unit-level rho-zCDP, or None where none is proven (an approximate-DP
     release that states no rho). Pure epsilon-DP at the unit level is ``epsilon^2 / 2``."""
-    rho = summary.details.get("zcdp_rho")
+    rho = as_float_or_none(summary.details.get("zcdp_rho"))
     if rho is not None:
-        return float(rho)
+        return rho
     return zcdp_of_pure(summary.cost.epsilon) if summary.cost.delta == 0 else None
 
 
@@ -205,7 +206,7 @@ def render_report(
     summaries: Sequence[ReleaseSummary],
     table: str,
     ledger_head: tuple[int, str],
-    guarantee: dict[str, JSON],
+    guarantee: Mapping[str, JSON],
 ) -> str:
     """The run's ``report.md``."""
     lines = [

@@ -23,6 +23,7 @@ from dp.pipeline.html.figures import BAND, BUDGET, INK, MUTED, new_figure, style
 from dp.pipeline.html.markdown import markdown_html
 from dp.pipeline.html.sections import Section, release_section
 from dp.pipeline.kinds import JSON, ReleaseSummary
+from dp.pipeline.kinds.base import as_float, as_object, as_str
 from dp.pipeline.plan import Plan
 from dp.pipeline.registry import kind_of
 from dp.pipeline.report import budget_rows, budget_table, manifest, render_report, zcdp_lines
@@ -63,7 +64,7 @@ def write_reports(
         summaries=summaries,
         table=table,
         ledger_head=head,
-        guarantee=man["guarantee"],
+        guarantee=as_object(man["guarantee"]),
     )
     page = render_report_html(manifest=man, summaries=summaries, folder=run.staging.dir)
     (run.staging.dir / "report.html").write_text(page, encoding="utf-8")
@@ -91,10 +92,10 @@ class BudgetContext:
 
 def budget_context(manifest: Mapping[str, JSON]) -> BudgetContext:
     """The budget context of a run, from its manifest."""
-    policy = BudgetPolicy.from_json(dict(manifest["budget"]))
-    budget, run = float(manifest["budget_epsilon"]), float(manifest["total_epsilon"])
-    remaining = float(manifest["remaining_epsilon"])
-    scope = str(manifest.get("budget_scope", "all"))
+    policy = BudgetPolicy.from_json(dict(as_object(manifest["budget"])))
+    budget, run = as_float(manifest["budget_epsilon"]), as_float(manifest["total_epsilon"])
+    remaining = as_float(manifest["remaining_epsilon"])
+    scope = as_str(manifest.get("budget_scope", "all"))
     before = None if policy.cap is not None else max(budget - remaining - run, 0.0)
     return BudgetContext(
         scope="lifetime" if scope == "all" else f"period {scope}",
@@ -150,7 +151,7 @@ def render_report_html(
     """
     ctx = budget_context(manifest)
     total = PrivacyCost(
-        epsilon=float(manifest["total_epsilon"]), delta=float(manifest["total_delta"])
+        epsilon=as_float(manifest["total_epsilon"]), delta=as_float(manifest["total_delta"])
     )
     with style():
         chart = _budget_figure(ctx)
@@ -164,7 +165,7 @@ def render_report_html(
         ]
     context: dict[str, Any] = {
         "manifest": manifest,
-        "guarantee": manifest["guarantee"]["statement"],
+        "guarantee": as_object(manifest["guarantee"])["statement"],
         "rows": budget_rows(summaries),
         "zcdp": zcdp_lines(summaries, total),
         "ctx": ctx,

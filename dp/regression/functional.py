@@ -171,7 +171,8 @@ def functional_release(
     """Perturb the five parts with Laplace noise; epsilon-DP in total (add/remove neighbours).
 
     Args:
-        exact: statistics of the clipped, shifted rows (:func:`sufficient_statistics`).
+        exact: statistics of the clipped, shifted rows
+            (:func:`~dp.regression.statistics.exact_moments`).
         design: the public design the statistics were computed under.
         epsilon: total privacy parameter of the release.
         rng: ``None`` for release-grade OpenDP noise; a seeded generator in tests only.

@@ -23,7 +23,8 @@ form, and only that noisy value is used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,10 +37,8 @@ from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
-    check_fitted,
-    check_training_data,
-    design_matrix,
     feature_domain,
+    read_only,
 )
 from dp.numerics.fixedpoint import fixed_point_record
 from dp.regression.adassp import adassp_fit, adassp_release
@@ -63,11 +62,10 @@ from dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
-    sufficient_statistics,
 )
 from dp.validation import check_delta, check_epsilon
 
-__all__ = ["LinearRegression"]
+__all__ = ["LinearFit", "LinearRegression"]
 
 FloatArray = npt.NDArray[np.float64]
 _METHODS = ("auto", "functional", "adassp")
@@ -93,12 +91,9 @@ class LinearRegression:
     or without an intercept; predictions are clipped to ``bounds_y`` (the declared range of the
     target, so clipping never increases a squared error).
 
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-1, 1, size=(20_000, 2)); y = np.clip(X @ [0.5, -0.25], -1, 1)
-    >>> model = LinearRegression(5.0, bounds_X=(-1, 1), bounds_y=(-1, 1), method="functional")
-    >>> model = model.fit(X, y, rng=rng)
-    >>> bool(np.allclose(model.coef_, [0.5, -0.25], atol=0.05)), model.privacy_cost
-    (True, PrivacyCost(epsilon=5.0, delta=0.0))
+    The estimator is configuration only: a fit returns a frozen :class:`LinearFit` and changes
+    nothing here, so one configured estimator (in a cached plan) serves any number of fits.
+    Fitting on rows in memory is reference code (:mod:`dp.reference.regression`).
     """
 
     def __init__(
@@ -130,12 +125,6 @@ class LinearRegression:
         )
         self.target = TargetDomain.from_bounds(bounds_y)
         self.method = method
-        self._fitted: dict[str, Any] | None = None
-        self.coef_: FloatArray = np.zeros(0)
-        self.intercept_: float = 0.0
-        self.released_: SufficientStatistics | None = None
-        """The noisy statistics the last fit released and solved from (post-processing input,
-        e.g. :func:`dp.regression.uncertainty.coefficient_table`)."""
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -148,8 +137,12 @@ class LinearRegression:
 
         AdaSSP makes three analytic-Gaussian releases at ``(epsilon/3, delta/3)`` each; a
         pure-epsilon release costs ``epsilon^2 / 2``. ``"auto"`` before the number of features
-        is known (scalar bounds, not yet fitted): the larger of the two.
+        is known (scalar bounds): the larger of the two.
         """
+        return self.zcdp_rho_at(self._declared_d())
+
+    def zcdp_rho_at(self, d: int | None) -> float:
+        """:attr:`zcdp_rho` of a fit on ``d`` features (``None``: not known)."""
         pure = zcdp_of_pure(self.epsilon)
         if self.delta == 0.0:
             return pure
@@ -157,14 +150,11 @@ class LinearRegression:
         gauss = 3.0 * zcdp_of_gaussian(sigma_over_sensitivity=s)
         if self.method != "auto":
             return gauss if self.method == "adassp" else pure
-        d = self._declared_d()
         if d is None:
             return max(pure, gauss)
         return gauss if self.release_choice(d).release == "adassp" else pure
 
     def _declared_d(self) -> int | None:
-        if self._fitted is not None:
-            return int(self.coef_.shape[0])
         if self.encoding is not None:
             return self.encoding.dim
         if self.bounds_X is not None and np.ndim(self.bounds_X[0]) == 1:
@@ -207,33 +197,20 @@ class LinearRegression:
             out["features"] = list(self.encoding.names)
         return out
 
-    def fit(
-        self, X: object, y: object, *, rng: np.random.Generator | None = None
-    ) -> LinearRegression:
-        """Fit on private data; spends :attr:`privacy_cost`.
-
-        Args:
-            X: features, shape ``(n, d)``.
-            y: targets, shape ``(n,)``.
-            rng: ``None`` for release-grade noise; a seeded generator for tests only.
-        """
-        Xa, ya = check_training_data(X, y)
-        d = Xa.shape[1]
-        return self.fit_statistics(sufficient_statistics(Xa, ya, self.design(d)), d=d, rng=rng)
-
     def fit_statistics(
         self,
         exact: SufficientStatistics,
         *,
         d: int | None = None,
         rng: np.random.Generator | None = None,
-    ) -> LinearRegression:
-        """Fit from exact sufficient statistics instead of rows; spends :attr:`privacy_cost`.
+    ) -> LinearFit:
+        """Fit from exact sufficient statistics; spends :attr:`privacy_cost`.
 
-        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
-        as :meth:`fit`. Privacy rests on ``exact`` having been summed from rows clipped and
-        shifted by :meth:`design` ``(d)`` (:func:`~dp.regression.statistics.sufficient_statistics`
-        or the streaming engine given that design): the sensitivities assume it.
+        The same mechanism, and for the same statistics and seeded ``rng`` the same coefficients, as
+        the row fit of :mod:`dp.reference.regression`. Privacy rests on ``exact`` having been summed
+        from rows clipped and shifted by :meth:`design` ``(d)``
+        (:func:`~dp.regression.statistics.exact_moments` or the streaming engine given that
+        design): the sensitivities assume it.
 
         Args:
             exact: ``G`` and ``m`` of the private rows, in the frame of ``self.design(d)``.
@@ -280,13 +257,12 @@ class LinearRegression:
                 "ridge": ada.ridge,
             }
         coef, intercept = design.unshift(theta)
-        self.coef_, self.intercept_ = coef, intercept
-        self.released_ = released
         info["feature_bounds"] = design.features.to_dict()
         if self.encoding is not None:
             info |= self.encoding.to_dict()
-        self._fitted = info
-        return self
+        return LinearFit(
+            model=self, coef=read_only(coef), intercept=intercept, released=released, info=info
+        )
 
     def _fit_auto(
         self, exact: SufficientStatistics, design: Design, rng: np.random.Generator | None
@@ -334,28 +310,43 @@ class LinearRegression:
         }
         return sol.theta, noisy, info
 
-    def predict(self, X: object) -> FloatArray:
-        """Predictions ``X coef + intercept``, clipped to ``bounds_y``."""
-        check_fitted(self._fitted, "LinearRegression")
-        Xa = design_matrix(X, self.coef_.shape[0])
-        return self.target.clip(Xa @ self.coef_ + self.intercept_)
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class LinearFit:
+    """One fit of a :class:`LinearRegression`: what it published and how (frozen)."""
+
+    model: LinearRegression
+    """The configured estimator that made it."""
+    coef: FloatArray
+    """The slopes, one per feature (read-only)."""
+    intercept: float
+    released: SufficientStatistics
+    """The noisy statistics the fit released and solved from (post-processing input, e.g.
+    :func:`dp.regression.uncertainty.coefficient_table`)."""
+    info: Mapping[str, Any]
+    """How it was made private (sensitivities, noise scales, the solve)."""
+
+    @property
+    def zcdp_rho(self) -> float:
+        """The fit's cost as rho-zCDP (:attr:`LinearRegression.zcdp_rho`, on its features)."""
+        return self.model.zcdp_rho_at(int(self.coef.shape[0]))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published model and how it was made private."""
-        fitted = check_fitted(self._fitted, "LinearRegression")
+        m = self.model
         return {
             "model": "LinearRegression",
-            "method": self.method,
-            "coefficients": [float(v) for v in self.coef_],
-            "intercept": float(self.intercept_),
-            "fit_intercept": self.fit_intercept,
-            "bounds_y": [self.target.lower, self.target.upper],
+            "method": m.method,
+            "coefficients": [float(v) for v in self.coef],
+            "intercept": float(self.intercept),
+            "fit_intercept": m.fit_intercept,
+            "bounds_y": [m.target.lower, m.target.upper],
             "predictions": "x . coefficients + intercept, clipped to bounds_y",
-            "epsilon": self.epsilon,
-            "delta": self.delta,
+            "epsilon": m.epsilon,
+            "delta": m.delta,
             "neighbours": NEIGHBOURS,
             "exact_sums": fixed_point_record(),
-            **fitted,
+            **self.info,
         }
 
 

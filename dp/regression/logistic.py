@@ -28,41 +28,34 @@ noise to ``O(d^2)`` coefficients of a Taylor surrogate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
 from dp.numerics.domains import (
     BoundLike,
     TargetDomain,
-    check_fitted,
-    check_training_data,
-    design_matrix,
     feature_domain,
+    read_only,
 )
 from dp.numerics.fixedpoint import ONE, check_norms, fixed_point_record, quantise
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
 from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
-from dp.regression.objective import (
-    LossSumsAt,
-    ObjectiveRelease,
-    minimise_objective,
-    objective_perturbation,
-)
+from dp.regression.objective import LossSumsAt, ObjectiveRelease, minimise_objective
 from dp.regression.sensitivity import NEIGHBOURS, PARTS
 from dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
-    sufficient_statistics,
 )
 from dp.validation import check_delta, check_epsilon
 
-__all__ = ["LogisticRegression", "normalised_rows", "row_norm_bound"]
+__all__ = ["LogisticFit", "LogisticRegression", "normalised_rows", "row_norm_bound"]
 
 FloatArray = npt.NDArray[np.float64]
 _METHODS = ("objective", "functional")
@@ -89,12 +82,9 @@ class LogisticRegression:
             (Zhang et al. 2012); both pure epsilon-DP.
         delta: must be 0 (both methods are pure epsilon-DP); kept for a uniform surface.
 
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-1, 1, size=(20_000, 2))
-    >>> y = (rng.random(20_000) < 1 / (1 + np.exp(-4 * X[:, 0]))).astype(float)
-    >>> model = LogisticRegression(1.0, bounds_X=(-1, 1)).fit(X, y, rng=rng)
-    >>> bool(abs(model.coef_[0] - 4.0) < 0.5), model.predict([[0.5, 0.0], [-0.5, 0.0]]).tolist()
-    (True, [1, 0])
+    The estimator is configuration only: a fit returns a frozen :class:`LogisticFit` and
+    changes nothing here. Fitting on rows in memory, and predicting, are reference code
+    (:mod:`dp.reference.regression`).
     """
 
     def __init__(
@@ -122,12 +112,6 @@ class LogisticRegression:
             bounds_X, data_norm, encoding, fit_intercept=self.fit_intercept
         )
         self.method = method
-        self._fitted: dict[str, Any] | None = None
-        self.coef_: FloatArray = np.zeros(0)
-        self.intercept_: float = 0.0
-        self.released_: SufficientStatistics | None = None
-        """The noisy statistics the last functional fit released and solved from (None for
-        objective perturbation, which releases only its minimiser)."""
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -160,7 +144,7 @@ class LogisticRegression:
     def response(labels: FloatArray) -> FloatArray:
         """The summed target of the Taylor objective: ``y - 1/2`` for labels ``y`` in {0, 1}.
 
-        Raises InputError on any other label, as :meth:`fit` does (the message names no value).
+        Raises InputError on any other label (the message names no value).
 
         >>> LogisticRegression.response(np.array([0.0, 1.0])).tolist()
         [-0.5, 0.5]
@@ -170,38 +154,17 @@ class LogisticRegression:
             raise InputError("y must contain only the labels 0 and 1")
         return np.asarray(ya - 0.5, dtype=np.float64)
 
-    def fit(
-        self, X: object, y: object, *, rng: np.random.Generator | None = None
-    ) -> LogisticRegression:
-        """Fit on private rows with labels in {0, 1}; spends :attr:`privacy_cost`.
-
-        Args:
-            X: features, shape ``(n, d)``.
-            y: labels, shape ``(n,)``, each 0 or 1.
-            rng: ``None`` for release-grade noise; a seeded generator for tests only.
-        """
-        Xa, ya = check_training_data(X, y)
-        target = self.response(ya)
-        d = Xa.shape[1]
-        design = self.design(d)
-        if self.method == "functional":
-            exact = sufficient_statistics(Xa, target, design)
-            return self.fit_statistics(exact, d=d, rng=rng)
-        Z, _ = normalised_rows(Xa, design)
-        obj = objective_perturbation(Z, ya, epsilon=self.epsilon, rng=rng)
-        return self._publish_objective(obj, design, rng)
-
     def fit_loss_sums(
         self, sums: LossSumsAt, *, d: int | None = None, rng: np.random.Generator | None = None
-    ) -> LogisticRegression:
+    ) -> LogisticFit:
         """Fit objective perturbation from the loss sums ``sums(w)``; spends :attr:`privacy_cost`.
 
-        Same mechanism (the same Newton iterations on the same perturbed objective, the same
-        release bit for bit) as :meth:`fit` with ``method="objective"``, which passes the sums
-        over its in-memory rows. Privacy rests on ``sums`` being
-        :func:`dp.regression.losssums.logistic_sums` of the rows :func:`normalised_rows` makes
-        with :meth:`design` ``(d)`` and of labels in {0, 1}: the proof assumes ``||z|| <= 1``
-        and the certificate the error bound of that exact computation.
+        The same mechanism (the same Newton iterations on the same perturbed objective, the same
+        release bit for bit) as the row fit of :mod:`dp.reference.regression` with
+        ``method="objective"``, which passes the sums over its in-memory rows. Privacy rests on
+        ``sums`` being :func:`dp.regression.losssums.logistic_sums` of the rows
+        :func:`normalised_rows` makes with :meth:`design` ``(d)`` and of labels in {0, 1}: the proof
+        assumes ``||z|| <= 1`` and the certificate the error bound of that exact computation.
 
         Args:
             sums: the loss, gradient and Hessian sums at an iterate ``w``
@@ -219,11 +182,13 @@ class LogisticRegression:
             )
         design = self.design(d)
         obj = minimise_objective(sums, p=design.n_params, epsilon=self.epsilon, rng=rng)
-        return self._publish_objective(obj, design, rng)
+        return self.objective_fit(obj, design, rng)
 
-    def _publish_objective(
+    def objective_fit(
         self, obj: ObjectiveRelease, design: Design, rng: np.random.Generator | None
-    ) -> LogisticRegression:
+    ) -> LogisticFit:
+        """The fit objective perturbation released as ``obj`` (drawn with ``rng``) on rows of
+        ``design``."""
         norm = row_norm_bound(design)
         par = obj.parameters
         info = {
@@ -243,7 +208,7 @@ class LogisticRegression:
             },
             "row_norm_bound": norm,
         }
-        return self._publish(obj.theta / norm, design, info)
+        return self._publish(obj.theta / norm, design, info, released=None)
 
     def fit_statistics(
         self,
@@ -251,11 +216,12 @@ class LogisticRegression:
         *,
         d: int | None = None,
         rng: np.random.Generator | None = None,
-    ) -> LogisticRegression:
+    ) -> LogisticFit:
         """Fit the functional mechanism from exact statistics; spends :attr:`privacy_cost`.
 
-        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
-        as :meth:`fit` with ``method="functional"``. Privacy rests on ``exact`` having been
+        The same mechanism, and for the same statistics and seeded ``rng`` the same
+        coefficients, as the row fit of :mod:`dp.reference.regression` with
+        ``method="functional"``. Privacy rests on ``exact`` having been
         summed from rows clipped and shifted by :meth:`design` ``(d)``, with targets
         :meth:`response` ``(labels)``: the sensitivities assume it.
 
@@ -271,14 +237,13 @@ class LogisticRegression:
         if self.method != "functional":
             raise ConfigError(
                 f"fit_statistics needs method 'functional', got {self.method!r}: objective "
-                "perturbation fits the logistic loss; call fit(X, y) or fit_loss_sums instead"
+                "perturbation fits the logistic loss; call fit_loss_sums instead"
             )
         design = self.design(d)
         check_statistics(exact, design)
         rel = functional_release(exact, design, epsilon=self.epsilon, rng=rng)
         floor = eigenvalue_floor(rel.scales, design.features.dim)
         theta, trimmed = trimmed_solve(rel.noisy.gram, rel.noisy.moment, floor=floor)
-        self.released_ = rel.noisy
         info = {
             "sampler": _sampler(rng),
             "l1_sensitivity": {k: rel.sensitivity.part(k) for k in PARTS},
@@ -288,48 +253,55 @@ class LogisticRegression:
             "eigenvalues_raised": trimmed,
         }
         # 4 theta minimises w^T G w / 8 - m^T w (module doc).
-        return self._publish(4.0 * theta, design, info)
+        return self._publish(4.0 * theta, design, info, released=rel.noisy)
 
     def _publish(
-        self, theta: FloatArray, design: Design, info: dict[str, Any]
-    ) -> LogisticRegression:
-        self.coef_, self.intercept_ = design.unshift(theta)
+        self,
+        theta: FloatArray,
+        design: Design,
+        info: dict[str, Any],
+        *,
+        released: SufficientStatistics | None,
+    ) -> LogisticFit:
+        coef, intercept = design.unshift(theta)
         info["feature_bounds"] = design.features.to_dict()
         if self.encoding is not None:
             info |= self.encoding.to_dict()
-        self._fitted = info
-        return self
+        return LogisticFit(
+            model=self, coef=read_only(coef), intercept=intercept, released=released, info=info
+        )
 
-    def decision_function(self, X: object) -> FloatArray:
-        """Log-odds ``X coef + intercept``."""
-        check_fitted(self._fitted, "LogisticRegression")
-        Xa = design_matrix(X, self.coef_.shape[0])
-        return np.asarray(Xa @ self.coef_ + self.intercept_, dtype=np.float64)
 
-    def predict_proba(self, X: object) -> FloatArray:
-        """Class probabilities, shape ``(n, 2)``: columns ``P(y=0)`` and ``P(y=1)``."""
-        p1 = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p1, p1])
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class LogisticFit:
+    """One fit of a :class:`LogisticRegression`: what it published and how (frozen)."""
 
-    def predict(self, X: object) -> npt.NDArray[np.int64]:
-        """Labels 0/1 (1 where the log-odds are positive)."""
-        return (self.decision_function(X) > 0.0).astype(np.int64)
+    model: LogisticRegression
+    """The configured estimator that made it."""
+    coef: FloatArray
+    """The log-odds slopes, one per feature (read-only)."""
+    intercept: float
+    released: SufficientStatistics | None
+    """The noisy statistics a functional fit released and solved from (None for objective
+    perturbation, which releases only its minimiser)."""
+    info: Mapping[str, Any]
+    """How it was made private."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published model and how it was made private."""
-        fitted = check_fitted(self._fitted, "LogisticRegression")
+        m = self.model
         return {
             "model": "LogisticRegression",
-            "method": self.method,
-            "coefficients": [float(v) for v in self.coef_],
-            "intercept": float(self.intercept_),
-            "fit_intercept": self.fit_intercept,
+            "method": m.method,
+            "coefficients": [float(v) for v in self.coef],
+            "intercept": float(self.intercept),
+            "fit_intercept": m.fit_intercept,
             "predictions": "P(y=1) = 1 / (1 + exp(-(x . coefficients + intercept)))",
-            "epsilon": self.epsilon,
+            "epsilon": m.epsilon,
             "delta": 0.0,
             "neighbours": NEIGHBOURS,
             "exact_sums": fixed_point_record(),
-            **fitted,
+            **self.info,
         }
 
 

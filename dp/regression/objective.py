@@ -78,7 +78,7 @@ import numpy.typing as npt
 
 from dp.errors import InvariantError, SolverError
 from dp.mechanisms import gaussian, laplace
-from dp.regression.losssums import LossSums, gradient_error, logistic_sums
+from dp.regression.losssums import LossSums, gradient_error
 
 __all__ = [
     "CURVATURE_SHARE",
@@ -90,7 +90,6 @@ __all__ = [
     "Parameters",
     "minimise_objective",
     "noise_vector",
-    "objective_perturbation",
     "parameters",
     "perturb_output",
 ]
@@ -227,31 +226,14 @@ def perturb_output(
     return np.asarray(total * noise.grid, dtype=np.float64)
 
 
-def objective_perturbation(
-    Z: FloatArray, y: FloatArray, *, epsilon: float, rng: np.random.Generator | None = None
-) -> ObjectiveRelease:
-    """Epsilon-DP logistic regression on normalised rows (``||z|| <= 1``, on the fixed-point
-    grid of :func:`dp.regression.logistic.normalised_rows`) and labels in {0, 1}.
-
-    Args:
-        Z: normalised design (the caller clips, scales and quantises).
-        y: labels in {0, 1}.
-        epsilon: total privacy parameter.
-        rng: ``None`` for release-grade (OpenDP) noise; a seeded generator for tests only.
-    """
-    return minimise_objective(
-        lambda w: logistic_sums(Z, y, w), p=Z.shape[1], epsilon=epsilon, rng=rng
-    )
-
-
 def minimise_objective(
     sums: LossSumsAt, *, p: int, epsilon: float, rng: np.random.Generator | None = None
 ) -> ObjectiveRelease:
     """Approximate minima perturbation given the data term of ``J`` as a callable (module doc).
 
-    The mechanism of :func:`objective_perturbation`, which passes the in-memory rows; a
-    streaming engine passes a callable that folds the same exact sums over batches. Only the
-    iterates of Newton's method on the perturbed objective are evaluated; they depend on the
+    The reference fit on rows in memory (:mod:`dp.reference.regression`) passes the sums of its
+    rows; a streaming engine passes a callable that folds the same exact sums over batches. Only
+    the iterates of Newton's method on the perturbed objective are evaluated; they depend on the
     data and the noise and are never released.
 
     Args:

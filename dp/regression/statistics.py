@@ -53,7 +53,6 @@ __all__ = [
     "SufficientStatistics",
     "check_statistics",
     "exact_moments",
-    "sufficient_statistics",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -278,17 +277,12 @@ def exact_moments(X: FloatArray, y: FloatArray, design: Design) -> ExactMoments:
     )
 
 
-def sufficient_statistics(X: FloatArray, y: FloatArray, design: Design) -> SufficientStatistics:
-    """The statistics of :func:`exact_moments`, rounded once to float64."""
-    return exact_moments(X, y, design).statistics(design)
-
-
 def check_statistics(stats: object, design: Design) -> SufficientStatistics:
     """Return ``stats`` if its layout is the one ``design`` produces, else raise InputError.
 
     Only shapes and the intercept flag are checked (messages name shapes, never a value): that
     the sums come from rows clipped into ``design`` cannot be read off them, and is the caller's
-    contract (:func:`sufficient_statistics` or the streaming engine given the same design).
+    contract (:func:`exact_moments` or the streaming engine given the same design).
     """
     if not isinstance(stats, SufficientStatistics):
         raise InputError(f"exact must be a SufficientStatistics, got {type(stats).__name__}")

@@ -51,7 +51,8 @@ not 0: at epsilon = 0.1 their error is 0.8 ``||B||_F`` against ``||B||_F`` for 0
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,9 +64,8 @@ from dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
-    check_fitted,
-    check_training_data,
     feature_domain,
+    read_only,
 )
 from dp.numerics.fixedpoint import fixed_point_record
 from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
@@ -82,11 +82,10 @@ from dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
-    sufficient_statistics,
 )
 from dp.validation import check_epsilon, check_positive
 
-__all__ = ["TraceRegression"]
+__all__ = ["TraceFit", "TraceRegression"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -107,11 +106,9 @@ class TraceRegression:
             intercept: the model is ``y = tr(X^T B) + e``).
         penalty_scale: ``kappa`` in the module doc (1 by default).
 
-    Attributes:
-        coef_: the ``d x T`` estimate of ``B``.
-        independent_coef_: per-block shrunk solutions of the same noisy statistics without
-            the penalty (independent per-task DP regressions, for comparison, and the estimate
-            when the penalty selects rank 0; free post-processing).
+    The estimator is configuration only: a fit returns a frozen :class:`TraceFit` and changes
+    nothing here. Fitting on rows in memory, and predicting, are reference code
+    (:mod:`dp.reference.regression`).
     """
 
     def __init__(
@@ -138,11 +135,6 @@ class TraceRegression:
             bounds = [self.target.lower, self.target.upper]
             raise ConfigError(f"bounds_y must contain 0 (no intercept), got {bounds}")
         self.penalty_scale = check_positive(penalty_scale, name="penalty_scale")
-        self.coef_: FloatArray = np.zeros((0, n_tasks))
-        self.independent_coef_: FloatArray = np.zeros((0, n_tasks))
-        self.released_: tuple[SufficientStatistics, ...] | None = None
-        """The noisy statistics of each block the last fit released and solved from."""
-        self._fitted: dict[str, Any] | None = None
 
     @property
     def privacy_cost(self) -> PrivacyCost:
@@ -182,51 +174,6 @@ class TraceRegression:
             dom = FeatureDomain.ball(self.data_norm, d=d * self.n_tasks)
         return Design(features=dom, target=self.target, fit_intercept=False)
 
-    def fit(
-        self,
-        X: object,
-        y: object,
-        *,
-        tasks: object = None,
-        rng: np.random.Generator | None = None,
-    ) -> TraceRegression:
-        """Fit on private rows.
-
-        Args:
-            X: multi-task features ``(n, d)`` with ``tasks``, or matrix covariates ``(n, d, T)``.
-            y: targets ``(n,)``.
-            tasks: task index in ``0 .. n_tasks - 1`` of each row (multi-task design only).
-            rng: ``None`` for release-grade noise; a seeded generator for tests only.
-        """
-        Xa = np.asarray(X, dtype=np.float64)
-        multitask = Xa.ndim != 3
-        if not multitask:
-            if tasks is not None:
-                raise InputError("tasks must be None for matrix covariates X of shape (n, d, T)")
-            if Xa.shape[2] != self.n_tasks or self.data_norm is None:
-                raise ConfigError(
-                    f"matrix covariates need shape (n, d, {self.n_tasks}) and data_norm, "
-                    f"got shape {Xa.shape}"
-                )
-            d = Xa.shape[1]
-            flat = Xa.transpose(0, 2, 1).reshape(Xa.shape[0], -1)  # column-major vec(X_i)
-            flat, ya = check_training_data(flat, y)
-            blocks = [(flat, ya)]
-        else:
-            Xa, ya = check_training_data(X, y)
-            d = Xa.shape[1]
-            t_idx = np.asarray(tasks)
-            if tasks is None or t_idx.shape != ya.shape:
-                raise InputError(f"tasks must be a 1-d array of length {len(ya)}")
-            if not np.issubdtype(t_idx.dtype, np.integer) or np.any(
-                (t_idx < 0) | (t_idx >= self.n_tasks)
-            ):
-                raise InputError(f"tasks must be integers in [0, {self.n_tasks - 1}]")
-            blocks = [(Xa[t_idx == t], ya[t_idx == t]) for t in range(self.n_tasks)]
-        design = self.design(d, matrix=not multitask)
-        exact = [sufficient_statistics(Xb, yb, design) for Xb, yb in blocks]
-        return self.fit_statistics(exact, d=d, rng=rng, matrix=not multitask)
-
     def fit_statistics(
         self,
         exact: Sequence[SufficientStatistics],
@@ -234,13 +181,14 @@ class TraceRegression:
         d: int | None = None,
         rng: np.random.Generator | None = None,
         matrix: bool = False,
-    ) -> TraceRegression:
-        """Fit from exact per-block statistics instead of rows.
+    ) -> TraceFit:
+        """Fit from exact per-block statistics.
 
-        Same mechanism, and for the same statistics and seeded ``rng`` the same coefficients,
-        as :meth:`fit`. Privacy rests on every block having been summed from rows clipped by
-        :meth:`design` ``(d, matrix=matrix)`` and, for the multi-task design, on the tasks
-        being disjoint row partitions (parallel composition): the sensitivities assume it.
+        The same mechanism, and for the same statistics and seeded ``rng`` the same coefficients, as
+        the row fit of :mod:`dp.reference.regression`. Privacy rests on every block having been
+        summed from rows clipped by :meth:`design` ``(d, matrix=matrix)`` and, for the multi-task
+        design, on the tasks being disjoint row partitions (parallel composition): the sensitivities
+        assume it.
 
         Args:
             exact: multi-task: one entry per task ``0 .. n_tasks - 1`` (all of them, empty
@@ -291,9 +239,7 @@ class TraceRegression:
             ind = independent[0].reshape(shape, order="F")
         # Rank 0: no shared direction stands above the noise; the per-block shrunk solutions
         # are then a better estimate than 0 (module doc).
-        self.coef_, self.independent_coef_ = (ind if rank == 0 else B), ind
-        self.released_ = tuple(rel.noisy for rel in releases)
-        self._fitted = {
+        info: dict[str, Any] = {
             "design": "multi-task" if multitask else "matrix covariates",
             "composition": (
                 "parallel over disjoint tasks: epsilon per task, epsilon in total"
@@ -311,8 +257,14 @@ class TraceRegression:
             "sampler": "opendp" if rng is None else "seeded-test-only",
         }
         if self.encoding is not None:
-            self._fitted |= self.encoding.to_dict()
-        return self
+            info |= self.encoding.to_dict()
+        return TraceFit(
+            model=self,
+            coef=read_only(ind if rank == 0 else B),
+            independent_coef=read_only(ind),
+            released=tuple(rel.noisy for rel in releases),
+            info=info,
+        )
 
     def _box_or_ball(self, d: int) -> FeatureDomain:
         return feature_domain(self.bounds_X, self.data_norm, d=d)
@@ -323,27 +275,36 @@ class TraceRegression:
         noise = math.sqrt(2.0) * (rel.scales["cross"] + rho * rel.scales["quadratic"] * w)
         return self.penalty_scale * 2.0 * (math.sqrt(d) + math.sqrt(self.n_tasks)) * noise
 
-    def predict(self, X: object, *, tasks: object = None) -> FloatArray:
-        """``x^T b_t`` for multi-task rows, or ``tr(X_i^T B)`` for matrix covariates."""
-        check_fitted(self._fitted, "TraceRegression")
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim == 3:
-            return np.asarray(np.einsum("ndt,dt->n", Xa, self.coef_), dtype=np.float64)
-        t_idx = np.asarray(tasks, dtype=np.int64)
-        return np.asarray(np.einsum("nd,dn->n", Xa, self.coef_[:, t_idx]), dtype=np.float64)
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class TraceFit:
+    """One fit of a :class:`TraceRegression`: what it published and how (frozen)."""
+
+    model: TraceRegression
+    """The configured estimator that made it."""
+    coef: FloatArray
+    """The ``d x T`` estimate of ``B`` (read-only)."""
+    independent_coef: FloatArray
+    """Per-block shrunk solutions of the same noisy statistics without the penalty
+    (independent per-task DP regressions, for comparison, and the estimate when the penalty
+    selects rank 0; free post-processing)."""
+    released: tuple[SufficientStatistics, ...]
+    """The noisy statistics of each block the fit released and solved from."""
+    info: Mapping[str, Any]
+    """How it was made private."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable description of the published coefficient matrix."""
-        fitted = check_fitted(self._fitted, "TraceRegression")
+        m = self.model
         return {
             "model": "TraceRegression",
             "method": "functional-mechanism + nuclear norm",
-            "coefficients": self.coef_.tolist(),
-            "n_tasks": self.n_tasks,
-            "bounds_y": [self.target.lower, self.target.upper],
-            "epsilon": self.epsilon,
+            "coefficients": self.coef.tolist(),
+            "n_tasks": m.n_tasks,
+            "bounds_y": [m.target.lower, m.target.upper],
+            "epsilon": m.epsilon,
             "delta": 0.0,
             "neighbours": NEIGHBOURS,
             "exact_sums": fixed_point_record(),
-            **fitted,
+            **self.info,
         }

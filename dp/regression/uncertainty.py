@@ -46,7 +46,6 @@ DP k-means publishes centres and the last iteration's noisy cluster sizes
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from collections.abc import Sequence
@@ -58,16 +57,17 @@ import numpy.typing as npt
 import pandas as pd
 
 from dp.errors import ConfigError, InputError
-from dp.regression.linear import LinearRegression
-from dp.regression.logistic import LogisticRegression
+from dp.regression.linear import LinearFit
+from dp.regression.logistic import LogisticFit
 from dp.regression.statistics import SufficientStatistics
-from dp.regression.trace import TraceRegression
+from dp.regression.trace import TraceFit
 from dp.validation import check_level, check_positive
 
 __all__ = [
     "DEFAULT_REPLICATES",
     "NO_INTERVALS",
     "CoefficientTable",
+    "Fit",
     "cluster_table",
     "coefficient_table",
     "point_table",
@@ -75,6 +75,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 Released = SufficientStatistics | Sequence[SufficientStatistics]
+Fit = LinearFit | LogisticFit | TraceFit
 DEFAULT_REPLICATES = 200
 """Bootstrap replicates by default."""
 NO_INTERVALS = (
@@ -156,33 +157,34 @@ COVERS_TRACE = (
 )
 
 
-def _covers(model: Any) -> tuple[str, bool]:
-    """What a model's bootstrap intervals cover, and whether that is a surrogate (module doc)."""
-    if isinstance(model, LogisticRegression):
+def _covers(fit: Fit) -> tuple[str, bool]:
+    """What a fit's bootstrap intervals cover, and whether that is a surrogate (module doc)."""
+    if isinstance(fit, LogisticFit):
         return COVERS_SURROGATE, True
-    if isinstance(model, TraceRegression):
+    if isinstance(fit, TraceFit):
         return COVERS_TRACE, False
     return COVERS_LEAST_SQUARES, False
 
 
-def _coefficients(model: Any) -> FloatArray:
+def _coefficients(fit: Fit) -> FloatArray:
     """Coefficients in table order (trace: task by task; others: features, then intercept)."""
-    if isinstance(model, TraceRegression):
-        return np.asarray(model.coef_.T.ravel(), dtype=np.float64)
-    tail = [model.intercept_] if model.fit_intercept else []
-    return np.asarray(np.r_[model.coef_, tail], dtype=np.float64)
+    if isinstance(fit, TraceFit):
+        return np.asarray(fit.coef.T.ravel(), dtype=np.float64)
+    tail = [fit.intercept] if fit.model.fit_intercept else []
+    return np.asarray(np.r_[fit.coef, tail], dtype=np.float64)
 
 
 def _labels(
-    model: Any, features: Sequence[str], tasks: Sequence[str] | None
+    fit: Fit, features: Sequence[str], tasks: Sequence[str] | None
 ) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-    if isinstance(model, TraceRegression):
-        names = list(tasks) if tasks is not None else [str(t) for t in range(model.n_tasks)]
-        if len(names) != model.n_tasks:
-            raise ConfigError(f"tasks must name {model.n_tasks} tasks, got {len(names)}")
+    if isinstance(fit, TraceFit):
+        n_tasks = fit.model.n_tasks
+        names = list(tasks) if tasks is not None else [str(t) for t in range(n_tasks)]
+        if len(names) != n_tasks:
+            raise ConfigError(f"tasks must name {n_tasks} tasks, got {len(names)}")
         pairs = [(t, f) for t in names for f in features]
         return tuple(f for _, f in pairs), tuple(t for t, _ in pairs)
-    return tuple(features) + (("intercept",) if model.fit_intercept else ()), None
+    return tuple(features) + (("intercept",) if fit.model.fit_intercept else ()), None
 
 
 def _seed(released: Released) -> np.random.Generator:
@@ -196,8 +198,7 @@ def _seed(released: Released) -> np.random.Generator:
 
 
 def coefficient_table(
-    model: LinearRegression | LogisticRegression | TraceRegression,
-    released: Released,
+    fit: Fit,
     *,
     features: Sequence[str],
     tasks: Sequence[str] | None = None,
@@ -208,9 +209,8 @@ def coefficient_table(
     """Parametric-bootstrap standard errors and intervals of a fitted model (module doc).
 
     Args:
-        model: the fitted model whose coefficients were published.
-        released: the noisy sufficient statistics its mechanism released (for a trace
-            regression, one per task, in task order), exactly those the fit used.
+        fit: the fit whose coefficients were published; its replicates start from the noisy
+            sufficient statistics it released (for a trace regression, one per task).
         features: feature names, in the model's column order.
         tasks: task labels of a trace regression (default ``0 .. T-1``).
         level: nominal coverage.
@@ -220,29 +220,28 @@ def coefficient_table(
     Returns:
         The table; its ``coefficient`` column is the model's published coefficients.
     """
-    if isinstance(model, LogisticRegression) and model.method != "functional":
+    if not isinstance(fit, LinearFit | LogisticFit | TraceFit):
+        raise ConfigError(f"no coefficient table for {type(fit).__name__}")
+    released = fit.released
+    if released is None:
         raise ConfigError(
             f"{NO_INTERVALS.removeprefix('none: ')} (use method 'functional' for a coefficient "
             "table with intervals)"
         )
-    if not isinstance(model, LinearRegression | LogisticRegression | TraceRegression):
-        raise ConfigError(f"no coefficient table for {type(model).__name__}")
     lvl = check_level(level)
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
         raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")
-    names, task_names = _labels(model, features, tasks)
-    point = _coefficients(model)
+    names, task_names = _labels(fit, features, tasks)
+    point = _coefficients(fit)
     if point.shape != (len(names),):
         raise ConfigError(f"features must name the model's {point.size} columns, got {names}")
     gen = _seed(released) if rng is None else rng
     reps = np.empty((replicates, point.size))
     for b in range(replicates):
-        replica = copy.copy(model)  # fit_statistics rebinds the fitted attributes, never mutates
-        replica.fit_statistics(released, d=len(features), rng=gen)  # type: ignore[arg-type]
-        reps[b] = _coefficients(replica)
+        reps[b] = _coefficients(_refit(fit, d=len(features), rng=gen))
     dev = reps - point
     half = np.quantile(np.abs(dev), lvl, axis=0, method="weibull")
-    covers, surrogate = _covers(model)
+    covers, surrogate = _covers(fit)
     return CoefficientTable(
         feature=names,
         coefficient=point,
@@ -258,8 +257,17 @@ def coefficient_table(
     )
 
 
+def _refit(fit: Fit, *, d: int, rng: np.random.Generator) -> Fit:
+    """One bootstrap replicate: the fit's own mechanism on the statistics it released."""
+    if isinstance(fit, TraceFit):
+        return fit.model.fit_statistics(fit.released, d=d, rng=rng)
+    if fit.released is None:
+        raise ConfigError(NO_INTERVALS)
+    return fit.model.fit_statistics(fit.released, d=d, rng=rng)
+
+
 def point_table(
-    model: LinearRegression | LogisticRegression | TraceRegression,
+    fit: Fit,
     *,
     features: Sequence[str],
     tasks: Sequence[str] | None = None,
@@ -271,8 +279,8 @@ def point_table(
     ``std_error``, ``ci_low`` and ``ci_high`` are NaN (empty cells in a CSV), ``method`` says
     why, and the level is None.
     """
-    names, task_names = _labels(model, features, tasks)
-    point = _coefficients(model)
+    names, task_names = _labels(fit, features, tasks)
+    point = _coefficients(fit)
     if point.shape != (len(names),):
         raise ConfigError(f"features must name the model's {point.size} columns, got {names}")
     empty = np.full(point.size, np.nan)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -11,8 +13,9 @@ from hypothesis import strategies as st
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError, InvariantError
-from dp.kmeans import COUNT_SENSITIVITY, KMeans, lloyd_step, sum_sensitivity
+from dp.kmeans import COUNT_SENSITIVITY, lloyd_step, sum_sensitivity
 from dp.numerics.domains import FeatureDomain
+from dp.reference.kmeans import KMeans, predict
 
 
 def test_config_messages() -> None:
@@ -41,7 +44,7 @@ def test_counts_and_sums_get_their_own_sensitivity() -> None:
     assert doc["epsilon_per_release"] == 0.25
     assert doc["laplace_scale"] == {"counts": 4.0, "sums": 60.0 * (1.0 + 2.0**-16)}
     assert doc["neighbours"] == "add/remove one record"
-    assert model.privacy_cost == PrivacyCost(epsilon=2.0)
+    assert model.model.privacy_cost == PrivacyCost(epsilon=2.0)
     box = FeatureDomain.box(0.0, 10.0, d=3).translated(np.full(3, 5.0))
     assert sum_sensitivity(box) == 15.0 * (1.0 + 2.0**-16)
     # sqrt(d) R, plus 2^-16 sum_j a_j = 2^-16 d R
@@ -122,13 +125,13 @@ def test_recovers_separated_clusters() -> None:
     truth = np.array([[-0.6, -0.6], [0.6, -0.6], [0.0, 0.6]])
     X = np.vstack([c + 0.05 * rng.normal(size=(10_000, 2)) for c in truth])
     model = KMeans(3, 2.0, bounds_X=(-1.0, 1.0), n_iter=5).fit(X, rng=np.random.default_rng(11))
-    found = model.cluster_centers_
+    found = model.centres
     for c in truth:
         assert np.min(np.linalg.norm(found - c, axis=1)) < 0.1
-    assert len(set(model.predict(truth).tolist())) == 3
+    assert len(set(predict(model, truth).tolist())) == 3
     # The published sizes are the last step's noisy counts (Laplace scale 5 on 10,000 rows:
     # 50 is 10 scales, probability e^-10 per cluster).
-    sizes = model.cluster_sizes_
+    sizes = model.sizes
     assert sizes.shape == (3,)
     assert np.abs(np.sort(sizes) - 10_000.0).max() < 50.0
 
@@ -138,10 +141,10 @@ def test_tiny_data_reseeds_and_stays_in_domain() -> None:
     model = KMeans(4, 0.1, data_norm=1.0, n_iter=3).fit(rng.normal(size=(3, 2)), rng=rng)
     doc = model.to_dict()
     assert doc["reseeded"] > 0  # counts of ~1 row under Laplace(60) noise are mostly < 1
-    assert np.all(np.linalg.norm(model.cluster_centers_, axis=1) <= 1.0 + 1e-12)
+    assert np.all(np.linalg.norm(model.centres, axis=1) <= 1.0 + 1e-12)
     # The last iteration's re-drawn centres are flagged: exactly the clusters sized below 1.
-    assert model.reseeded_.tolist() == (model.cluster_sizes_ < 1.0).tolist()
-    assert model.reseeded_.any()
+    assert model.reseeded.tolist() == (model.sizes < 1.0).tolist()
+    assert model.reseeded.any()
 
 
 def test_fit_steps_is_fit_from_aggregates() -> None:
@@ -157,7 +160,21 @@ def test_fit_steps_is_fit_from_aggregates() -> None:
         return lloyd_step(dom.clip(X) - 5.0, dom.translated(dom.midpoint()), centres)
 
     got = model.fit_steps(step, d=2, rng=np.random.default_rng(1))
-    assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()
+    assert got.centres.tobytes() == want.centres.tobytes()
     assert len(seen) == 3 and all(np.abs(c).max() <= 5.0 for c in seen)  # centred frame
     with pytest.raises(InvariantError, match="wrong shape"):
         model.fit_steps(lambda c: (np.zeros(3), np.zeros((3, 2))), d=2)
+
+
+def test_a_fit_leaves_its_estimator_as_configured() -> None:
+    # A plan is cached and shared by retries: its estimator must never change when it fits.
+    X = np.random.default_rng(9).uniform(0, 10, (200, 2))
+    model = KMeans(3, 1.0, bounds_X=(0.0, 10.0), n_iter=2)
+    configured = pickle.dumps(model)
+    first = model.fit(X, rng=np.random.default_rng(2))
+    assert pickle.dumps(model) == configured
+    assert model.fit(X, rng=np.random.default_rng(2)).centres.tobytes() == first.centres.tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        first.sizes[0] = 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.centres = np.zeros((3, 2))

@@ -6,7 +6,7 @@ rejected.
 
 How each release is sampled. The model fits draw their noise through one module-level call
 (``laplace`` in :mod:`dp.regression.functional`, ``gaussian`` in :mod:`dp.regression.adassp`,
-``objective_perturbation`` from :mod:`dp.regression.logistic`). A *spy* wraps that call during a
+``objective_perturbation`` from :mod:`dp.reference.regression`). A *spy* wraps that call during a
 real ``fit`` on ``D`` and on ``D'`` and records its exact input and its noise parameters (the
 sensitivity and the epsilon/delta share the module derived and actually passed); the audit then
 replays the very same call, vectorised, on the recorded inputs. This audits the released noisy
@@ -69,13 +69,20 @@ import pytest
 
 import dp.mechanisms
 from dp.mechanisms import gaussian, laplace
+from dp.reference import regression as reference_module
 from dp.reference.empirical_privacy import AuditResult, audit, looped
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression
+from dp.reference.regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    objective_perturbation,
+)
 from dp.regression import adassp as adassp_module
 from dp.regression import functional as functional_module
-from dp.regression import logistic as logistic_module
-from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE, objective_perturbation
+from dp.regression.linear import LinearFit
+from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE
 from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
+from dp.regression.trace import TraceFit
 
 Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
@@ -102,6 +109,15 @@ def _spy(
     return calls
 
 
+def _spy_fit(
+    module: object, name: str, run: Callable[[], Any], *, blind: bool = False
+) -> tuple[list[Call], Any]:
+    """:func:`_spy` on a fit: its calls and the frozen result it returned."""
+    fits: list[Any] = []
+    calls = _spy(module, name, lambda: fits.append(run()), blind=blind)
+    return calls, fits[0]
+
+
 def _attains(moved: float, sensitivity: float) -> None:
     """The neighbours move a release by at most its declared sensitivity, and by all of it up
     to the float64 rounding allowance and the fixed-point quantisation of the row (< 1e-4)."""
@@ -125,7 +141,7 @@ OBJ_X_NB, OBJ_Y_NB = np.vstack([OBJ_X, [[1.0]]]), np.append(OBJ_Y, 0.0)
 def _objective_call(X: np.ndarray, y: np.ndarray, *, epsilon: float, intercept: bool) -> Call:
     model = LogisticRegression(epsilon, data_norm=1.0, fit_intercept=intercept)
     fit = functools.partial(model.fit, X, y, rng=np.random.default_rng(0))
-    (call,) = _spy(logistic_module, "objective_perturbation", fit)
+    (call,) = _spy(reference_module, "objective_perturbation", fit)
     return call
 
 
@@ -265,10 +281,10 @@ TR_T = np.array([0, 1, 2, 1, 0])
 
 def _trace_calls(
     X: np.ndarray, y: np.ndarray, tasks: np.ndarray, *, epsilon: float = TR_EPS, blind: bool = False
-) -> tuple[list[Call], TraceRegression]:
+) -> tuple[list[Call], TraceFit]:
     model = TraceRegression(epsilon, n_tasks=TR_TASKS, bounds_X=(-1.0, 1.0), bounds_y=(-1.0, 1.0))
     fit = functools.partial(model.fit, X, y, tasks=tasks, rng=np.random.default_rng(0))
-    return _spy(functional_module, "laplace", fit, blind=blind), model
+    return _spy_fit(functional_module, "laplace", fit, blind=blind)
 
 
 def _task_release(calls: list[Call], task: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -287,7 +303,7 @@ def test_trace_task_release_passes_and_its_twin_is_rejected() -> None:
     calls, model = _trace_calls(TR_X, TR_Y, TR_T)
     calls_nb, _ = _trace_calls(X_nb, y_nb, t_nb)
     assert len(calls) == len(calls_nb) == 2 * TR_TASKS  # quadratic + cross for every task
-    assert model.privacy_cost.epsilon == TR_EPS  # parallel composition over the tasks
+    assert model.model.privacy_cost.epsilon == TR_EPS  # parallel composition over the tasks
     for t in range(TR_TASKS):
         exact, sens, eps = _task_release(calls, t)
         exact_nb, sens_nb, eps_nb = _task_release(calls_nb, t)
@@ -403,10 +419,10 @@ LIN_Y = np.array([0.4, -0.9, 0.1])
 
 def _linear_calls(
     X: np.ndarray, y: np.ndarray, *, epsilon: float = LIN_EPS, blind: bool = False
-) -> tuple[list[Call], LinearRegression]:
+) -> tuple[list[Call], LinearFit]:
     model = LinearRegression(epsilon, data_norm=1.0, bounds_y=(-1.0, 1.0))
     fit = functools.partial(model.fit, X, y, rng=np.random.default_rng(0))
-    return _spy(functional_module, "laplace", fit, blind=blind), model
+    return _spy_fit(functional_module, "laplace", fit, blind=blind)
 
 
 def test_linear_functional_parts_pass_and_their_twins_are_rejected() -> None:
@@ -447,6 +463,5 @@ def test_logistic_functional_fit_reads_data_only_through_the_audited_releases() 
     for X, y in ((FUN_X, FUN_Y), (np.vstack([FUN_X, FUN_ROW, -FUN_ROW]), np.r_[FUN_Y, 1, 0])):
         model = LogisticRegression(FUN_EPS, data_norm=1.0, method="functional")
         fit = functools.partial(model.fit, X, y, rng=np.random.default_rng(0))
-        _spy(functional_module, "laplace", fit, blind=True)
-        models.append(model.to_dict())
+        models.append(_spy_fit(functional_module, "laplace", fit, blind=True)[1].to_dict())
     assert models[0] == models[1]

@@ -34,11 +34,12 @@ from dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
 from dp.mechanisms import laplace
 from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.reference.empirical_privacy import audit, looped
+from dp.reference.regression import sufficient_statistics
 from dp.regression.auto import INTERCEPT_SHARE
 from dp.regression.encoding import FeatureEncoding
 from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
 from dp.regression.sensitivity import PARTS
-from dp.regression.statistics import Design, SufficientStatistics, sufficient_statistics
+from dp.regression.statistics import Design, SufficientStatistics
 from dp.schema import ColumnSpec
 
 EPS = 1.0

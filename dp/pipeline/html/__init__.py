@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from dp.pipeline.html.markdown import markdown_html
 
@@ -44,13 +45,14 @@ def _num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def _when(value: Any) -> str:
-    """An ISO 8601 UTC timestamp to the second (``2026-11-25 21:40:16``).
+def _when(value: Any) -> Markup:
+    """An ISO 8601 UTC timestamp to the second (``2026-11-25 21:40:16``), never wrapped in a
+    narrow table cell.
 
-    >>> _when("2026-11-25T21:40:16.640059+00:00")
-    '2026-11-25 21:40:16'
+    >>> str(_when("2026-11-25T21:40:16.640059+00:00"))
+    '<span class="when">2026-11-25 21:40:16</span>'
     """
-    return str(value)[:19].replace("T", " ")
+    return Markup('<span class="when">{}</span>').format(str(value)[:19].replace("T", " "))
 
 
 def render_page(template: str, **context: Any) -> str:

@@ -26,6 +26,7 @@ from dp.pipeline.html.sections import (
     read_json,
 )
 from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.regression import RegressionResult
 
 __all__ = ["clustering_plot", "coefficient_frame", "k_anonymity_plot", "regression_plot"]
 
@@ -74,11 +75,12 @@ def _forest(ax: Any, rows: pd.DataFrame, names: list[str], colour: str) -> bool:
     ax.plot(x, y, "o", color=colour, markersize=5)
     ax.axvline(0.0, color=MUTED, linewidth=0.8, linestyle="--")
     ax.set_yticks(y, names)
+    ax.locator_params(axis="x", nbins=5)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     return banded
 
 
-def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def regression_plot(summary: ReleaseSummary, result: RegressionResult, folder: Path) -> Section:
     """A forest plot: one row per coefficient (per task and feature for a trace regression)."""
     frame = coefficient_frame(summary, folder)
     # A logistic functional-mechanism table names its intervals for what they cover (the Taylor
@@ -89,7 +91,7 @@ def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
     table = frame_table(frame, caption="Coefficients", columns=[*columns, prefix + "ci_high"])
     if surrogate:
         frame = frame.rename(columns=lambda c: c.removeprefix("surrogate_"))
-    title = f"{summary.name}: coefficients of {summary.details.get('target', 'the target')}"
+    title = f"{summary.name}: coefficients of {result.target}"
     if "task" in frame.columns:  # small multiples: one panel per feature, tasks as rows
         features = list(pd.unique(frame["feature"]))
         tasks = list(pd.unique(frame["task"]))
@@ -101,14 +103,18 @@ def regression_plot(summary: ReleaseSummary, folder: Path) -> Section:
             banded = _forest(ax, rows, [str(t) for t in rows["task"]], PALETTE[k % len(PALETTE)])
             ax.set_title(f)
         fig.suptitle(title)
-    else:  # one panel; the intercept is on another scale, it stays in the table
+    else:  # one row per coefficient, each on its own scale from 0 (a slope per year of age and
+        # one per category can differ by orders of magnitude); the intercept stays in the table
         rows = frame[frame["feature"] != "intercept"]
+        n = len(rows)
         fig = new_figure(
-            7.0, 0.35 * len(rows) + 0.95, left=label_inches(rows["feature"]), bottom=0.45, top=0.35
+            7.0, 0.62 * n + 0.45, left=label_inches(rows["feature"]), bottom=0.3, top=0.35, gap=1.0
         )
-        ax = fig.subplots()
-        banded = _forest(ax, rows, [str(f) for f in rows["feature"]], INK)
-        ax.set_title(title)
+        banded = False
+        for i, ax in enumerate(np.atleast_1d(fig.subplots(n, 1))):
+            row = rows.iloc[[i]]
+            banded = _forest(ax, row, [str(row["feature"].iloc[0])], INK) or banded
+        fig.suptitle(title, y=1.0 - 0.08 / fig.get_figheight(), va="top")
     caption = "Each point is a released coefficient" + (
         "; no interval was published for this model."
         if not banded

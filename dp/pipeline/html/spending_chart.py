@@ -3,8 +3,9 @@
 Spending moves only when a run reserves, so it is drawn as steps (the value holds until the
 next run) from the left edge of the chart to its right edge. The time axis is padded around the
 runs -- 4% of their span, at least a minute each side, so one run is a step and not a vertical
-line -- and labelled by matplotlib's concise date formatter, which reads well for seconds and
-for years.
+line -- and labelled by matplotlib's concise date formatter, set so that every tick reads as a
+time or a date on its own (``21:55:30``, not ``30``) and the date under the axis is ISO
+(``2026-11-25``).
 The y axis runs from zero to a little above the larger of the budget and what was spent.
 """
 
@@ -120,7 +121,14 @@ def spending_chart(series: Series) -> Markup:
     ax.set_ylim(0.0, top)
     locator = mdates.AutoDateLocator(minticks=3, maxticks=7)  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_formatter(
+        mdates.ConciseDateFormatter(  # type: ignore[no-untyped-call]
+            locator,
+            formats=["%Y", "%b", "%d", "%H:%M", "%H:%M", "%H:%M:%S"],
+            zero_formats=["", "%Y", "%b", "%b %d", "%H:%M", "%H:%M"],
+            offset_formats=["", "%Y", "%Y-%m", "%Y-%m-%d", "%Y-%m-%d", "%Y-%m-%d"],
+        )
+    )
     ax.set_ylabel("epsilon")
     count = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
     ax.set_title(f"{series.name}: spending over time ({count}, UTC)")

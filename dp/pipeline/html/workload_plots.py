@@ -2,8 +2,8 @@
 
 Reads ``answers.parquet`` (``query``, ``answer``, and when published ``label``, ``std_error``,
 ``ci_low``, ``ci_high``) and ``estimate.parquet`` (one column per axis, then ``estimate``). The
-workload's shape comes from the release's details (``workload``) or, for a release that does
-not say, from its files: the number of axes, the number of queries and the query labels.
+workload's shape comes from the release's typed result (``workload``) or, where it names none,
+from its files: the number of axes, the number of queries and the query labels.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 from dp.pipeline.html.figures import BAND, INK, label_inches, new_figure, to_svg
 from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
 from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.workload import WorkloadResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -25,19 +26,21 @@ if TYPE_CHECKING:
 __all__ = ["workload_plot", "workload_shape"]
 
 _MAX_TICKS = 12
+_MAX_CATEGORY_TICKS = 40
+"""A heatmap labels every cell up to this many (its axes are categories and bands)."""
 _ANNOTATE_CELLS = 60
 
 
-def workload_shape(details: dict[str, Any], answers: pd.DataFrame, cells: int, axes: int) -> str:
-    """``prefix``, ``all_range``, ``total``, ``marginals`` or ``identity``.
+def workload_shape(declared: str | None, answers: pd.DataFrame, cells: int, axes: int) -> str:
+    """``prefix``, ``all_range``, ``total``, ``marginals`` or ``identity``: ``declared`` if
+    given, else what the files show.
 
-    >>> workload_shape({}, pd.DataFrame({"answer": [1.0] * 6}), 3, 1)
+    >>> workload_shape(None, pd.DataFrame({"answer": [1.0] * 6}), 3, 1)
     'all_range'
-    >>> workload_shape({}, pd.DataFrame({"label": ["age <= 17", "age <= 18"]}), 2, 1)
+    >>> workload_shape(None, pd.DataFrame({"label": ["age <= 17", "age <= 18"]}), 2, 1)
     'prefix'
     """
-    declared = details.get("workload")
-    if isinstance(declared, str):
+    if declared:
         return declared
     q = len(answers)
     if q == 1 and cells > 1:
@@ -50,27 +53,34 @@ def workload_shape(details: dict[str, Any], answers: pd.DataFrame, cells: int, a
     return "marginals" if axes > 1 else "identity"
 
 
-def _ticks(labels: Sequence[str]) -> tuple[list[int], list[str], bool]:
-    """At most ``_MAX_TICKS`` cell labels, evenly spaced (74 ages would overprint), and
-    whether they are long enough to be turned."""
-    step = max(1, int(np.ceil(len(labels) / _MAX_TICKS)))
+def _ticks(labels: Sequence[str], most: int = _MAX_TICKS) -> tuple[list[int], list[str], bool]:
+    """At most ``most`` cell labels, evenly spaced (74 ages would overprint), and whether
+    they are long enough to be turned."""
+    step = max(1, int(np.ceil(len(labels) / most)))
     ticks = list(range(0, len(labels), step))
     shown = [labels[i] for i in ticks]
     return ticks, shown, max(map(len, shown), default=0) > 4
 
 
-def _bottom(labels: Sequence[str]) -> float:
+def _bottom(labels: Sequence[str], most: int = _MAX_TICKS) -> float:
     """The bottom margin (inches) for cell labels under an axis, and its title."""
-    _, shown, turned = _ticks(labels)
+    _, shown, turned = _ticks(labels, most)
     return 0.55 + (0.5 * label_inches(shown) if turned else 0.0)
 
 
-def _cell_ticks(ax: Axes, labels: Sequence[str], *, axis: str = "x") -> None:
-    ticks, shown, turned = _ticks(labels)
+def _cell_ticks(
+    ax: Axes, labels: Sequence[str], *, axis: str = "x", most: int = _MAX_TICKS
+) -> None:
+    ticks, shown, turned = _ticks(labels, most)
     if axis == "x":
-        ax.set_xticks(
-            ticks, shown, rotation=30 if turned else 0, ha="right" if turned else "center"
-        )
+        # A turned label ends at its tick (anchored there, not its box's corner), so it sits
+        # under its own column.
+        ax.set_xticks(ticks, shown)
+        if turned:
+            ax.tick_params(axis="x", labelrotation=30)
+            for label in ax.get_xticklabels():
+                label.set_horizontalalignment("right")
+                label.set_rotation_mode("anchor")
     else:
         ax.set_yticks(ticks, shown)
 
@@ -129,9 +139,11 @@ def _one_axis(
             "`answers.parquet`." + _band_caption(banded)
         )
         return [to_svg(fig, key=name)], [text]
+    cdf = shape == "prefix"
+    if cdf and set(INTERVAL_COLUMNS) <= set(answers.columns):
+        return _cdf(summary, answers, labels, column)
     fig = new_figure(7.0, 2.6 + _bottom(labels), left=0.9, bottom=_bottom(labels))
     ax = fig.subplots()
-    cdf = shape == "prefix"
     banded = _series(ax, answers, labels, bars=not cdf)
     ax.set_xlabel(column)
     ax.set_ylabel("count up to x" if cdf else "count")
@@ -144,6 +156,33 @@ def _one_axis(
     return [to_svg(fig, key=name)], [text]
 
 
+def _cdf(
+    summary: ReleaseSummary, answers: pd.DataFrame, labels: list[str], column: str
+) -> tuple[list[Any], list[str]]:
+    """A CDF with intervals: the counts reach the table's size, where a band of a few dozen
+    is thinner than the line, so a second panel draws each interval around its answer."""
+    name, bottom = summary.name, _bottom(labels)
+    fig = new_figure(7.0, 3.9 + bottom, left=0.9, bottom=bottom, gap=0.25)
+    top, below = fig.subplots(2, 1, sharex=True, height_ratios=(2.2, 1.0))
+    _series(top, answers, labels, bars=False)
+    top.set_ylabel("count up to x")
+    top.set_title(f"{name}: cumulative counts (CDF) by {column}")
+    x = np.arange(len(answers), dtype=float)
+    mid = answers["answer"].to_numpy(float)
+    lo, hi = answers["ci_low"].to_numpy(float) - mid, answers["ci_high"].to_numpy(float) - mid
+    below.fill_between(x, lo, hi, color=BAND, alpha=0.8, linewidth=0)
+    below.axhline(0.0, color=INK, linewidth=1.0)
+    below.set_ylabel("interval − answer")
+    _cell_ticks(below, labels)
+    below.set_xlabel(column)
+    text = (
+        f"Released cumulative counts of `{column}` (top). The band is each answer's published "
+        "interval (`ci_low` to `ci_high`): drawn on the counts (top, thinner than the line "
+        "where the counts are large) and around each answer (bottom, on its own scale)."
+    )
+    return [to_svg(fig, key=name)], [text]
+
+
 def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -> Any:
     """The reconstructed histogram over the first two axes (summed over any others)."""
     rows, cols = axes[0], axes[1]
@@ -151,10 +190,11 @@ def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -
     grid = grid.reindex(index=pd.unique(estimate[rows]), columns=pd.unique(estimate[cols]))
     values = grid.to_numpy(float)
     x_labels, y_labels = [str(c) for c in grid.columns], [str(r) for r in grid.index]
-    bottom = _bottom(x_labels)
+    most = _MAX_CATEGORY_TICKS
+    bottom = _bottom(x_labels, most)
     fig = new_figure(
-        7.0,
-        max(1.6, 0.24 * len(y_labels)) + bottom + 0.35,
+        max(7.0, 0.3 * len(x_labels) + label_inches(y_labels) + 2.0),  # room for every label
+        max(1.6, 0.24 * min(len(y_labels), most)) + bottom + 0.35,
         left=label_inches(y_labels) + 0.35,
         right=0.3,  # the colour bar takes its room from the axes
         bottom=bottom,
@@ -162,8 +202,8 @@ def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -
     ax = fig.subplots()
     image = ax.imshow(values, aspect="auto", cmap="Blues", interpolation="nearest")
     fig.colorbar(image, ax=ax, label="estimated count")
-    _cell_ticks(ax, x_labels)
-    _cell_ticks(ax, y_labels, axis="y")
+    _cell_ticks(ax, x_labels, most=most)
+    _cell_ticks(ax, y_labels, axis="y", most=most)
     ax.grid(False)
     ax.set_xlabel(cols)
     ax.set_ylabel(rows)
@@ -176,13 +216,13 @@ def _heatmap(summary: ReleaseSummary, estimate: pd.DataFrame, axes: list[str]) -
     return to_svg(fig, key=summary.name)
 
 
-def workload_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def workload_plot(summary: ReleaseSummary, result: WorkloadResult, folder: Path) -> Section:
     """See the module docstring."""
     base = folder / summary.name
     answers = pd.read_parquet(base / "answers.parquet")
     estimate = pd.read_parquet(base / "estimate.parquet")
     axes = [str(c) for c in estimate.columns[: estimate.columns.get_loc("estimate")]]
-    shape = workload_shape(dict(summary.details), answers, len(estimate), len(axes))
+    shape = workload_shape(result.workload, answers, len(estimate), len(axes))
     figures: list[Any] = []
     captions: list[str] = []
     if len(axes) >= 2:

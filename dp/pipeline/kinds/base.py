@@ -12,14 +12,15 @@ text, its ``report.md`` lines, its plot in ``report.html``, its guarantee).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, Never, Protocol, TypeAlias, TypeVar, cast
 
 from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.engine import Aggregate, TableSource
+from dp.engine import TableSource
+from dp.engine.batches import Batch
+from dp.errors import InvariantError
 from dp.ledger import ReleaseRecord
 from dp.pipeline.units import Bounding
 from dp.publication import Staging
@@ -37,6 +38,16 @@ __all__ = [
     "ReleaseSummary",
     "Result",
     "Scan",
+    "ScanAggregate",
+    "as_float",
+    "as_float_or_none",
+    "as_int",
+    "as_list",
+    "as_object",
+    "as_object_or_none",
+    "as_str",
+    "as_str_or_none",
+    "as_strs",
     "scan_each",
     "scan_one",
 ]
@@ -45,10 +56,72 @@ ItemT = TypeVar("ItemT", bound="Model")
 SpecT = TypeVar("SpecT")
 ExactT = TypeVar("ExactT")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 EstimatorT = TypeVar("EstimatorT")
 
-JSON = Any
-"""A JSON-ready value (str, number, bool, None, list, dict)."""
+JSON: TypeAlias = "str | int | float | bool | Sequence[JSON] | Mapping[str, JSON] | None"
+"""A JSON-ready value (str, number, bool, None, list, dict). Read-only containers
+(``Sequence``, ``Mapping``), so a ``list[str]`` or a ``dict[str, float]`` is one too. Reading
+one back, :func:`as_str`, :func:`as_float`, :func:`as_object`... check what it is."""
+
+
+def _wrong(value: JSON, want: str) -> InvariantError:
+    return InvariantError(f"expected {want} in a release record, got {value!r}")
+
+
+def as_str(value: JSON) -> str:
+    """A JSON string."""
+    if not isinstance(value, str):
+        raise _wrong(value, "a string")
+    return value
+
+
+def as_float(value: JSON) -> float:
+    """A JSON number (an integer too, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(value, "a number")
+    return float(value)
+
+
+def as_int(value: JSON) -> int:
+    """A JSON integer (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong(value, "an integer")
+    return value
+
+
+def as_float_or_none(value: JSON) -> float | None:
+    """A JSON number or null."""
+    return None if value is None else as_float(value)
+
+
+def as_str_or_none(value: JSON) -> str | None:
+    """A JSON string or null."""
+    return None if value is None else as_str(value)
+
+
+def as_list(value: JSON) -> Sequence[JSON]:
+    """A JSON list."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise _wrong(value, "a list")
+    return value
+
+
+def as_strs(value: JSON) -> tuple[str, ...]:
+    """A JSON list of strings."""
+    return tuple(as_str(v) for v in as_list(value))
+
+
+def as_object(value: JSON) -> Mapping[str, JSON]:
+    """A JSON object."""
+    if not isinstance(value, Mapping):
+        raise _wrong(value, "an object")
+    return value
+
+
+def as_object_or_none(value: JSON) -> Mapping[str, JSON] | None:
+    """A JSON object or null."""
+    return None if value is None else as_object(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,14 +165,12 @@ class ReleasePlan(Generic[SpecT]):
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # no slots: built through a generic alias
 class EstimatorSpec(Generic[ItemT, EstimatorT]):
-    """A model kind's spec: the item and its configured estimator, never fitted: :meth:`fresh`
-    gives each execution its own copy, so the plan (cached, shared by retries) never changes."""
+    """A model kind's spec: the item and its configured estimator. An estimator is never
+    fitted in place (its fit returns a frozen result), so the plan (cached, shared by retries)
+    never changes and every execution fits the same estimator."""
 
     item: ItemT
     estimator: EstimatorT
-
-    def fresh(self) -> EstimatorT:
-        return copy.deepcopy(self.estimator)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,25 +239,33 @@ class ReleaseSummary:
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> ReleaseSummary:
         return cls(
-            name=data["name"],
-            kind=data["kind"],
-            mechanism=data["mechanism"],
-            cost=PrivacyCost(epsilon=data["epsilon"], delta=data["delta"]),
+            name=as_str(data["name"]),
+            kind=as_str(data["kind"]),
+            mechanism=as_str(data["mechanism"]),
+            cost=PrivacyCost(epsilon=as_float(data["epsilon"]), delta=as_float(data["delta"])),
             is_dp=bool(data["is_dp"]),
-            sensitivity=data["sensitivity"],
-            parts=tuple(
-                PlannedCost(
-                    name=p["name"],
-                    cost=PrivacyCost(epsilon=p["epsilon"], delta=p["delta"]),
-                    partition=None if p["partition"] is None else tuple(p["partition"]),
-                )
-                for p in data["parts"]
-            ),
-            files=tuple(data["files"]),
-            output_hash=data["output_hash"],
-            details=data["details"],
-            neighbours=data.get("neighbours", "one row"),
+            sensitivity=as_float_or_none(data["sensitivity"]),
+            parts=tuple(_part(as_object(p)) for p in as_list(data["parts"])),
+            files=as_strs(data["files"]),
+            output_hash=as_str(data["output_hash"]),
+            details=as_object(data["details"]),
+            neighbours=as_str(data.get("neighbours", "one row")),
         )
+
+
+def _part(p: Mapping[str, JSON]) -> PlannedCost:
+    partition = p["partition"]
+    return PlannedCost(
+        name=as_str(p["name"]),
+        cost=PrivacyCost(epsilon=as_float(p["epsilon"]), delta=as_float(p["delta"])),
+        partition=None if partition is None else _pair(as_strs(partition)),
+    )
+
+
+def _pair(values: tuple[str, ...]) -> tuple[str, str]:
+    if len(values) != 2:
+        raise _wrong(list(values), "a partition (column, value)")
+    return values[0], values[1]
 
 
 class Result(Protocol):
@@ -210,23 +289,41 @@ class Executed:
         return cls(details=result.to_json(), sensitivity=sensitivity)
 
 
+class ScanAggregate(Protocol[R_co]):
+    """An engine aggregate (:class:`dp.engine.Aggregate`) as a kind hands it to the shared
+    scan: it reads some columns and finishes to an ``R_co``. Its accumulator is the engine's
+    business: where one goes, this says ``Never`` (nobody outside the engine can make one), so
+    every ``Aggregate[P, R]``, whatever its ``P``, is a ``ScanAggregate[R]``."""
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    def empty(self) -> object: ...
+
+    def update(self, acc: Never, batch: Batch) -> object: ...
+
+    def merge(self, left: Never, right: Never) -> object: ...
+
+    def finish(self, acc: Never) -> R_co: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Scan(Generic[ExactT]):
     """What a release needs from the run's one shared scan: engine aggregates, and how their
     finished results (in the same order) make the kind's typed exact value."""
 
-    aggregates: tuple[Aggregate[Any, Any], ...]
-    """Engine aggregates (their accumulators are the engine's business, hence ``Any``)."""
+    aggregates: tuple[ScanAggregate[object], ...]
+    """Engine aggregates, whatever their accumulators."""
     assemble: Callable[[Sequence[object]], ExactT]
     """The finished results -> what :meth:`ReleaseKind.execute` receives."""
 
 
-def scan_one(aggregate: Aggregate[Any, R]) -> Scan[R]:
+def scan_one(aggregate: ScanAggregate[R]) -> Scan[R]:
     """One aggregate; the kind receives its finished result."""
     return Scan((aggregate,), lambda results: cast(R, results[0]))
 
 
-def scan_each(aggregates: Sequence[Aggregate[Any, R]]) -> Scan[tuple[R, ...]]:
+def scan_each(aggregates: Sequence[ScanAggregate[R]]) -> Scan[tuple[R, ...]]:
     """Aggregates of one result type (maybe none); the kind receives their results in order."""
     return Scan(tuple(aggregates), lambda results: tuple(cast(R, r) for r in results))
 

@@ -42,6 +42,11 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_float,
+    as_int,
+    as_object_or_none,
+    as_str,
+    as_strs,
     scan_one,
 )
 from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
@@ -107,11 +112,11 @@ class ClusteringResult:
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> ClusteringResult:
         return cls(
-            features=tuple(data["features"]),
-            k=int(data["k"]),
-            interval_level=float(data["interval_level"]),
-            privacy_unit=data.get("privacy_unit"),
-            interval_method=str(data["interval_method"]),
+            features=as_strs(data["features"]),
+            k=as_int(data["k"]),
+            interval_level=as_float(data["interval_level"]),
+            privacy_unit=as_object_or_none(data.get("privacy_unit")),
+            interval_method=as_str(data["interval_method"]),
         )
 
 
@@ -149,7 +154,7 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
         data: TableSource,
         out: Staging,
     ) -> Executed:
-        item, estimator = plan.spec.item, plan.spec.fresh()
+        item, estimator = plan.spec.item, plan.spec.estimator
         d = len(item.features)
         domain = estimator.domain(d)
 
@@ -167,20 +172,20 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
         step: Step = streamed
         if projection is not None:  # the same integers, without reading the source again
             step = projected_lloyd_step(projection, features=item.features, domain=domain)
-        estimator.fit_steps(step, d=d)
+        fit = estimator.fit_steps(step, d=d)
         # The estimator ran at the row-level epsilon: state the unit-level cost and the unit.
         statement = unit_statement(plan.bounding, plan.cost)
-        model = {**estimator.to_dict(), **statement, "features": item.features}
+        model = {**fit.to_dict(), **statement, "features": item.features}
         out.write_json(plan.name, "model.json", model)
         scale = float(model["laplace_scale"]["counts"])
         level = 0.95
         table = cluster_table(
-            estimator.cluster_centers_,
-            estimator.cluster_sizes_,
+            fit.centres,
+            fit.sizes,
             features=item.features,
             size_scale=scale,
             level=level,
-            reseeded=estimator.reseeded_,
+            reseeded=fit.reseeded,
         )
         unit = statement.get("privacy_unit")
         result = ClusteringResult(

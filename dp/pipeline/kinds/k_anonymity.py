@@ -35,6 +35,9 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_int,
+    as_object,
+    as_str,
     scan_each,
 )
 from dp.pipeline.units import Bounding
@@ -85,7 +88,9 @@ class KAnonymityResult:
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> KAnonymityResult:
         return cls(
-            guarantee=str(data["guarantee"]), levels=dict(data["levels"]), report=data["report"]
+            guarantee=as_str(data["guarantee"]),
+            levels={k: as_int(v) for k, v in as_object(data["levels"]).items()},
+            report=as_str(data["report"]),
         )
 
 

@@ -38,6 +38,11 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_float_or_none,
+    as_int,
+    as_object_or_none,
+    as_str,
+    as_strs,
     scan_each,
 )
 from dp.pipeline.units import bounding_for, unit_statement
@@ -46,10 +51,12 @@ from dp.publication import Staging
 if TYPE_CHECKING:
     from dp.pipeline.html.sections import Section
 from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
+from dp.regression.linear import LinearFit
 from dp.regression.statistics import SufficientStatistics
 from dp.regression.uncertainty import (
     DEFAULT_REPLICATES,
     CoefficientTable,
+    Fit,
     coefficient_table,
     point_table,
 )
@@ -205,10 +212,15 @@ class RegressionResult:
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> RegressionResult:
         named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
-        fields = {k: v for k, v in data.items() if k in named}
         return cls(
-            **{**fields, "features": tuple(data["features"])},
+            model=as_str(data["model"]),
+            target=as_str(data["target"]),
+            features=as_strs(data["features"]),
+            tasks=as_int(data["tasks"]),
+            zcdp_rho=as_float_or_none(data["zcdp_rho"]),
             intervals={k: v for k, v in data.items() if k not in named},
+            outcome=as_object_or_none(data.get("outcome")),
+            privacy_unit=as_object_or_none(data.get("privacy_unit")),
         )
 
 
@@ -285,11 +297,12 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         data: TableSource,
         out: Staging,
     ) -> Executed:
-        item, estimator = plan.spec.item, plan.spec.fresh()
+        item, estimator = plan.spec.item, plan.spec.estimator
+        fit: Fit
         if isinstance(estimator, TraceRegression):
-            estimator.fit_statistics(exact[0])
+            fit = estimator.fit_statistics(exact[0])
         elif exact:
-            estimator.fit_statistics(exact[0][0])
+            fit = estimator.fit_statistics(exact[0][0])
         elif isinstance(estimator, LogisticRegression):  # objective perturbation
             design = estimator.design()
 
@@ -306,14 +319,14 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
                     backend=data.backend,
                 )
 
-            estimator.fit_loss_sums(sums)
+            fit = estimator.fit_loss_sums(sums)
         else:
             raise InvariantError(f"regression {plan.name!r}: no statistics from the scan")
         # The estimator ran at the row-level cost on the bounded rows: the release states the
         # unit-level cost, its neighbours and the bound (group privacy) everywhere.
         statement = unit_statement(plan.bounding, plan.cost)
         model = {
-            **estimator.to_dict(),
+            **fit.to_dict(),
             **statement,
             **_outcome_of(item),
             "target": item.target,
@@ -322,15 +335,15 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         if item.tasks is not None:
             model["tasks"] = {"column": item.tasks, "labels": list(estimator_labels(plan))}
         out.write_json(plan.name, "model.json", model)
-        features = [str(f) for f in model.get("features", item.features)]
-        table = _table(item, estimator, features, plan)
+        features = list(as_strs(model.get("features", item.features)))
+        table = _table(item, fit, features, plan)
         frame = table.to_frame()
         if item.model == "logistic":  # what y = 1 means, in the CSV too
-            frame.insert(0, "outcome", outcome(item)["y=1"])
+            frame.insert(0, "outcome", as_str(outcome(item)["y=1"]))
         frame.attrs = {"dppub": {**statement, **_outcome_of(item), **table.describe()}}
         out.write_table(plan.name, "coefficients", frame)
         # zCDP's group privacy: m rows of a unit cost m^2 times the row-level rho.
-        row_rho = getattr(estimator, "zcdp_rho", None)
+        row_rho = fit.zcdp_rho if isinstance(fit, LinearFit) else None
         m = plan.bounding.rows_per_unit
         unit = statement.get("privacy_unit")
         result = RegressionResult(
@@ -357,9 +370,9 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         if r.outcome is not None:
             lines.append(f"Outcome: y = 1 means `{r.outcome['y=1']}` (else y = 0).")
         d = r.intervals
-        level = d.get("interval_level")
+        level = as_float_or_none(d.get("interval_level"))
         if level is not None:
-            columns = ", ".join(f"`{c}`" for c in d.get("interval_columns", ()))
+            columns = ", ".join(f"`{c}`" for c in as_strs(d.get("interval_columns", ())))
             lines.append(
                 f"Coefficients with standard errors and {level:.0%} intervals ({columns}) in "
                 f"`coefficients.csv` (and `.parquet`): {d['interval_method']}, "
@@ -378,22 +391,21 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
             regression_plot,  # matplotlib: only when a report is drawn
         )
 
-        return regression_plot(summary, folder)
+        return regression_plot(summary, RegressionResult.from_json(summary.details), folder)
 
 
 def _table(
     item: RegressionModel,
-    estimator: Estimator,
+    fit: Fit,
     features: list[str],
     plan: ReleasePlan[RegressionSpec],
 ) -> CoefficientTable:
-    """The fitted model's coefficient table, from the statistics it released (module doc)."""
+    """The fit's coefficient table, from the statistics it released (module doc)."""
     tasks = estimator_labels(plan) if item.tasks is not None else None
-    if estimator.released_ is None:  # objective perturbation: nothing but the minimiser
-        return point_table(estimator, features=features, tasks=tasks)
+    if fit.released is None:  # objective perturbation: nothing but the minimiser
+        return point_table(fit, features=features, tasks=tasks)
     return coefficient_table(
-        estimator,
-        estimator.released_,
+        fit,
         features=features,
         tasks=tasks,
         replicates=_REPLICATES[item.model],

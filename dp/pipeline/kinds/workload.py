@@ -42,6 +42,11 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_float,
+    as_float_or_none,
+    as_int,
+    as_str,
+    as_str_or_none,
     scan_one,
 )
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
@@ -222,8 +227,18 @@ class WorkloadResult:
     def from_json(cls, data: Mapping[str, JSON]) -> WorkloadResult:
         named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
         return cls(
-            **{k: v for k, v in data.items() if k in named},
+            workload=as_str(data["workload"]),
+            strategy=as_str(data["strategy"]),
+            reconstruction=as_str(data["reconstruction"]),
+            queries=as_int(data["queries"]),
+            cells=as_int(data["cells"]),
+            expected_rmse=as_float(data["expected_rmse"]),
+            svd_bound_rmse=as_float(data["svd_bound_rmse"]),
+            noise=as_str(data["noise"]),
+            noise_scale=as_float(data["noise_scale"]),
             intervals={k: v for k, v in data.items() if k not in named},
+            zcdp_rho=as_float_or_none(data.get("zcdp_rho")),
+            accounting=as_str_or_none(data.get("accounting")),
         )
 
 
@@ -384,9 +399,9 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         r = WorkloadResult.from_json(summary.details)
-        level = r.intervals.get("interval_level")
+        level = as_float_or_none(r.intervals.get("interval_level"))
         intervals = (
-            f"Each answer has a {100 * float(level):g}% interval ({r.intervals['interval_method']})"
+            f"Each answer has a {100 * level:g}% interval ({r.intervals['interval_method']})"
             if level is not None
             else f"No intervals ({r.intervals.get('interval_method', 'none')})"
         )
@@ -403,4 +418,4 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             workload_plot,  # matplotlib: only when a report is drawn
         )
 
-        return workload_plot(summary, folder)
+        return workload_plot(summary, WorkloadResult.from_json(summary.details), folder)

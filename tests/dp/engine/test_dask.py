@@ -97,8 +97,8 @@ def test_objective_perturbation_is_bit_identical(partitioned: Path, cluster: str
 
     local = fit(None)
     remote = fit(DaskBackend(address=cluster, batch_size=77))
-    assert local.coef_.tobytes() == remote.coef_.tobytes()
-    assert local.intercept_ == remote.intercept_
+    assert local.coef.tobytes() == remote.coef.tobytes()
+    assert local.intercept == remote.intercept
 
 
 def test_leaf_counts_match(

@@ -17,7 +17,8 @@ from dp.errors import ConfigError
 from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.reference.frame import read_table
 from dp.reference.histogram import histogram
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.reference.regression import sufficient_statistics
+from dp.regression.statistics import Design
 from tests.dp.engine.conftest import SCHEMA
 
 # Float sums differ from the whole-table ones only in addition order: ~1e-15 relative here.

@@ -147,5 +147,5 @@ def test_kmeans_from_the_projection_equals_the_streamed_fit(partitioned: Path, e
         d=2,
         rng=np.random.default_rng(11),
     )
-    assert got.cluster_centers_.tobytes() == want.cluster_centers_.tobytes()
+    assert got.centres.tobytes() == want.centres.tobytes()
     assert got.to_dict() == want.to_dict()

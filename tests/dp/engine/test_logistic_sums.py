@@ -13,7 +13,7 @@ from dp.engine import LogisticLossAggregate, logistic_sums_stream
 from dp.engine.dask import DaskBackend
 from dp.errors import ConfigError
 from dp.reference.frame import read_table
-from dp.regression import LogisticRegression
+from dp.reference.regression import LogisticRegression
 from dp.regression.logistic import normalised_rows, row_norm_bound
 from dp.regression.losssums import logistic_sums
 from tests.conftest import generate
@@ -69,7 +69,7 @@ def test_streamed_fit_equals_the_in_memory_fit(
     want = _model(intercept).fit(X, y, rng=np.random.default_rng(7))
     got, calls = _streamed_fit(_model(intercept), partitioned, target, rule, batch_size=200)
     # Same noise draws, same exact sums, hence the same Newton path and release, bit for bit.
-    assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
+    assert got.coef.tobytes() == want.coef.tobytes() and got.intercept == want.intercept
     assert got.to_dict() == want.to_dict()
     # One pass per evaluated point: the start plus at least one Newton step.
     assert len(calls) >= 2
@@ -83,7 +83,7 @@ def test_one_batch_fit_is_bit_identical(tmp_path: Path) -> None:
     X, y = _in_memory(source, *RULES[0])
     want = _model().fit(X, y, rng=np.random.default_rng(7))
     got, _ = _streamed_fit(_model(), source, *RULES[0], batch_size=len(X))
-    assert got.coef_.tobytes() == want.coef_.tobytes() and got.intercept_ == want.intercept_
+    assert got.coef.tobytes() == want.coef.tobytes() and got.intercept == want.intercept
 
 
 @pytest.mark.parametrize(("target", "rule"), RULES)
@@ -113,8 +113,8 @@ def test_dask_local_scheduler_is_bit_identical(partitioned: Path) -> None:
     # Dask's local scheduler (the 2-worker cluster is exercised in test_dask.py).
     local, _ = _streamed_fit(_model(), partitioned, *RULES[0], batch_size=150)
     remote, _ = _streamed_fit(_model(), partitioned, *RULES[0], backend=DaskBackend(batch_size=150))
-    assert local.coef_.tobytes() == remote.coef_.tobytes()
-    assert local.intercept_ == remote.intercept_
+    assert local.coef.tobytes() == remote.coef.tobytes()
+    assert local.intercept == remote.intercept
 
 
 def test_configuration_errors(partitioned: Path) -> None:

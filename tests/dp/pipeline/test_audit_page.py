@@ -4,13 +4,15 @@ trace-regression tasks by their labels."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from dp.ledger import Ledger
 from dp.pipeline.audit_page import dataset_runs, release_labels, render_audit_html
-from dp.pipeline.html.spending_chart import RunPoint, Series, chart_limits
+from dp.pipeline.html.figures import style
+from dp.pipeline.html.spending_chart import RunPoint, Series, chart_limits, spending_chart
 from flows.commands import audit_payload
 from tests.dp.pipeline.published_run import Demo
 
@@ -73,6 +75,11 @@ def test_the_page_shows_the_chart_the_charged_run_and_the_task_labels(demo: Demo
     assert demo.charged_run in charged
     assert "age_cdf" in charged  # what it drew noise for
     assert "income_by_education[Bachelors]" in page
+    # Dates never wrap inside a narrow cell (a date over a time read as two values).
+    cells = re.findall(r"<td>([^<]*\d{4}-\d\d-\d\d \d\d:[^<]*)</td>", page)
+    assert not cells, cells  # each is in a span that does not wrap
+    assert page.count('<span class="when">') >= 2
+    assert ".when { white-space: nowrap; }" in page
 
 
 def test_a_renamed_dataset_keeps_its_history(demo: Demo) -> None:
@@ -112,3 +119,15 @@ def test_a_dataset_without_runs_gets_no_chart() -> None:
     page = render_audit_html(payload, [])
     assert "<svg" not in page
     assert "No run has spent from this budget yet." in page
+
+
+def test_the_time_axis_says_times_and_the_date_in_full() -> None:
+    # Runs seconds apart: matplotlib's default concise labels read "21:55, 30, 21:56" and
+    # "2026-Jan-01 00:01"; every tick must be a time on its own, the date under the axis ISO.
+    runs = _runs(4, timedelta(seconds=40), 0.5)
+    with style():
+        svg = str(spending_chart(Series(name="d", runs=runs, budget=4.0)))
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    ticks = [t for t in texts if re.fullmatch(r"[\d:]+", t) and t != "0"]
+    assert ticks and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    assert "2026-01-01" in texts

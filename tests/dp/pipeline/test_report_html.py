@@ -4,6 +4,7 @@ said to be absent when it does not; a failing plot never stops the report."""
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
@@ -13,9 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.pipeline.html.figures import BAND
-from dp.pipeline.html.workload_plots import workload_shape
+from dp.budget import PrivacyCost
+from dp.pipeline.html.figures import BAND, style
+from dp.pipeline.html.model_plots import regression_plot
+from dp.pipeline.html.workload_plots import _heatmap, workload_shape
 from dp.pipeline.kinds import ReleaseSummary
+from dp.pipeline.kinds.regression import RegressionResult
 from dp.pipeline.report_html import budget_context, render_report_html
 from tests.dp.pipeline.published_run import Demo
 
@@ -66,13 +70,13 @@ def test_a_second_run_sees_the_first_in_its_budget_context(demo: Demo) -> None:
 
 def test_workload_shapes_from_details_files_and_labels() -> None:
     answers = pd.DataFrame({"answer": [1.0, 2.0, 3.0]})
-    assert workload_shape({"workload": "prefix"}, answers, 3, 1) == "prefix"
-    assert workload_shape({}, answers, 3, 1) == "identity"
-    assert workload_shape({}, answers, 2, 1) == "all_range"  # 3 ranges over 2 cells
-    assert workload_shape({}, pd.DataFrame({"answer": [5.0]}), 4, 2) == "total"
-    assert workload_shape({}, pd.DataFrame({"answer": [1.0] * 4}), 4, 2) == "marginals"
+    assert workload_shape("prefix", answers, 3, 1) == "prefix"
+    assert workload_shape(None, answers, 3, 1) == "identity"
+    assert workload_shape(None, answers, 2, 1) == "all_range"  # 3 ranges over 2 cells
+    assert workload_shape(None, pd.DataFrame({"answer": [5.0]}), 4, 2) == "total"
+    assert workload_shape(None, pd.DataFrame({"answer": [1.0] * 4}), 4, 2) == "marginals"
     labels = pd.DataFrame({"label": ["age = 17", "age = 18"], "answer": [1.0, 2.0]})
-    assert workload_shape({}, labels, 2, 1) == "identity"
+    assert workload_shape(None, labels, 2, 1) == "identity"
 
 
 def _copy_run(demo: Demo, tmp_path: Path) -> Path:
@@ -89,6 +93,7 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     page = render_report_html(manifest=demo.published.manifest, summaries=summaries, folder=folder)
     age = page[page.index('id="age_cdf"') : page.index('id="income_ranges"')]
     assert BAND in age  # the band is drawn in its colour
+    assert "interval − answer" in age  # and around each answer, on its own scale: visible
     assert "cumulative counts (CDF)" in age  # the labels say it is a prefix workload
     assert "published interval" in age
     assert "age &lt;= 17" in age  # the labelled answers are listed
@@ -147,3 +152,62 @@ def test_the_markdown_report_nests_its_headings(demo: Demo) -> None:
     assert all(b - a <= 1 for a, b in itertools.pairwise(levels))  # no skipped level
     assert levels.count(3) == len(demo.published.summaries)  # one per release, under Releases
     assert max(levels) == 3
+
+
+def _summary_of(name: str, kind: str, files: tuple[str, ...]) -> ReleaseSummary:
+    return ReleaseSummary(
+        name=name,
+        kind=kind,
+        mechanism="m",
+        cost=PrivacyCost(epsilon=0.1),
+        is_dp=True,
+        sensitivity=None,
+        parts=(),
+        files=files,
+        output_hash="",
+        details={},
+    )
+
+
+def _texts(svg: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+
+
+def test_a_heatmap_labels_every_category() -> None:
+    # 16 education levels used to keep every second label (at most 12 ticks).
+    levels = [f"level-{i:02d}" for i in range(16)]
+    estimate = pd.DataFrame(
+        {
+            "sex": ["F", "M"] * 16,
+            "education": [lv for lv in levels for _ in range(2)],
+            "estimate": range(32),
+        }
+    )
+    with style():
+        svg = str(_heatmap(_summary_of("edu", "workload", ()), estimate, ["sex", "education"]))
+    shown = _texts(svg)
+    assert all(lv in shown for lv in levels)
+
+
+def test_a_forest_plot_gives_each_coefficient_its_own_scale(tmp_path: Path) -> None:
+    # A slope of 700 beside one of 0.003: on one shared axis the small one is a dot at 0.
+    (tmp_path / "m").mkdir()
+    pd.DataFrame(
+        {
+            "feature": ["age", "small", "intercept"],
+            "coefficient": [700.0, 0.003, 5.0],
+            "std_error": [30.0, 0.001, 1.0],
+            "ci_low": [650.0, 0.001, 3.0],
+            "ci_high": [760.0, 0.005, 7.0],
+        }
+    ).to_parquet(tmp_path / "m" / "coefficients.parquet")
+    result = RegressionResult(
+        model="linear", target="y", features=("age", "small"), tasks=0, zcdp_rho=None,
+        intervals={},
+    )  # fmt: skip
+    summary = _summary_of("m", "regression", ("m/coefficients.parquet",))
+    with style():
+        svg = str(regression_plot(summary, result, tmp_path).figures[0])
+    ticks = _texts(svg)
+    assert "600" in ticks and "0.004" in ticks  # both scales are drawn
+    assert "m: coefficients of y" in ticks

@@ -27,9 +27,10 @@ import pytest
 from dp.errors import InvariantError
 from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.numerics.domains import FeatureDomain as _Domain
+from dp.reference.regression import sufficient_statistics
 from dp.regression import functional as fm
 from dp.regression.sensitivity import PARTS, BlockSensitivity
-from dp.regression.statistics import Design, sufficient_statistics
+from dp.regression.statistics import Design
 
 pytestmark = pytest.mark.slow  # seeded privacy audits
 

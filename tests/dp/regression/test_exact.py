@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from dp.errors import InputError, InvariantError
 from dp.numerics.domains import FeatureDomain, TargetDomain
 from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE, MAX_ROWS
+from dp.reference.regression import sufficient_statistics
 from dp.regression.eigen import certified_min_eigenvalue
-from dp.regression.statistics import Design, ExactMoments, exact_moments, sufficient_statistics
+from dp.regression.statistics import Design, ExactMoments, exact_moments
 
 # --- the regression statistics ----------------------------------------------------------------
 

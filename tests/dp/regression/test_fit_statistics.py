@@ -11,7 +11,10 @@ closed-form solves, TRACE_RTOL = 1e-6 (TRACE_ATOL = 1e-8) for trace regression's
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +22,7 @@ import pytest
 
 from dp.engine import regression_statistics_stream
 from dp.errors import ConfigError, InputError
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression
+from dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
 from dp.regression.statistics import SufficientStatistics
 from dp.schema import ColumnSpec, TableSchema
 
@@ -80,16 +83,16 @@ def test_linear_from_engine_statistics_equals_fit(
         path, SCHEMA, features=FEATURES, target="y", design=model.design(D), batch_size=BATCH
     )
     streamed = model.fit_statistics(stats, d=D, rng=np.random.default_rng(3))
-    coef, intercept, info = streamed.coef_.copy(), streamed.intercept_, streamed.to_dict()
+    coef, intercept, info = streamed.coef.copy(), streamed.intercept, streamed.to_dict()
     X, y = _xy(frame, "y")
     fitted = LinearRegression(1.0, bounds_y=(-2.0, 2.0), **kwargs).fit(  # type: ignore[arg-type]
         X, y, rng=np.random.default_rng(3)
     )
-    np.testing.assert_allclose(coef, fitted.coef_, rtol=RTOL, atol=ATOL)
-    assert intercept == pytest.approx(fitted.intercept_, rel=RTOL, abs=ATOL)
+    np.testing.assert_allclose(coef, fitted.coef, rtol=RTOL, atol=ATOL)
+    assert intercept == pytest.approx(fitted.intercept, rel=RTOL, abs=ATOL)
     assert info.keys() == fitted.to_dict().keys()
     # The noise really is there: another seed moves the coefficients.
-    other = model.fit_statistics(stats, d=D, rng=np.random.default_rng(4)).coef_
+    other = model.fit_statistics(stats, d=D, rng=np.random.default_rng(4)).coef
     assert not np.allclose(other, coef, rtol=1e-6)
 
 
@@ -108,14 +111,14 @@ def test_logistic_functional_from_engine_statistics_equals_fit(
         response=model.response,
         batch_size=BATCH,
     )
-    coef = model.fit_statistics(stats, d=D, rng=np.random.default_rng(5)).coef_.copy()
-    intercept = model.intercept_
+    fit = model.fit_statistics(stats, d=D, rng=np.random.default_rng(5))
+    coef, intercept = fit.coef, fit.intercept
     X, y = _xy(frame, "label")
     fitted = LogisticRegression(2.0, method="functional", **kwargs).fit(  # type: ignore[arg-type]
         X, y, rng=np.random.default_rng(5)
     )
-    np.testing.assert_allclose(coef, fitted.coef_, rtol=RTOL, atol=ATOL)
-    assert intercept == pytest.approx(fitted.intercept_, rel=RTOL, abs=ATOL)
+    np.testing.assert_allclose(coef, fitted.coef, rtol=RTOL, atol=ATOL)
+    assert intercept == pytest.approx(fitted.intercept, rel=RTOL, abs=ATOL)
     assert coef[0] > 0 > coef[1]  # the signal survives epsilon = 2 at n = 3000
 
 
@@ -132,16 +135,16 @@ def test_trace_from_engine_statistics_equals_fit(table: tuple[Path, pd.DataFrame
         batch_size=BATCH,
     )
     assert len(stats) == len(TASKS) and stats[-1].gram.sum() == 0.0  # the empty task
-    coef = model.fit_statistics(stats, d=D, rng=np.random.default_rng(7)).coef_.copy()
-    independent = model.independent_coef_.copy()
+    fit = model.fit_statistics(stats, d=D, rng=np.random.default_rng(7))
+    coef, independent = fit.coef, fit.independent_coef
     X, y = _xy(frame, "y")
     tasks = frame["task"].map({t: i for i, t in enumerate(TASKS)}).to_numpy(np.int64)
     fitted = TraceRegression(
         2.0, n_tasks=len(TASKS), bounds_X=(-1.0, 1.0), bounds_y=(-2.0, 2.0)
     ).fit(X, y, tasks=tasks, rng=np.random.default_rng(7))
     assert coef.shape == (D, len(TASKS))
-    np.testing.assert_allclose(coef, fitted.coef_, rtol=TRACE_RTOL, atol=TRACE_ATOL)
-    np.testing.assert_allclose(independent, fitted.independent_coef_, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(coef, fitted.coef, rtol=TRACE_RTOL, atol=TRACE_ATOL)
+    np.testing.assert_allclose(independent, fitted.independent_coef, rtol=RTOL, atol=ATOL)
     assert np.abs(coef).max() > 0.05  # a non-trivial fit, not two zero matrices
 
 
@@ -198,3 +201,37 @@ def test_trace_needs_one_block_per_task() -> None:
         model.fit_statistics(_stats(D, intercept=False), d=D)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"matrix covariates need data_norm"):
         model.design(D, matrix=True)
+
+
+BOX = (-1.0, 1.0)
+_ESTIMATORS = {
+    "linear": lambda: LinearRegression(1.0, bounds_X=BOX, bounds_y=(-2.0, 2.0)),
+    "logistic-objective": lambda: LogisticRegression(1.0, bounds_X=BOX),
+    "logistic-functional": lambda: LogisticRegression(1.0, bounds_X=BOX, method="functional"),
+    "trace": lambda: TraceRegression(1.0, n_tasks=3, bounds_X=BOX, bounds_y=(-2.0, 2.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(_ESTIMATORS))
+def test_a_fit_leaves_its_estimator_as_configured(
+    table: tuple[Path, pd.DataFrame], name: str
+) -> None:
+    # A plan is cached and shared by retries: its estimator must never change when it fits.
+    _, frame = table
+    estimator = _ESTIMATORS[name]()
+    target = "label" if name.startswith("logistic") else "y"
+    X, y = _xy(frame.iloc[:500], target)
+    tasks = {"tasks": frame["task"].iloc[:500].map(TASKS.index).to_numpy(np.int64)}
+
+    def fit() -> Any:
+        extra = tasks if name == "trace" else {}
+        return estimator.fit(X, y, rng=np.random.default_rng(3), **extra)  # type: ignore[arg-type]
+
+    configured = pickle.dumps(estimator)
+    first = fit()
+    assert pickle.dumps(estimator) == configured
+    assert fit().coef.tobytes() == first.coef.tobytes()  # the same estimator, the same release
+    with pytest.raises(ValueError, match="read-only"):
+        first.coef[0] = 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.coef = np.zeros(2)

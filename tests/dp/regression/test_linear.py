@@ -9,7 +9,7 @@ import pytest
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError, InputError
-from dp.regression import LinearRegression
+from dp.reference.regression import LinearRegression, predict
 from dp.regression.functional import trimmed_solve
 
 
@@ -66,8 +66,9 @@ def test_input_messages() -> None:
         model.fit(np.zeros((5, 2)), np.zeros(4), rng=rng)
     with pytest.raises(InputError, match=r"X and y must be finite"):
         model.fit(np.full((5, 2), np.nan), np.zeros(5), rng=rng)
-    with pytest.raises(ConfigError, match=r"not fitted yet"):
-        model.predict(np.zeros((1, 2)))
+    fit = model.fit(np.zeros((5, 2)), np.zeros(5), rng=rng)
+    with pytest.raises(InputError, match=r"X must have shape \(n, 2\), got \(1, 3\)"):
+        predict(fit, np.zeros((1, 3)))
 
 
 # --- clipping (diffprivlib skips it when fit_intercept=False) -------------------------------
@@ -98,8 +99,8 @@ def test_rows_are_clipped_with_or_without_intercept(fit_intercept: bool, method:
 
     raw, pre = fit(X_out, y_out), fit(X_clip, y_clip)
     # Same noise, same clipped data: identical models. Without the clip, sum x x^T would be 1e12.
-    np.testing.assert_allclose(raw.coef_, pre.coef_, rtol=1e-9, atol=1e-12)
-    assert raw.intercept_ == pytest.approx(pre.intercept_)
+    np.testing.assert_allclose(raw.coef, pre.coef, rtol=1e-9, atol=1e-12)
+    assert raw.intercept == pytest.approx(pre.intercept)
 
 
 def test_ball_clip_shrinks_long_rows() -> None:
@@ -115,7 +116,7 @@ def test_ball_clip_shrinks_long_rows() -> None:
     b = LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1)).fit(
         X_pre, y, rng=np.random.default_rng(3)
     )
-    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9)
+    np.testing.assert_allclose(a.coef, b.coef, rtol=1e-9)
 
 
 # --- boundedness ---------------------------------------------------------------------------
@@ -148,9 +149,9 @@ def test_never_explodes_on_a_grid_of_hard_cases() -> None:
                             delta=1e-6 if method == "adassp" else 0.0,
                             fit_intercept=fit_intercept,
                         ).fit(X, y, rng=rng)
-                        pred = model.predict(rng.normal(size=(20, d)) * 100)
-                        assert np.all(np.isfinite(model.coef_))
-                        assert np.isfinite(model.intercept_)
+                        pred = predict(model, rng.normal(size=(20, d)) * 100)
+                        assert np.all(np.isfinite(model.coef))
+                        assert np.isfinite(model.intercept)
                         assert np.all((pred >= -1.0) & (pred <= 1.0))
                         fits += 1
     assert fits == 432
@@ -165,10 +166,11 @@ def test_to_dict_is_json_and_complete() -> None:
     model = LinearRegression(
         0.5, bounds_X=([-1, -1, -1], [1, 1, 1]), bounds_y=(-1, 1), method="functional"
     )
-    doc = json.loads(json.dumps(model.fit(X, y, rng=rng).to_dict()))
+    fit = model.fit(X, y, rng=rng)
+    doc = json.loads(json.dumps(fit.to_dict()))
     assert doc["method"] == "functional"
-    assert doc["coefficients"] == pytest.approx(model.coef_.tolist())
-    assert doc["intercept"] == pytest.approx(model.intercept_)
+    assert doc["coefficients"] == pytest.approx(fit.coef.tolist())
+    assert doc["intercept"] == pytest.approx(fit.intercept)
     assert doc["feature_bounds"] == {"kind": "box", "lower": [-1, -1, -1], "upper": [1, 1, 1]}
     assert doc["bounds_y"] == [-1.0, 1.0]
     assert (doc["epsilon"], doc["delta"]) == (0.5, 0.0)
@@ -188,7 +190,7 @@ def test_adassp_cost_and_record() -> None:
     model = LinearRegression(0.5, data_norm=1.0, bounds_y=(-1, 1), method="adassp", delta=1e-6).fit(
         X, y, rng=rng
     )
-    assert model.privacy_cost == PrivacyCost(epsilon=0.5, delta=1e-6)
+    assert model.model.privacy_cost == PrivacyCost(epsilon=0.5, delta=1e-6)
     doc = model.to_dict()
     assert doc["neighbours"] == "add/remove one record"
     assert doc["ridge"] >= 0.0
@@ -200,7 +202,7 @@ def test_release_grade_sampler_is_used_without_rng() -> None:
     X, y, _ = _ball_data(rng, 200, 2)
     model = LinearRegression(1.0, data_norm=1.0, bounds_y=(-1, 1)).fit(X, y)
     assert model.to_dict()["sampler"] == "opendp"
-    assert np.all(np.isfinite(model.coef_))
+    assert np.all(np.isfinite(model.coef))
 
 
 # --- accuracy (seeded statistical tests) ----------------------------------------------------
@@ -216,8 +218,8 @@ def test_recovers_coefficients_at_moderate_epsilon(method: str) -> None:
     model = LinearRegression(
         2.0, data_norm=1.0, bounds_y=(-1, 1), method=method, delta=1e-6 if method == "adassp" else 0
     ).fit(X, y, rng=rng)
-    np.testing.assert_allclose(model.coef_, w, atol=0.08)
-    assert model.intercept_ == pytest.approx(0.2, abs=0.02)
+    np.testing.assert_allclose(model.coef, w, atol=0.08)
+    assert model.intercept == pytest.approx(0.2, abs=0.02)
 
 
 def test_box_domain_with_offset_bounds() -> None:
@@ -227,8 +229,8 @@ def test_box_domain_with_offset_bounds() -> None:
     y = np.clip(3.0 * X[:, 0] - 2.0 * X[:, 1] + 40 + rng.normal(size=40_000), 0, 100)
     model = LinearRegression(2.0, bounds_X=(10, 20), bounds_y=(0, 100)).fit(X, y, rng=rng)
     # Tolerance: > 6 noise standard deviations (seeded).
-    np.testing.assert_allclose(model.coef_, [3.0, -2.0], atol=0.15)
-    mse = np.mean((model.predict(X) - y) ** 2)
+    np.testing.assert_allclose(model.coef, [3.0, -2.0], atol=0.15)
+    mse = np.mean((predict(model, X) - y) ** 2)
     assert mse < 1.3  # OLS: ~1.0 (unit noise)
 
 
@@ -259,5 +261,5 @@ def test_fit_reads_data_only_through_the_noisy_releases(
                 X, y, rng=rng
             )
         )
-    np.testing.assert_array_equal(models[0].coef_, models[1].coef_)
-    assert models[0].intercept_ == models[1].intercept_
+    np.testing.assert_array_equal(models[0].coef, models[1].coef)
+    assert models[0].intercept == models[1].intercept

@@ -4,7 +4,6 @@ the k-means table's exact size intervals."""
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -12,8 +11,13 @@ import numpy as np
 import pytest
 
 from dp.errors import ConfigError, InputError
-from dp.regression import LinearRegression, LogisticRegression, TraceRegression
-from dp.regression.statistics import SufficientStatistics, sufficient_statistics
+from dp.reference.regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+    sufficient_statistics,
+)
+from dp.regression.statistics import SufficientStatistics
 from dp.regression.uncertainty import (
     NO_INTERVALS,
     cluster_table,
@@ -44,14 +48,9 @@ def _data(n: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def _fit(model: Any, exact: Any, rng: np.random.Generator, seen: list[Any]) -> tuple[Any, Any]:
-    """A fresh fit and the statistics it released (the last ``with_parts`` calls)."""
-    seen.clear()
-    fitted = copy.copy(model).fit_statistics(exact, d=2, rng=rng)
-    blocks = len(exact) if isinstance(exact, list) else 1
-    released = seen[-blocks:] if blocks > 1 else seen[-1]
-    seen.clear()
-    return fitted, released
+def _fit(model: Any, exact: Any, rng: np.random.Generator) -> Any:
+    """A fit (it keeps the statistics it released)."""
+    return model.fit_statistics(exact, d=2, rng=rng)
 
 
 LINEAR = {"bounds_X": ([0.0, 10.0], [1.0, 50.0]), "bounds_y": (-5.0, 10.0)}
@@ -74,14 +73,12 @@ def _models() -> list[tuple[str, Any, Any]]:
 
 
 @pytest.mark.parametrize(("name", "model", "exact"), _models(), ids=MODEL_IDS)
-def test_table_publishes_the_model_and_is_deterministic(
-    name: str, model: Any, exact: Any, capture: list[Any]
-) -> None:
-    fitted, released = _fit(model, exact, np.random.default_rng(1), capture)
-    one = coefficient_table(fitted, released, features=["a", "b"], replicates=40)
-    two = coefficient_table(fitted, released, features=["a", "b"], replicates=40)
+def test_table_publishes_the_model_and_is_deterministic(name: str, model: Any, exact: Any) -> None:
+    fitted = _fit(model, exact, np.random.default_rng(1))
+    one = coefficient_table(fitted, features=["a", "b"], replicates=40)
+    two = coefficient_table(fitted, features=["a", "b"], replicates=40)
     assert one.feature == ("a", "b", "intercept")
-    np.testing.assert_array_equal(one.coefficient, np.r_[fitted.coef_, fitted.intercept_])
+    np.testing.assert_array_equal(one.coefficient, np.r_[fitted.coef, fitted.intercept])
     np.testing.assert_array_equal(one.ci_high, two.ci_high)
     assert np.all(one.ci_low < one.coefficient) and np.all(one.coefficient < one.ci_high)
     frame = one.to_frame()
@@ -97,9 +94,7 @@ def test_table_publishes_the_model_and_is_deterministic(
 
 @pytest.mark.parametrize(("name", "model", "exact"), _models(), ids=MODEL_IDS)
 @pytest.mark.slow
-def test_bootstrap_spread_matches_the_mechanisms_error(
-    name: str, model: Any, exact: Any, capture: list[Any]
-) -> None:
+def test_bootstrap_spread_matches_the_mechanisms_error(name: str, model: Any, exact: Any) -> None:
     # The truth is the same fit on the exact statistics; the mechanism's RMSE around it from
     # 600 seeded draws (relative standard error ~6% for Laplace-tailed errors) against the
     # bootstrap's over 12 releases x 60 replicates (~4%): the ratio's band [0.75, 1.33] is
@@ -108,21 +103,18 @@ def test_bootstrap_spread_matches_the_mechanisms_error(
     truth = np.linalg.solve(exact.gram, exact.moment) * (4.0 if name == "logistic" else 1.0)
     coef, intercept = model.design(2).unshift(truth)
     truth = np.r_[coef, intercept]
-    err = (
-        np.array([_fit(model, exact, rng, capture)[0].coef_.tolist() for _ in range(600)])
-        - truth[:2]
-    )
+    err = np.array([_fit(model, exact, rng).coef.tolist() for _ in range(600)]) - truth[:2]
     se = []
     for _ in range(12):
-        fitted, released = _fit(model, exact, rng, capture)
-        table = coefficient_table(fitted, released, features=["a", "b"], replicates=60, rng=rng)
+        fitted = _fit(model, exact, rng)
+        table = coefficient_table(fitted, features=["a", "b"], replicates=60, rng=rng)
         se.append(table.std_error[:2])
     ratio = np.sqrt(np.mean(np.square(se), axis=0) / np.mean(err**2, axis=0))
     assert np.all((ratio >= 0.75) & (ratio <= 1.33)), ratio
 
 
 @pytest.mark.slow
-def test_linear_intervals_cover(capture: list[Any]) -> None:
+def test_linear_intervals_cover() -> None:
     # 150 seeded releases x 3 coefficients; per coefficient the coverage's standard error is
     # 0.018, pooled (correlated) about 0.012: the band [0.90, 0.99] is 4 of them around 0.95.
     _, model, exact = _models()[0]
@@ -132,29 +124,27 @@ def test_linear_intervals_cover(capture: list[Any]) -> None:
     rng = np.random.default_rng(5)
     hits = []
     for _ in range(150):
-        fitted, released = _fit(model, exact, rng, capture)
-        table = coefficient_table(fitted, released, features=["a", "b"], replicates=60, rng=rng)
+        fitted = _fit(model, exact, rng)
+        table = coefficient_table(fitted, features=["a", "b"], replicates=60, rng=rng)
         hits.append((table.ci_low <= truth) & (truth <= table.ci_high))
     assert 0.90 <= np.mean(hits) <= 0.99
 
 
-def test_trace_table_lists_every_task(capture: list[Any]) -> None:
+def test_trace_table_lists_every_task() -> None:
     X, y = _data(3000, seed=2)
     tasks = np.random.default_rng(3).integers(0, 3, len(y))
     model = TraceRegression(2.0, n_tasks=3, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
     design = model.design(2)
     exact = [sufficient_statistics(X[tasks == t], y[tasks == t], design) for t in range(3)]
-    fitted, released = _fit(model, exact, np.random.default_rng(4), capture)
-    table = coefficient_table(
-        fitted, released, features=["a", "b"], tasks=["x", "y", "z"], replicates=8
-    )
+    fitted = _fit(model, exact, np.random.default_rng(4))
+    table = coefficient_table(fitted, features=["a", "b"], tasks=["x", "y", "z"], replicates=8)
     frame = table.to_frame()
     assert frame["task"].tolist() == ["x", "x", "y", "y", "z", "z"]
     assert frame["feature"].tolist() == ["a", "b"] * 3
-    np.testing.assert_array_equal(table.coefficient, fitted.coef_.T.ravel())
+    np.testing.assert_array_equal(table.coefficient, fitted.coef.T.ravel())
     assert np.all(table.std_error > 0)
     with pytest.raises(ConfigError, match="tasks must name 3 tasks, got 2"):
-        coefficient_table(fitted, released, features=["a", "b"], tasks=["x", "y"], replicates=2)
+        coefficient_table(fitted, features=["a", "b"], tasks=["x", "y"], replicates=2)
 
 
 def test_objective_perturbation_has_no_post_processing_intervals() -> None:
@@ -162,11 +152,11 @@ def test_objective_perturbation_has_no_post_processing_intervals() -> None:
     model = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"]).fit(
         X, (y > 3.0).astype(float), rng=np.random.default_rng(0)
     )
-    assert model.released_ is None  # it released nothing but its minimiser
+    assert model.released is None  # it released nothing but its minimiser
     with pytest.raises(ConfigError, match="Hessian, which is not released"):
-        coefficient_table(model, [], features=["a", "b"])
+        coefficient_table(model, features=["a", "b"])
     table = point_table(model, features=["a", "b"])
-    np.testing.assert_array_equal(table.coefficient, np.r_[model.coef_, model.intercept_])
+    np.testing.assert_array_equal(table.coefficient, np.r_[model.coef, model.intercept])
     frame = table.to_frame()
     assert frame[["std_error", "ci_low", "ci_high"]].isna().all().all()
     assert table.describe() == {
@@ -206,10 +196,10 @@ def test_every_linear_fit_keeps_what_it_released(
         assert model.release_choice(d).release == release
     exact = _ball_stats(model, d)
     capture.clear()
-    model.fit_statistics(exact, d=d, rng=np.random.default_rng(2))
-    assert model.released_ is capture[-1]
+    fit = model.fit_statistics(exact, d=d, rng=np.random.default_rng(2))
+    assert fit.released is capture[-1]
     names = [f"x{j}" for j in range(d)]
-    table = coefficient_table(model, model.released_, features=names, replicates=20)
+    table = coefficient_table(fit, features=names, replicates=20)
     assert np.all(np.isfinite(table.std_error)) and np.all(table.std_error > 0)
     assert np.all((table.ci_low <= table.coefficient) & (table.coefficient <= table.ci_high))
 
@@ -219,8 +209,7 @@ def test_logistic_and_trace_fits_keep_what_they_released(capture: list[Any]) -> 
     log = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"], method="functional")
     exact = sufficient_statistics(X, log.response((y > 3.0).astype(float)), log.design(2))
     capture.clear()
-    log.fit_statistics(exact, d=2, rng=np.random.default_rng(1))
-    assert log.released_ is capture[-1]
+    assert log.fit_statistics(exact, d=2, rng=np.random.default_rng(1)).released is capture[-1]
     trace = TraceRegression(1.0, n_tasks=2, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
     half = len(y) // 2
     blocks = [
@@ -228,9 +217,8 @@ def test_logistic_and_trace_fits_keep_what_they_released(capture: list[Any]) -> 
         for s in (slice(0, half), slice(half, None))
     ]
     capture.clear()
-    trace.fit_statistics(blocks, d=2, rng=np.random.default_rng(1))
-    assert trace.released_ is not None
-    assert all(a is b for a, b in zip(trace.released_, capture[-2:], strict=True))
+    released = trace.fit_statistics(blocks, d=2, rng=np.random.default_rng(1)).released
+    assert all(a is b for a, b in zip(released, capture[-2:], strict=True))
 
 
 def test_cluster_table_size_intervals_are_exact() -> None:
