@@ -94,6 +94,7 @@ def plan(config: PathArg, *, ledger: PathArg | None = None) -> PlanReport:
         LedgerError: the ledger cannot be read.
     """
     from dp.pipeline.environment import environment
+    from dp.pipeline.kinds.base import as_float
     from flows.commands import plan_payload
 
     environment()
@@ -102,8 +103,8 @@ def plan(config: PathArg, *, ledger: PathArg | None = None) -> PlanReport:
     return PlanReport(
         fits=bool(details["fits"]),
         refusal=None if refusal is None else str(refusal),
-        total_epsilon=float(details["total_epsilon"]),
-        remaining_epsilon=float(details["remaining_epsilon"]),
+        total_epsilon=as_float(details["total_epsilon"]),
+        remaining_epsilon=as_float(details["remaining_epsilon"]),
         details=details,
     )
 

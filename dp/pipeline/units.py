@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dp.budget import PrivacyCost
 from dp.engine import TableSource
@@ -34,6 +35,9 @@ from dp.engine.unit_bounding import (
     UnitFilter,
 )
 from dp.pipeline.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from dp.pipeline.kinds.base import JSON
 
 __all__ = [
     "Bounded",
@@ -141,12 +145,12 @@ def bounded_source(source: TableSource, unit_filter: UnitFilter | None) -> Table
     return TableSource(path=source.path, schema=source.schema, backend=backend)
 
 
-def unit_statement(bounding: Bounding, cost: PrivacyCost) -> dict[str, object]:
+def unit_statement(bounding: Bounding, cost: PrivacyCost) -> dict[str, JSON]:
     """What a release states about its guarantee in its own files (``model.json``, the
     tables' metadata, ``release.json``): the unit-level ``cost`` for its neighbours and, with
     a unit, the unit, its bound and the row-level cost its mechanism ran at (group privacy
     over the bound gives ``cost``; the model's sensitivities and noise scales are per row)."""
-    out: dict[str, object] = {"epsilon": cost.epsilon, "delta": cost.delta}
+    out: dict[str, JSON] = {"epsilon": cost.epsilon, "delta": cost.delta}
     if bounding.unit is None:
         return out  # the estimators' own statement ("add/remove one record") holds
     out["neighbours"] = "add/remove " + bounding.neighbours

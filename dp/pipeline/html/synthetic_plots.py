@@ -21,7 +21,7 @@ import pandas as pd
 
 from dp.pipeline.html.figures import INK, WARN, label_inches, new_figure, to_svg
 from dp.pipeline.html.sections import Section, find_table, frame_table
-from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.base import ReleaseSummary, as_float
 from dp.publication import RELEASE_MARKER
 
 __all__ = ["k_anonymous_errors", "synthetic_plot"]
@@ -115,7 +115,7 @@ def synthetic_plot(summary: ReleaseSummary, folder: Path) -> Section:
     measurements = find_table(folder, summary, ["marginal", "cell", "noisy_count", "sigma"])
     if utility is None or measurements is None:
         raise ValueError("no utility or measurements table")
-    total = float(summary.details["rows"])
+    total = as_float(summary.details["rows"])
     k_table = _k_anonymous_table(folder, summary)
     frame = utility.copy()
     if k_table is not None:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp.pipeline.html.figures import INK, label_inches, new_figure, to_svg
 from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dp.pipeline.kinds.base import ReleaseSummary
+from dp.pipeline.kinds.base import ReleaseSummary, as_strs
 
 __all__ = ["table_plot"]
 
@@ -68,7 +68,7 @@ def _heatmap(name: str, measure: str, rows: pd.DataFrame, keys: list[str]) -> An
 def table_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """See the module docstring."""
     answers = pd.read_parquet(folder / summary.name / "answers.parquet")
-    keys = [str(k) for k in summary.details["keys"]]
+    keys = list(as_strs(summary.details["keys"]))
     cells = answers[~(answers[keys] == "*").any(axis=1)]
     figures: list[Any] = []
     captions: list[str] = []

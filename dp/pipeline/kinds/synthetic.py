@@ -40,6 +40,13 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_float,
+    as_float_or_none,
+    as_int,
+    as_list,
+    as_object,
+    as_str,
+    as_strs,
 )
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dp.pipeline.units import bounding_for, unit_statement
@@ -145,7 +152,27 @@ class SyntheticResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> SyntheticResult:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        def cliques(value: JSON) -> list[list[str]]:
+            return [list(as_strs(c)) for c in as_list(value)]
+
+        return cls(
+            rows=as_int(data["rows"]),
+            columns=list(as_strs(data["columns"])),
+            workload=cliques(data["workload"]),
+            rho=as_float(data["rho"]),
+            rho_used=as_float(data["rho_used"]),
+            count_rho=as_float(data["count_rho"]),
+            noisy_count=as_float_or_none(data["noisy_count"]),
+            rounds=as_int(data["rounds"]),
+            measured=cliques(data["measured"]),
+            sensitivity=as_float(data["sensitivity"]),
+            max_model_size=as_float(data["max_model_size"]),
+            error_low=as_float_or_none(data["error_low"]),
+            error_high=as_float_or_none(data["error_high"]),
+            error_marginals=as_int(data["error_marginals"]),
+            accounting=as_str(data["accounting"]),
+            guarantee=dict(as_object(data["guarantee"])),
+        )
 
 
 def _label(clique: Sequence[str]) -> str:
@@ -328,20 +355,19 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         r = described
-        shown = [_label(cl) for cl in r["workload"][:3]]
-        more = len(r["workload"]) - len(shown)
+        cliques = [as_strs(c) for c in as_list(r["workload"])]
+        shown = [_label(cl) for cl in cliques[:3]]
+        more = len(cliques) - len(shown)
         workload = ", ".join(shown) + (f", ... ({more} more)" if more else "")
+        low, high = as_float(r["expected_l1_low"]), as_float(r["expected_l1_high"])
         text = (
-            f"  AIM at rho {r['rho']:.4g} over {len(r['workload'])} workload marginal(s) "
+            f"  AIM at rho {as_float(r['rho']):.4g} over {len(cliques)} workload marginal(s) "
             f"({workload}); {r['candidates']} candidates. Expected noise L1 per marginal: "
-            f"{r['expected_l1_low']:.4g} to {r['expected_l1_high']:.4g} rows"
+            f"{low:.4g} to {high:.4g} rows"
         )
         if "rows" in r:
-            n = float(r["rows"])
-            text += (
-                f" ({r['expected_l1_low'] / n:.3g} to {r['expected_l1_high'] / n:.3g} "
-                f"of {int(n)} rows)"
-            )
+            n = as_float(r["rows"])
+            text += f" ({low / n:.3g} to {high / n:.3g} of {int(n)} rows)"
         return text
 
     def execute(
@@ -399,7 +425,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             error_high=float(covered["error_high"].mean()) if len(covered) else None,
             error_marginals=len(covered),
             accounting=accounting,
-            guarantee=dict(unit_statement(plan.bounding, plan.cost)),
+            guarantee=unit_statement(plan.bounding, plan.cost),
         )
         return Executed.of(released, sensitivity=m)
 

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,13 @@ from dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    as_float,
+    as_int,
+    as_list,
+    as_object,
+    as_object_or_none,
+    as_str,
+    as_strs,
     scan_one,
 )
 from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
@@ -351,14 +358,16 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
         if "selection" in described:
-            rule = described["selection"]
-            assert isinstance(rule, Mapping)
+            rule = as_object(described["selection"])
             lines[0] = (
                 f"  groups selected from the data (keys private: {rule['rule']} rule at "
-                f"epsilon {rule['epsilon']:.4g}, delta {rule['delta']:.3g})"
+                f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
             )
-        for m in described["measures"]:
-            lines.append(f"    {m['measure']}: epsilon {m['epsilon']:.4g}, expected {m['error']}")
+        for measure in as_list(described["measures"]):
+            m = as_object(measure)
+            lines.append(
+                f"    {m['measure']}: epsilon {as_float(m['epsilon']):.4g}, expected {m['error']}"
+            )
         return "\n".join(lines)
 
     def execute(
@@ -386,7 +395,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             measures=tuple(label for m in design.measures for label in m.labels()),
             split={c.name: c.epsilon for c in design.components},
             split_rule=SPLIT_RULE,
-            components=released.facts,
+            components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
             rounding="integer" if design.integer else "none",
@@ -470,8 +479,27 @@ class TableResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**{**fields, "keys": tuple(data["keys"]), "measures": tuple(data["measures"])})
+        def floats(value: JSON) -> list[float]:
+            return [as_float(v) for v in as_list(value)]
+
+        return cls(
+            keys=as_strs(data["keys"]),
+            key_policy=as_str(data["key_policy"]),
+            dimensions=as_int(data["dimensions"]),
+            groups=as_int(data["groups"]),
+            rows=as_int(data["rows"]),
+            measures=as_strs(data["measures"]),
+            split={k: as_float(v) for k, v in as_object(data["split"]).items()},
+            split_rule=as_str(data["split_rule"]),
+            components=as_object(data["components"]),
+            bounds={k: floats(v) for k, v in as_object(data["bounds"]).items()},
+            margins=bool(data["margins"]),
+            rounding=as_str(data["rounding"]),
+            interval_method=as_str(data["interval_method"]),
+            interval_level=as_float(data["interval_level"]),
+            privacy_unit=as_object_or_none(data.get("privacy_unit")),
+            key_selection=as_object_or_none(data.get("key_selection")),
+        )
 
 
 def _unit(bounding: Bounding) -> dict[str, JSON] | None:
