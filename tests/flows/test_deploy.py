@@ -305,3 +305,30 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
     assert (
         f"to run it now: PREFECT_API_URL={server.api} prefect deployment run {DEPLOYMENT}" in text
     )
+
+
+def test_prefect_yaml_registers_what_dppub_deploy_would(server: Server) -> None:
+    # Last in the module: it re-registers the demo's deployment name.
+    from dp.pipeline.plan import load_plan
+
+    done = subprocess.run(
+        [BIN / "prefect", "--no-prompt", "deploy", "--all", "--pool", POOL],
+        cwd=ROOT,
+        env={**server.env, "PREFECT_API_URL": server.api, "PWD": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    deployment = _get(f"{server.api}/deployments/name/{DEPLOYMENT}")
+    assert deployment["entrypoint"] == "flows.publish.publish"
+    assert deployment["pull_steps"] == [] and deployment["work_pool_name"] == POOL
+    assert deployment["parameters"] == {
+        "config_path": str(ROOT / "configs" / "demo.yaml"),
+        "ledger_path": str(ROOT / ".state" / "ledger.sqlite"),
+        "out_dir": str(ROOT / ".state" / "published"),
+    }
+    sched = load_plan(ROOT / "configs" / "demo.yaml").config.schedule
+    assert sched is not None
+    [registered] = [s["schedule"] for s in deployment["schedules"]]
+    assert (registered["cron"], registered["timezone"]) == (sched.cron, sched.timezone)
