@@ -303,15 +303,10 @@ def serve_schedules(
     as ``KeyboardInterrupt`` once the runner has stopped."""
     import asyncio
 
-    from dp.pipeline.plan import load_plan
-    from flows.deploy import configured_api, deployment_of, run_command
+    from flows.deploy import bind, configured_api, deployment_of, run_command
     from flows.server import STATE, check_api, local_server, register_served, stop_server
 
-    plans = [(c, load_plan(c)) for c in configs]
-    missing = [str(c) for c, p in plans if p.config.schedule is None]
-    if missing:
-        raise ConfigError(f"no schedule in {', '.join(missing)}")
-    ledgers = [ledger_for(p.config, ledger) for _, p in plans]
+    bound = bind(configs, ledger, out)
     url = configured_api()
     server = None
     if url is not None:
@@ -325,19 +320,11 @@ def serve_schedules(
         from prefect.runner import Runner
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        bound = [
-            {
-                "config_path": str(path.resolve()),
-                "ledger_path": location,
-                "out_dir": str(out.resolve()),
-            }
-            for (path, _), location in zip(plans, ledgers, strict=True)
-        ]
-        register_served(bound)  # what the runs may use: their processes inherit it
+        register_served([b.parameters for b in bound])  # the runs' processes inherit it
         with temporary_settings(updates={PREFECT_API_URL: url}):
             runner = Runner()
-            for (path, plan), params in zip(plans, bound, strict=True):
-                made = deployment_of(path, plan, params)
+            for b in bound:
+                made = deployment_of(b)
                 runner.add_deployment(made)  # registered on the server now
                 name = f"{made.flow_name}/{made.name}"
                 say(f"serving {name}; to run it now: {run_command(url, name)}")

@@ -15,7 +15,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from dp.errors import ConfigError
 from dp.pipeline.plan import Plan, load_plan
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from dp.pipeline.config import ScheduleModel
 
 __all__ = [
+    "Bound",
     "Deployed",
+    "bind",
     "configured_api",
     "deploy_configs",
     "deployment_of",
@@ -47,19 +49,53 @@ def schedule_of(sched: ScheduleModel) -> Schedule:
     return Interval(sched.interval_seconds or 0, timezone=sched.timezone)
 
 
-def deployment_of(
-    path: Path, plan: Plan, parameters: dict[str, str], **options: Any
-) -> RunnerDeployment:
+class Bound(NamedTuple):
+    """A config, its plan, and the parameters its deployment is registered with."""
+
+    path: Path
+    plan: Plan
+    parameters: dict[str, str]
+
+
+def bind(configs: list[Path], ledger: str | None, out: Path) -> list[Bound]:
+    """Each config with what its runs are bound to: the config, its ledger (as for ``run``)
+    and the output folder, absolute (``serve`` and ``deploy`` alike).
+
+    Raises:
+        ConfigError: a config without a schedule, or a ``--ledger`` it refuses (checked for
+            every config before anything is registered).
+    """
+    from flows.commands import ledger_for
+
+    plans = [(c, load_plan(c)) for c in configs]
+    missing = [str(c) for c, p in plans if p.config.schedule is None]
+    if missing:
+        raise ConfigError(f"no schedule in {', '.join(missing)}")
+    return [
+        Bound(
+            c,
+            p,
+            {
+                "config_path": str(c.resolve()),
+                "ledger_path": ledger_for(p.config, ledger),
+                "out_dir": str(out.resolve()),
+            },
+        )
+        for c, p in plans
+    ]
+
+
+def deployment_of(bound: Bound, **options: Any) -> RunnerDeployment:
     """The deployment of one config: named after its dataset, on its schedule, with its
     config, ledger and output folder as the parameters."""
     from flows.runner import flow_for
 
-    sched = plan.config.schedule
+    sched = bound.plan.config.schedule
     if sched is None:
-        raise ConfigError(f"no schedule in {path}")
-    made = flow_for(plan).to_deployment(
-        name=plan.config.dataset.name,
-        parameters=parameters,
+        raise ConfigError(f"no schedule in {bound.path}")
+    made = flow_for(bound.plan).to_deployment(
+        name=bound.plan.config.dataset.name,
+        parameters=bound.parameters,
         schedule=schedule_of(sched),
         **options,
     )
@@ -109,24 +145,7 @@ def deploy_configs(configs: list[Path], pool: str, ledger: str | None, out: Path
             not a process pool; a config without a schedule (checked before anything is
             registered).
     """
-    from flows.commands import ledger_for
-
-    plans = [(c, load_plan(c)) for c in configs]
-    missing = [str(c) for c, p in plans if p.config.schedule is None]
-    if missing:
-        raise ConfigError(f"no schedule in {', '.join(missing)}")
-    bound = [
-        (
-            c,
-            p,
-            {
-                "config_path": str(c.resolve()),
-                "ledger_path": ledger_for(p.config, ledger),
-                "out_dir": str(out.resolve()),
-            },
-        )
-        for c, p in plans
-    ]
+    bound = bind(configs, ledger, out)
     url = configured_api()
     if url is None:
         raise ConfigError(
@@ -141,10 +160,7 @@ def deploy_configs(configs: list[Path], pool: str, ledger: str | None, out: Path
 
     with temporary_settings(updates={PREFECT_API_URL: url}):
         _check_pool(pool, url)
-        deployments = [
-            deployment_of(c, p, params, entrypoint_type=EntrypointType.MODULE_PATH)
-            for c, p, params in bound
-        ]
+        deployments = [deployment_of(b, entrypoint_type=EntrypointType.MODULE_PATH) for b in bound]
         for d in deployments:
             d.apply(work_pool_name=pool)
     return [
