@@ -1,4 +1,4 @@
-"""The ``dppub`` command line: plan, run, audit, recover, budget amend, serve.
+"""The ``dppub`` command line: plan, run, audit, recover, budget amend, serve, deploy.
 
 Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
 (2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
@@ -257,11 +257,34 @@ def budget_amend(
 def serve(configs: list[Path], ledger: ConfigLedgerOpt = None, out: OutOpt = DEFAULT_OUT) -> None:
     """Serve the publishing flow on each config's schedule (runs until interrupted).
 
-    Uses the Prefect server at PREFECT_API_URL if set; otherwise starts one on loopback.
+    Uses the Prefect server at PREFECT_API_URL (or the Prefect profile's) if there is one;
+    otherwise starts one on loopback. Prints the command that starts a run now. Ctrl-C stops
+    it: exit 130.
     """
     from flows.commands import serve_schedules
 
-    _guard(serve_schedules, configs, ledger, out, lambda line: typer.echo(line, err=True))
+    try:
+        _guard(serve_schedules, configs, ledger, out, lambda line: typer.echo(line, err=True))
+    except KeyboardInterrupt:
+        _fail("interrupted by SIGINT; serve stopped", 130)
+
+
+@app.command()
+def deploy(
+    configs: list[Path],
+    pool: Annotated[str, typer.Option("--pool", help="A process work pool on the server.")],
+    ledger: ConfigLedgerOpt = None,
+    out: OutOpt = DEFAULT_OUT,
+) -> None:
+    """Register each config's deployment and schedule on the Prefect server at PREFECT_API_URL
+    (or the Prefect profile's) for a process work pool; `prefect worker start --pool NAME` runs
+    them. The config, ledger and output folder are fixed here: a run whose parameters name
+    others fails. Prints, per deployment, the command that starts a run now.
+    """
+    from flows.deploy import deploy_configs
+
+    for d in _guard(deploy_configs, configs, pool, ledger, out):
+        typer.echo(f"deployed {d.name} to work pool {pool!r}; to run it now: {d.command}")
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from dp.errors import ConfigError, DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
@@ -20,8 +20,6 @@ from dp.ledger.summary import spending_summary
 from flows.interrupts import Interrupted, Signals
 
 if TYPE_CHECKING:
-    from prefect.deployments.runner import RunnerDeployment
-
     from dp.pipeline.config import PipelineConfig
     from dp.pipeline.kinds import JSON
     from dp.pipeline.plan import Plan
@@ -318,55 +316,36 @@ def serve_schedules(
     configs: list[Path], ledger: str | None, out: Path, say: Callable[[str], None]
 ) -> None:
     """Serve each config's schedule until interrupted (``dppub serve``); each deployment's
-    config, ledger and output folder are bound here, never run parameters."""
-    from dp.errors import ConfigError
-    from dp.pipeline.plan import load_plan
-    from flows.server import (
-        STATE,
-        check_api,
-        local_server,
-        register_served,
-        stop_server,
-    )
+    config, ledger and output folder are bound here, never run parameters. Ctrl-C comes out
+    as ``KeyboardInterrupt`` once the runner has stopped."""
+    import asyncio
 
-    plans = [(c, load_plan(c)) for c in configs]
-    missing = [str(c) for c, p in plans if p.config.schedule is None]
-    if missing:
-        raise ConfigError(f"no schedule in {', '.join(missing)}")
-    ledgers = [ledger_for(p.config, ledger) for _, p in plans]
-    check_api()
+    from flows.deploy import bind, configured_api, deployment_of, run_command
+    from flows.server import STATE, check_api, local_server, register_served, stop_server
+
+    bound = bind(configs, ledger, out)
+    url = configured_api()
     server = None
-    if not os.environ.get("PREFECT_API_URL"):
+    if url is not None:
+        os.environ["PREFECT_API_URL"] = url  # what the runs inherit
+        check_api()
+    else:
         server, url = local_server(STATE)
         os.environ["PREFECT_API_URL"] = url
         say(f"Prefect server for the schedules: {url.removesuffix('/api')}")
     try:
-        from prefect import serve as prefect_serve
-        from prefect.schedules import Cron, Interval
+        from prefect.runner import Runner
+        from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        from flows.runner import flow_for
-
-        deployments, bound = [], []
-        for (path, plan), location in zip(plans, ledgers, strict=True):
-            sched = plan.config.schedule
-            if sched is None:  # refused above; keeps the type checker informed
-                continue
-            params = {
-                "config_path": str(path.resolve()),
-                "ledger_path": location,
-                "out_dir": str(out.resolve()),
-            }
-            bound.append(params)
-            schedule = (
-                Cron(sched.cron, timezone=sched.timezone)
-                if sched.cron is not None
-                else Interval(sched.interval_seconds or 0, timezone=sched.timezone)
-            )
-            name = plan.config.dataset.name
-            made = flow_for(plan).to_deployment(name=name, parameters=params, schedule=schedule)
-            deployments.append(cast("RunnerDeployment", made))  # sync call: not a coroutine
-        register_served(bound)  # what the runs may use: their processes inherit it
-        prefect_serve(*deployments)
+        register_served([b.parameters for b in bound])  # the runs' processes inherit it
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            runner = Runner()
+            for b in bound:
+                made = deployment_of(b)
+                runner.add_deployment(made)  # registered on the server now
+                name = f"{made.flow_name}/{made.name}"
+                say(f"serving {name}; to run it now: {run_command(url, name)}")
+            asyncio.run(runner.start())
     finally:
         if server is not None:
             stop_server(server)

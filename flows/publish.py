@@ -14,11 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import (
-    create_link_artifact,
-    create_markdown_artifact,
-    create_table_artifact,
-)
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import PrefectFuture, wait
 from prefect.runtime import deployment
 
@@ -104,7 +100,8 @@ def publish(
 
 
 def _artifacts(done: Published, plan: Plan) -> None:
-    """The budget table, the run's summary and a link to its report.html."""
+    """The budget table, the run's summary and its report (report.md, which the UI renders;
+    a ``file://`` link would not open from a browser)."""
     name = plan.config.dataset.name
     key = f"dppub-budget-{name.lower().replace('_', '-')}"
     run_id = done.run_id
@@ -113,17 +110,16 @@ def _artifacts(done: Published, plan: Plan) -> None:
         table=budget_rows(done.summaries),
         description=f"Releases and privacy costs of run {run_id}",
     )
-    link = (done.folder / "report.html").resolve().as_uri()  # a local file: the run folder
     head = done.head
     create_markdown_artifact(
         key=key,
         markdown=f"# dppub run `{run_id}` on `{name}`\n\n{done.reports.table}\n\n"
-        f"Ledger head: seq {head[0]}, `{head[1]}`\n\nReport with plots: [report.html]({link})\n",
+        f"Ledger head: seq {head[0]}, `{head[1]}`\n\n"
+        f"Report with plots: `report.html` in `{done.folder}`\n",
         description=f"Privacy budget of run {run_id}",
     )
-    create_link_artifact(
+    create_markdown_artifact(
         key=f"{key}-report",
-        link=link,
-        link_text=f"report.html of run {run_id}",
-        description=f"The report of run {run_id}: budget, guarantee, a plot per release",
+        markdown=done.reports.report,
+        description=f"The report of run {run_id} (report.md; report.html adds the plots)",
     )

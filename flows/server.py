@@ -24,6 +24,7 @@ from dp.errors import ConfigError
 
 __all__ = [
     "STATE",
+    "USER_PREFECT_HOME",
     "check_api",
     "check_served",
     "die_with_parent",
@@ -45,6 +46,10 @@ def _state() -> Path:
 STATE = _state()
 """The default folder of the ledger, the publications and Prefect's home: ``$DPPUB_HOME``, else
 ``$XDG_STATE_HOME/dppub``, else ``~/.local/state/dppub`` -- the same from any directory."""
+
+USER_PREFECT_HOME = os.environ.get("PREFECT_HOME")
+"""``PREFECT_HOME`` as the user set it (None: Prefect's default), read before :func:`prefect_env`
+sets dppub's: where Prefect finds the user's profile (:func:`flows.deploy.configured_api`)."""
 
 
 def prefect_env() -> None:
@@ -69,21 +74,25 @@ def register_served(runs: list[dict[str, str]]) -> None:
 
 
 def check_served(parameters: dict[str, str | None]) -> None:
-    """A run of a deployment must run exactly what ``dppub serve`` registered: its config,
-    ledger and output folder are never run parameters (anyone reaching the Prefect API or UI
-    could otherwise point a run at a fresh ledger: a new budget).
+    """A run of a deployment must run exactly what was registered: its config, ledger and
+    output folder are never run parameters (anyone reaching the Prefect API or UI could
+    otherwise point a run at a fresh ledger: a new budget). The deployment's parameters on the
+    Prefect server decide (``dppub deploy``); a served run must also be one that ``dppub
+    serve`` recorded in the environment its runs inherit, out of the API's reach.
 
     Raises:
-        ConfigError: the run's parameters differ from every registration (or none exists).
+        ConfigError: the run's parameters differ from the registration.
     """
-    registered = json.loads(os.environ.get(_SERVED) or "[]")
+    from flows.deploy import registered_parameters
+
     given = {k: v for k, v in parameters.items() if v is not None}
-    if given in registered:
+    served = os.environ.get(_SERVED)
+    if given == registered_parameters() and (served is None or given in json.loads(served)):
         return
     fixed = ", ".join(f"{k}={v}" for k, v in sorted(given.items()))
     raise ConfigError(
-        f"refused a deployment run with {fixed}: a served run's config, ledger and output "
-        "folder are the ones `dppub serve` registered, never run parameters"
+        f"refused a deployment run with {fixed}: a deployment's config, ledger and output "
+        "folder are the ones `dppub serve` or `dppub deploy` registered, never run parameters"
     )
 
 
