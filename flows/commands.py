@@ -1,7 +1,7 @@
 """What the ``dppub`` commands do, apart from parsing arguments and printing (:mod:`flows.cli`).
 
 Each function raises dppub's own errors; the CLI turns them into one line and an exit code.
-Prefect is imported only where a flow runs.
+Prefect is imported only where a flow runs on a Prefect API.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ __all__ = [
     "ledger_for",
     "open_run",
     "plan_payload",
+    "publish_opened",
     "serve_schedules",
     "settle_dead",
     "write_audit_page",
@@ -130,12 +132,15 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Opened:
-    """A run ``dppub run`` has opened (locked and reserved) before starting Prefect."""
+    """A run ``dppub run`` has opened (locked and reserved) before publishing."""
 
     plan: Plan
     location: str
     """Where the ledger is (named in the flow run's parameters)."""
     run: Run
+    api: str | None
+    """The Prefect API the run is recorded in (:func:`flows.server.configured_api`), or None:
+    the run publishes without Prefect (:mod:`flows.local`)."""
 
 
 def open_run(
@@ -149,64 +154,76 @@ def open_run(
     """Load the plan, open the run (no value read yet) through
     :meth:`dp.pipeline.plan.Plan.open_run`, the one way a run opens.
 
-    A configured Prefect API must answer before the ledger is opened. From the reservation on,
-    a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
+    Whether the run is recorded in Prefect is decided here, once: a Prefect API configured
+    the way Prefect resolves it must answer before the ledger is opened. From the reservation
+    on, a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
     interrupted run is always settled (here, aborted at no cost).
     """
     from dp.pipeline.plan import load_plan
-    from flows.server import check_api
+    from flows.server import check_api, configured_api
 
     plan = load_plan(config, engine)
-    check_api()
+    api = configured_api()
+    if api is not None:
+        check_api(api)
     location = ledger_for(plan.config, ledger)
     run = plan.open_run(location, out, timeout=timeout, reserving=signals.disarm)
-    return Opened(plan=plan, location=location, run=run)
+    return Opened(plan=plan, location=location, run=run, api=api)
+
+
+def publish_opened(opened: Opened, config: Path, out: Path, engine: str | None) -> str:
+    """Publish an opened run in this process, as the Prefect flow (recorded at ``opened.api``)
+    or without Prefect; returns the run id. The caller holds the run and settles it
+    (:func:`execute_opened`)."""
+    if opened.api is None:
+        from flows.local import publish_locally
+
+        return publish_locally(opened.plan, opened.run).run_id
+    from flows.publish import Handed
+    from flows.runner import flow_for
+
+    return flow_for(opened.plan)(
+        str(config.resolve()),
+        opened.location,
+        str(out.resolve()),
+        engine=engine,
+        handed=Handed(opened.plan, opened.run),
+    )
 
 
 def execute_opened(
     opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
 ) -> tuple[str, int] | None:
-    """Run the flow on an opened run, handed to it in-process, then settle it whatever
-    happened; returns the failure (one line and an exit code) or None.
+    """Publish an opened run (:func:`publish_opened`), then settle it whatever happened;
+    returns the failure (one line and an exit code) or None.
 
     A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
     ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
     whatever exception Prefect made of it. Prefect's settings were made before Prefect was
     first imported (the CLI's callback runs :func:`flows.server.prefect_env` first).
     """
-    from prefect.exceptions import TerminationSignal
-
-    from flows.publish import Handed
-    from flows.runner import flow_for
-    from flows.server import own_temporary_server
-
     failure: tuple[str, int] | None = None
     run = opened.run
     try:
         with run:  # leaving it settles the run; signals wait until that is done
             try:
                 signals.arm()
-                with own_temporary_server():
-                    flow_for(opened.plan)(
-                        str(config.resolve()),
-                        opened.location,
-                        str(out.resolve()),
-                        engine=engine,
-                        handed=Handed(opened.plan, run),
-                    )
+                publish_opened(opened, config, out, engine)
             finally:
                 signals.disarm()
-    except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
-        terminated = isinstance(exc, TerminationSignal)
+    except (Interrupted, KeyboardInterrupt, _termination()) as exc:
+        terminated = not isinstance(exc, Interrupted | KeyboardInterrupt)
         signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
     except DPPubError as exc:
         failure = (str(exc), 2)
     except OSError as exc:
         failure = (io_error_line(exc), 2)
     except Exception as exc:
-        if _prefect_api_failed(exc):
-            url = os.environ.get("PREFECT_API_URL") or "Prefect's temporary server"
-            failure = (f"the Prefect API ({url}) failed: {exc}; check that server and retry", 2)
+        if opened.api is not None and _prefect_api_failed(exc):
+            failure = (
+                f"the Prefect API ({opened.api}) failed: {exc}; check that server and retry",
+                2,
+            )
         elif os.environ.get("DPPUB_DEBUG") and signals.first is None:
             raise
         else:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
@@ -219,6 +236,14 @@ def execute_opened(
     state = run.ledger.reservation(run.run_id).state
     spent = ", nothing was spent" if state == "aborted" else ""
     return f"{failure[0]}; run {run.run_id} was {state}{spent}", failure[1]
+
+
+def _termination() -> type[BaseException]:
+    """Prefect's SIGTERM bridge exception, if Prefect ran (a run without it never imports it)."""
+    exceptions = sys.modules.get("prefect.exceptions")
+    if exceptions is None:
+        return Interrupted
+    return cast("type[BaseException]", exceptions.TerminationSignal)
 
 
 def io_error_line(exc: OSError) -> str:
@@ -307,8 +332,10 @@ def serve_schedules(
     from flows.server import (
         STATE,
         check_api,
+        configured_api,
         local_server,
         register_served,
+        serve_home,
         stop_server,
     )
 
@@ -317,9 +344,13 @@ def serve_schedules(
     if missing:
         raise ConfigError(f"no schedule in {', '.join(missing)}")
     ledgers = [ledger_for(p.config, ledger) for _, p in plans]
-    check_api()
+    api = configured_api()
     server = None
-    if not os.environ.get("PREFECT_API_URL"):
+    if api is not None:
+        check_api(api)
+        os.environ["PREFECT_API_URL"] = api  # what the served runs' processes inherit
+    else:
+        serve_home()
         server, url = local_server(STATE)
         os.environ["PREFECT_API_URL"] = url
         say(f"Prefect server for the schedules: {url.removesuffix('/api')}")
