@@ -121,13 +121,27 @@ def _on_dask(client: Any, jobs: Sequence[Release], log: logging.Logger) -> list[
     return [f.result() for f in futures]
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is logged (not the stream of the
+    moment the handler was made: a caller may swap it, as typer's test runner does)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def _logger() -> logging.Logger:
-    """The ``dppub`` logger, on stderr, where Prefect's console log would be."""
+    """The ``dppub`` logger, at INFO; where no handler would show it (the command line), on
+    stderr, where Prefect's console log would be."""
     log = logging.getLogger("dppub")
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)
+    if not log.hasHandlers():
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-7s | %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
     return log
