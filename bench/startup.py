@@ -79,6 +79,7 @@ def _server(home: Path) -> tuple[subprocess.Popen[bytes], str]:
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/api"
     env = _env(home) | {"PREFECT_HOME": str(home / "server"), "PREFECT_UI_ENABLED": "false"}
+    env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     log = (home / "server.log").open("wb")
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]
     server = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log, env=env)
