@@ -35,6 +35,7 @@ __all__ = [
     "local_server",
     "prefect_env",
     "register_served",
+    "serve_home",
     "stop_server",
 ]
 

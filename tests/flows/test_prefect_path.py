@@ -108,6 +108,33 @@ def test_a_server_in_the_users_prefect_profile_records_the_run(
     assert done.stdout.strip() == _run_folder(out).name
 
 
+def test_the_api_is_resolved_as_prefect_resolves_it_without_importing_prefect(
+    tmp_path: Path,
+) -> None:
+    # The environment beats the active profile, a profile without a URL means none; and a run
+    # without a server never imports Prefect (the settings model is read without the package).
+    home = tmp_path / "home"
+    (home / ".prefect").mkdir(parents=True)
+    profiles = home / ".prefect" / "profiles.toml"
+    probe = "import sys; from flows.server import configured_api; print(configured_api(),"
+    probe += " sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["HOME"] = str(home)
+    named = 'active = "a"\n[profiles.a]\nPREFECT_API_URL = "http://h:1/api"\n'
+    cases = [
+        (named, {}, "http://h:1/api"),
+        (named, {"PREFECT_API_URL": "http://e:2/api"}, "http://e:2/api"),
+        ('active = "a"\n[profiles.a]\n', {}, "None"),
+    ]
+    for text, extra, url in cases:
+        profiles.write_text(text)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, env=env | extra, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [url, "[]"]
+
+
 def _published_alike(folder: Path) -> tuple[list[str], list[tuple[str, float, float]]]:
     """What a run folder holds apart from its values: its files and its releases' costs."""
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
