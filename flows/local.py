@@ -81,16 +81,15 @@ def _releases(plan: Plan, log: logging.Logger) -> Iterator[Releases]:
     from distributed import Client, LocalCluster
 
     address, cluster = dask_cluster(plan)
-    target = address if address is not None else LocalCluster(**cluster)  # type: ignore[no-untyped-call]
-    client = Client(target)  # type: ignore[no-untyped-call]
+    made = None if address is not None else LocalCluster(**cluster)  # type: ignore[no-untyped-call]
+    client = Client(address or made)  # type: ignore[no-untyped-call]
     log.info("dask: releases run on %s", address or f"a local cluster ({client.dashboard_link})")
     try:
         yield lambda jobs: _on_dask(client, jobs, log)
     finally:
-        cluster_made = client.cluster
         client.close()  # type: ignore[no-untyped-call]
-        if cluster_made is not None:
-            cluster_made.close()
+        if made is not None:
+            made.close()
 
 
 def _mapped(pool: ThreadPoolExecutor, jobs: Sequence[Release], log: logging.Logger) -> list[Any]:
@@ -116,8 +115,8 @@ def _on_dask(client: Any, jobs: Sequence[Release], log: logging.Logger) -> list[
         for j in jobs:
             futures.append(client.submit(steps.compute, j, log, pure=False))
         wait_dask(futures)  # type: ignore[no-untyped-call]
-    finally:
-        wait_dask(futures)  # type: ignore[no-untyped-call] # after an interruption too (signals are then only noted)
+    finally:  # after an interruption too (signals are then only noted)
+        wait_dask(futures)  # type: ignore[no-untyped-call]
     return [f.result() for f in futures]
 
 
