@@ -68,8 +68,8 @@ VersionOpt = Annotated[
 def _before_any_command(show_version: VersionOpt = False) -> None:
     """Every environment value dppub reads is checked before any command opens a ledger, and
     dppub's Prefect settings are made before any command can import Prefect: it reads them
-    once, when first imported. Nothing this module
-    imports up front imports Prefect (tests/flows/test_cli.py checks)."""
+    once, when first imported. Nothing this module imports up front imports Prefect
+    (tests/flows/test_cli.py checks)."""
     from dp.pipeline.environment import environment
 
     _guard(environment)
