@@ -4,29 +4,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STATE  := .state
-export PREFECT_HOME := $(CURDIR)/$(STATE)/prefect
-# Local mode: Prefect starts its own temporary API server; its first start can take ~20 s.
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+# `make run` is recorded in the Prefect server your Prefect settings name (PREFECT_API_URL or the
+# active profile), if any; without one it runs without Prefect and starts no server.
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
 .PHONY: setup run test test-fast lint typecheck pytest clean
 
 SAMPLE    := data/sample/census.parquet
-PREFECTDB := $(PREFECT_HOME)/prefect.db
 
-setup: $(STAMP) $(PREFECTDB)
+setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,synth]'
 	touch $(STAMP)
-
-# Prefect's local mode migrates its database on first start (~10 s); do it once here.
-$(PREFECTDB): $(STAMP)
-	mkdir -p $(PREFECT_HOME)
-	$(BIN)/prefect server database upgrade -y > /dev/null
 
 $(SAMPLE): data/generate.py $(STAMP)
 	$(BIN)/python data/generate.py --rows 50000 --seed 20261121 --out $(SAMPLE)

@@ -117,11 +117,11 @@ def publish(
     engine: str | None = None,
 ) -> Publication:
     """Run ``config``'s publication once, exactly as ``dppub run`` does (the same functions,
-    in this process): reserve its cost, run the Prefect flow, publish, commit.
+    in this process): reserve its cost, run the publication, publish, commit.
 
-    Prefect runs as this process has it configured; if Prefect is not imported yet, dppub's
-    defaults apply first, as for the CLI (its home in dppub's state folder unless
-    ``PREFECT_HOME`` is set; a temporary server unless ``PREFECT_API_URL`` is set).
+    With a Prefect API configured (``PREFECT_API_URL``, or the Prefect profile, as Prefect
+    resolves it) the run is the Prefect flow, recorded there; without one it runs the same
+    steps without Prefect (no server is started).
 
     Args:
         config: The config file.

@@ -67,9 +67,9 @@ VersionOpt = Annotated[
 @app.callback()
 def _before_any_command(show_version: VersionOpt = False) -> None:
     """Every environment value dppub reads is checked before any command opens a ledger, and
-    Prefect's settings (its home, the temporary server's start-up limit) are made before any
-    command can import Prefect: it reads them once, when first imported. Nothing this module
-    imports up front imports Prefect (tests/flows/test_cli.py checks)."""
+    dppub's Prefect settings are made before any command can import Prefect: it reads them
+    once, when first imported. Nothing this module imports up front imports Prefect
+    (tests/flows/test_cli.py checks)."""
     from dp.pipeline.environment import environment
 
     _guard(environment)
@@ -175,9 +175,11 @@ def run(
 ) -> None:
     """Run the publishing flow once; prints the run id.
 
-    The run's cost is reserved atomically before Prefect starts: a run the budget refuses
-    exits 3 at once, writes nothing and publishes nothing. SIGTERM and Ctrl-C settle the run
-    (a published run is committed, one that drew noise is charged) and exit 143 / 130.
+    The run is recorded in the Prefect API configured for Prefect (PREFECT_API_URL, or the
+    active Prefect profile), if any; without one it runs without Prefect. The run's cost is
+    reserved atomically before it starts: a run the budget refuses exits 3 at once, writes
+    nothing and publishes nothing. SIGTERM and Ctrl-C settle the run (a published run is
+    committed, one that drew noise is charged) and exit 143 / 130.
     """
     from flows.commands import execute_opened, open_run
 
@@ -186,6 +188,10 @@ def run(
             opened = _guard(open_run, config, ledger, out, engine, _ledger_timeout(), signals)
         except Interrupted:
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
+        if opened.api is None:
+            from flows.local import NOT_RECORDED
+
+            typer.echo(NOT_RECORDED, err=True)
         failure = execute_opened(opened, config, out, engine, signals=signals)
     if failure is not None:
         _fail(failure.line, failure.code)

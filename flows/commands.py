@@ -1,7 +1,7 @@
 """What the ``dppub`` commands do, apart from parsing arguments and printing (:mod:`flows.cli`).
 
 Each function raises dppub's own errors; the CLI turns them into one line and an exit code.
-Prefect is imported only where a flow runs.
+Prefect is imported only where a flow runs on a Prefect API.
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from __future__ import annotations
 import getpass
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dp.errors import ConfigError, DPPubError
 from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from dp.pipeline.config import PipelineConfig
     from dp.pipeline.kinds import JSON
     from dp.pipeline.plan import Plan
+    from dp.pipeline.publish import Publication
     from dp.runs import Recovered, Run
 
 # The pipeline (and with it the engines, the estimators and their solvers, ~1.3 s) is imported
@@ -45,6 +47,7 @@ __all__ = [
     "ledger_for",
     "open_run",
     "plan_payload",
+    "publish_opened",
     "serve_schedules",
     "settle_dead",
     "write_audit_page",
@@ -141,12 +144,15 @@ class Failure:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Opened:
-    """A run ``dppub run`` has opened (locked and reserved) before starting Prefect."""
+    """A run ``dppub run`` has opened (locked and reserved) before publishing."""
 
     plan: Plan
     location: str
     """Where the ledger is (named in the flow run's parameters)."""
     run: Run
+    api: str | None
+    """The Prefect API the run is recorded in (:func:`flows.server.configured_api`), or None:
+    the run publishes without Prefect (:mod:`flows.local`)."""
 
 
 def open_run(
@@ -160,37 +166,53 @@ def open_run(
     """Load the plan, open the run (no value read yet) through
     :meth:`dp.pipeline.plan.Plan.open_run`, the one way a run opens.
 
-    A configured Prefect API must answer before the ledger is opened. From the reservation on,
-    a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
+    Whether the run is recorded in Prefect is decided here, once: a Prefect API configured
+    the way Prefect resolves it must answer before the ledger is opened. From the reservation
+    on, a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
     interrupted run is always settled (here, aborted at no cost).
     """
     from dp.pipeline.plan import load_plan
-    from flows.server import check_api
+    from flows.server import check_api, configured_api
 
     plan = load_plan(config, engine)
-    check_api()
+    api = configured_api()
+    if api is not None:
+        check_api(api)
     location = ledger_for(plan.config, ledger)
     run = plan.open_run(location, out, timeout=timeout, reserving=signals.disarm)
-    return Opened(plan=plan, location=location, run=run)
+    return Opened(plan=plan, location=location, run=run, api=api)
+
+
+def publish_opened(opened: Opened, config: Path, out: Path, engine: str | None) -> Publication:
+    """Publish an opened run in this process, as the Prefect flow (recorded at ``opened.api``)
+    or without Prefect. The caller holds the run and settles it (:func:`execute_opened`)."""
+    if opened.api is None:
+        from flows.local import publish_locally
+
+        return publish_locally(opened.plan, opened.run).publication(opened.plan)
+    from flows.publish import Handed
+    from flows.runner import flow_for
+
+    return flow_for(opened.plan)(
+        str(config.resolve()),
+        opened.location,
+        str(out.resolve()),
+        engine=engine,
+        handed=Handed(opened.plan, opened.run),
+    )
 
 
 def execute_opened(
     opened: Opened, config: Path, out: Path, engine: str | None, *, signals: Signals
 ) -> Failure | None:
-    """Run the flow on an opened run, handed to it in-process, then settle it whatever
-    happened; returns the failure (one line, an exit code, the exception) or None.
+    """Publish an opened run (:func:`publish_opened`), then settle it whatever happened;
+    returns the failure (one line, an exit code, the exception) or None.
 
     A SIGINT or SIGTERM at any moment (``signals`` saw it, or Prefect's SIGTERM bridge raised
     ``TerminationSignal``) ends in its exit code and one line saying how the run was settled,
     whatever exception Prefect made of it. Prefect's settings were made before Prefect was
     first imported (the CLI's callback runs :func:`flows.server.prefect_env` first).
     """
-    from prefect.exceptions import TerminationSignal
-
-    from flows.publish import Handed
-    from flows.runner import flow_for
-    from flows.server import own_temporary_server
-
     failure: tuple[str, int] | None = None
     error: BaseException | None = None
     run = opened.run
@@ -198,19 +220,12 @@ def execute_opened(
         with run:  # leaving it settles the run; signals wait until that is done
             try:
                 signals.arm()
-                with own_temporary_server():
-                    flow_for(opened.plan)(
-                        str(config.resolve()),
-                        opened.location,
-                        str(out.resolve()),
-                        engine=engine,
-                        handed=Handed(opened.plan, run),
-                    )
+                publish_opened(opened, config, out, engine)
             finally:
                 signals.disarm()
-    except (Interrupted, TerminationSignal, KeyboardInterrupt) as exc:
+    except (Interrupted, KeyboardInterrupt, _termination()) as exc:
         error = exc
-        terminated = isinstance(exc, TerminationSignal)
+        terminated = not isinstance(exc, Interrupted | KeyboardInterrupt)
         signals.note(int(signal.SIGTERM if terminated else signal.SIGINT))
     except DPPubError as exc:
         error, failure = exc, (str(exc), 2)
@@ -218,9 +233,11 @@ def execute_opened(
         error, failure = exc, (io_error_line(exc), 2)
     except Exception as exc:
         error = exc
-        if _prefect_api_failed(exc):
-            url = os.environ.get("PREFECT_API_URL") or "Prefect's temporary server"
-            failure = (f"the Prefect API ({url}) failed: {exc}; check that server and retry", 2)
+        if opened.api is not None and _prefect_api_failed(exc):
+            failure = (
+                f"the Prefect API ({opened.api}) failed: {exc}; check that server and retry",
+                2,
+            )
         elif os.environ.get("DPPUB_DEBUG") and signals.first is None:
             raise
         else:  # a bug: say so in one line; DPPUB_DEBUG=1 shows the traceback
@@ -233,6 +250,14 @@ def execute_opened(
     state = run.ledger.reservation(run.run_id).state
     spent = ", nothing was spent" if state == "aborted" else ""
     return Failure(f"{failure[0]}; run {run.run_id} was {state}{spent}", failure[1], error)
+
+
+def _termination() -> type[BaseException]:
+    """Prefect's SIGTERM bridge exception, if Prefect ran (a run without it never imports it)."""
+    exceptions = sys.modules.get("prefect.exceptions")
+    if exceptions is None:
+        return Interrupted
+    return cast("type[BaseException]", exceptions.TerminationSignal)
 
 
 def io_error_line(exc: OSError) -> str:
@@ -320,16 +345,25 @@ def serve_schedules(
     as ``KeyboardInterrupt`` once the runner has stopped."""
     import asyncio
 
-    from flows.deploy import bind, configured_api, deployment_of, run_command
-    from flows.server import STATE, check_api, local_server, register_served, stop_server
+    from flows.deploy import bind, deployment_of, run_command
+    from flows.server import (
+        STATE,
+        check_api,
+        configured_api,
+        local_server,
+        register_served,
+        serve_home,
+        stop_server,
+    )
 
     bound = bind(configs, ledger, out)
     url = configured_api()
     server = None
     if url is not None:
-        os.environ["PREFECT_API_URL"] = url  # what the runs inherit
-        check_api()
+        check_api(url)
+        os.environ["PREFECT_API_URL"] = url  # what the served runs' processes inherit
     else:
+        serve_home()
         server, url = local_server(STATE)
         os.environ["PREFECT_API_URL"] = url
         say(f"Prefect server for the schedules: {url.removesuffix('/api')}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from dp.errors import ConfigError
 from dp.pipeline.plan import Plan, load_plan
-from flows.server import USER_PREFECT_HOME, check_api
+from flows.server import check_api, configured_api
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
@@ -31,7 +31,6 @@ __all__ = [
     "Bound",
     "Deployed",
     "bind",
-    "configured_api",
     "deploy_configs",
     "deployment_of",
     "registered_parameters",
@@ -109,25 +108,6 @@ def run_command(api_url: str, deployment: str) -> str:
     )
 
 
-def configured_api() -> str | None:
-    """The Prefect API URL as Prefect resolves it for the user: ``PREFECT_API_URL``, else the
-    active profile of the user's Prefect home (``prefect config set PREFECT_API_URL=...``),
-    ``prefect.toml`` or ``.env`` -- read with the user's ``PREFECT_HOME``, not the one dppub
-    sets for its local state (:func:`flows.server.prefect_env`)."""
-    from prefect.settings import Settings
-
-    ours = os.environ.pop("PREFECT_HOME", None)
-    try:
-        if USER_PREFECT_HOME is not None:
-            os.environ["PREFECT_HOME"] = USER_PREFECT_HOME
-        url = Settings().api.url
-    finally:
-        os.environ.pop("PREFECT_HOME", None)
-        if ours is not None:
-            os.environ["PREFECT_HOME"] = ours
-    return url.strip() if url and url.strip() else None
-
-
 @dataclass(frozen=True, slots=True)
 class Deployed:
     """One registered deployment: ``flow/name`` and the command that runs it now."""
@@ -154,7 +134,7 @@ def deploy_configs(configs: list[Path], pool: str, ledger: str | None, out: Path
             "PREFECT_API_URL=...`)"
         )
     os.environ["PREFECT_API_URL"] = url  # what this process and its health check talk to
-    check_api()
+    check_api(url)
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.types.entrypoint import EntrypointType
 

@@ -92,7 +92,8 @@ def arrived() -> bool:
 
 
 def ignore_from_now() -> None:
-    """After a command has settled and reported its run, only Prefect's temporary server is
-    left to stop (at exit): a signal then changes nothing and must not print a traceback."""
+    """After a command has settled and reported its run, only Prefect's exit work is left (its
+    log and event workers drain to the server): a signal then changes nothing and must not
+    print a traceback."""
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, signal.SIG_IGN)

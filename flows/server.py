@@ -1,13 +1,17 @@
-"""The Prefect API a dppub process talks to: a temporary one it owns, or a server for ``serve``.
+"""The Prefect API a dppub process talks to: the one the user configured, or a server for ``serve``.
 
-Prefect runs in its local mode (no network). Unless ``PREFECT_HOME`` is set, its state lives in
-the per-user dppub state folder (:data:`STATE`), so ``dppub`` works from any directory. Nothing
-here touches private data.
+``dppub run`` uses a Prefect API only if one is configured the way Prefect resolves it (the
+environment, the active profile in ``$PREFECT_HOME/profiles.toml``, ``prefect.toml``,
+``pyproject.toml``, ``.env``): :func:`configured_api`. Without one it starts no server and
+imports no Prefect (:mod:`flows.local`). ``dppub serve`` without a configured API starts its
+own server, whose home is in the per-user dppub state folder (:data:`STATE`) unless
+``PREFECT_HOME`` is set. Nothing here touches private data.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import signal
@@ -15,23 +19,23 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from dp.errors import ConfigError
 
 __all__ = [
     "STATE",
-    "USER_PREFECT_HOME",
     "check_api",
     "check_served",
+    "configured_api",
     "die_with_parent",
     "local_server",
-    "own_temporary_server",
     "prefect_env",
     "register_served",
+    "serve_home",
     "stop_server",
 ]
 
@@ -44,23 +48,67 @@ def _state() -> Path:
 
 
 STATE = _state()
-"""The default folder of the ledger, the publications and Prefect's home: ``$DPPUB_HOME``, else
-``$XDG_STATE_HOME/dppub``, else ``~/.local/state/dppub`` -- the same from any directory."""
-
-USER_PREFECT_HOME = os.environ.get("PREFECT_HOME")
-"""``PREFECT_HOME`` as the user set it (None: Prefect's default), read before :func:`prefect_env`
-sets dppub's: where Prefect finds the user's profile (:func:`flows.deploy.configured_api`)."""
+"""The default folder of the ledger, the publications and ``serve``'s Prefect home:
+``$DPPUB_HOME``, else ``$XDG_STATE_HOME/dppub``, else ``~/.local/state/dppub`` -- the same from
+any directory."""
 
 
 def prefect_env() -> None:
-    """Local-mode Prefect settings; must run before prefect is imported. Creates Prefect's
-    home with its parents (Prefect would not)."""
-    home = Path(os.environ.setdefault("PREFECT_HOME", str((STATE / "prefect").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    # The temporary server's first start with a fresh home takes ~20 s here (default limit: 20 s).
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    """dppub's Prefect settings (no telemetry); must run before Prefect is imported. The user's
+    own Prefect settings (``PREFECT_HOME``, its profiles) are left alone: they say which API
+    runs are recorded in (:func:`configured_api`)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def configured_api() -> str | None:
+    """The Prefect API URL Prefect itself would use (its settings object: the environment, the
+    active profile, ``prefect.toml`` / ``pyproject.toml`` / ``.env``), or None.
+
+    Importing ``prefect`` takes seconds (its whole engine); the settings model needs only
+    pydantic-settings. When Prefect is not imported yet, its ``settings`` package is loaded
+    under a bare package module and removed again, so the run imports Prefect for real only if
+    it uses the API (and then reads its settings afresh); if that ever fails, Prefect is
+    imported normally.
+    """
+    if "prefect" not in sys.modules:
+        try:
+            return _settings_only_url()
+        except Exception:  # a Prefect release laid out otherwise: the normal way below
+            _forget_prefect()
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    return url or None
+
+
+def _settings_only_url() -> str | None:
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ImportError("prefect is not installed")
+    bare = types.ModuleType("prefect")
+    bare.__path__ = list(spec.submodule_search_locations)
+    bare.__spec__ = spec
+    sys.modules["prefect"] = bare
+    try:
+        from prefect.settings.models.root import Settings
+
+        url = Settings().api.url
+    finally:
+        _forget_prefect()
+    return url or None
+
+
+def _forget_prefect() -> None:
+    for name in [m for m in sys.modules if m == "prefect" or m.startswith("prefect.")]:
+        del sys.modules[name]
+
+
+def serve_home() -> None:
+    """``serve``'s Prefect home: ``$PREFECT_HOME``, else ``STATE/prefect`` (created: Prefect
+    would not create its parents). Call before Prefect is imported."""
+    home = Path(os.environ.setdefault("PREFECT_HOME", str((STATE / "prefect").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
 
 
 _SERVED = "DPPUB_SERVED"
@@ -96,18 +144,15 @@ def check_served(parameters: dict[str, str | None]) -> None:
     )
 
 
-def check_api(timeout: float = 10.0) -> None:
-    """If ``PREFECT_API_URL`` names a Prefect server, it must answer its health check: asked
+def check_api(url: str, timeout: float = 10.0) -> None:
+    """The configured Prefect API (:func:`configured_api`) must answer its health check: asked
     before the ledger is opened, so an unreachable server refuses the run before any budget is
     held (instead of Prefect's retries failing it after the reservation).
 
     Raises:
         ConfigError: one line with the URL, the cause and what to do.
     """
-    url = os.environ.get("PREFECT_API_URL", "").strip()
-    if not url:
-        return
-    advice = "start that server, or unset PREFECT_API_URL to let dppub start a temporary one"
+    advice = "start that server, or unset PREFECT_API_URL (environment and Prefect profile)"
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"PREFECT_API_URL must be an http(s) URL, got {url!r}; {advice}")
     try:
@@ -149,65 +194,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@contextmanager
-def own_temporary_server() -> Iterator[None]:
-    """Prefect's temporary API server, started by and owned by this process.
-
-    Prefect picks its temporary server's port at random from 8000-8999 and checks it with a
-    health request, so two ``dppub run`` processes starting together can end up on one port:
-    the loser's health check is answered by the winner's server, which later shuts down under
-    it. Here the port comes from the OS and the server counts only if *our* process serves it
-    (the same arrangement as ``prefect_test_harness``).
-
-    Raises:
-        ConfigError: the server did not start on this machine.
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
-
-    class OwnedServer(SubprocessASGIServer):
-        """Prefect's temporary server in a session of its own (Ctrl-C to dppub's process
-        group does not reach it: dppub settles its run, then stops it) that dies with dppub
-        (SIGTERM or SIGKILL of dppub leaves no server behind)."""
-
-        def _run_uvicorn_command(self) -> subprocess.Popen[bytes]:
-            import prefect
-
-            args = ["--app-dir", str(prefect.__module_path__.parent), "--factory"]
-            args += ["prefect.server.api.server:create_app", "--host", "127.0.0.1"]
-            args += ["--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
-            env = {
-                **os.environ,
-                "PREFECT_UI_ENABLED": "0",
-                "PREFECT__SERVER_EPHEMERAL": "1",
-                "PREFECT__SERVER_FINAL": "1",
-                **get_current_settings().to_environment_variables(exclude_unset=True),
-            }
-            return subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", *args],
-                env=env,
-                start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGKILL),
-            )
-
-    for _ in range(5):
-        server = OwnedServer(port=_free_port())
-        server.start()
-        if server.server_process is not None and server.server_process.poll() is None:
-            break
-        server.stop()
-    else:
-        raise ConfigError("Prefect's temporary server did not start on this machine")
-    SubprocessASGIServer._instances[None] = server  # what flow code asks for by default
-    # No explicit stop: start() registered one at exit, after which Prefect's log and event
-    # workers (registered later, so run earlier) have drained into this server.
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-        yield
 
 
 def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -17,15 +17,14 @@ from prefect import get_run_logger
 from prefect.cache_policies import NONE
 from prefect.exceptions import MissingContextError
 
-from dp.errors import DPPubError
+from tasks.retries import retryable
 
 PRIVATE: dict[str, Any] = {"cache_policy": NONE, "persist_result": False, "retries": 0}
 
 
 def retry_on_io_error(task: Any, task_run: Any, state: Any) -> bool:
     """Retry condition: transient OS errors only; validation errors are final."""
-    exc = state.result(raise_on_failure=False)
-    return isinstance(exc, OSError) and not isinstance(exc, DPPubError)
+    return retryable(state.result(raise_on_failure=False))
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:

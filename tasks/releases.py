@@ -19,14 +19,15 @@ from dp.pipeline.plan import Plan
 from dp.publication import Staging
 from dp.runs import Run
 from tasks._common import PRIVATE, retry_on_io_error, run_logger
+from tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS
 
 __all__ = ["bound_units", "compose", "compute_release", "read_source", "shared_scan"]
 
 
 @task(
     name="read-source",
-    **{**PRIVATE, "retries": 2},
-    retry_delay_seconds=1,
+    **{**PRIVATE, "retries": READ_RETRIES},
+    retry_delay_seconds=READ_RETRY_DELAY_SECONDS,
     retry_condition_fn=retry_on_io_error,
 )
 def read_source(plan: Plan, period: str) -> TableSource:

@@ -1,4 +1,5 @@
-"""The ``dppub`` command line, run as a user would: real processes, real Prefect local mode."""
+"""The ``dppub`` command line, run as a user would: real processes. No Prefect API is configured
+here, so runs publish without Prefect (tests/flows/test_prefect_path.py covers a server)."""
 
 import http.server
 import json
@@ -141,17 +142,21 @@ def test_config_errors_exit_2_without_starting_prefect(tmp_path: Path) -> None:
     assert not (tmp_path / "l.sqlite").exists()
 
 
-def test_a_hand_run_keeps_prefect_in_the_state_folder(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
-    # The README: unless PREFECT_HOME is set, Prefect's home is DPPUB_HOME/prefect. Prefect reads
-    # its settings once, when first imported: `dppub run` used to import it first, so the run's
-    # Prefect client used ~/.prefect (and Prefect's 20 s server start-up limit, not dppub's).
+def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
+    tmp_path: Path,
+    config_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    # No PREFECT_API_URL, no Prefect profile: every hand run used to start a temporary Prefect
+    # server (most of its time; the first one in a fresh state folder on a loaded machine timed
+    # out: exit 1) and record its history in a throw-away database. Now it publishes without
+    # Prefect, writes nothing of Prefect's anywhere, and says so in one line.
     config = config_factory()
-    home, state = tmp_path / "home", tmp_path / "state"
+    home, state, out = tmp_path / "home", tmp_path / "state", tmp_path / "out"
     home.mkdir()
-    unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+    unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_PROFILES_PATH")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(config), "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "flows.cli", "run", str(config), "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -159,8 +164,14 @@ def test_a_hand_run_keeps_prefect_in_the_state_folder(tmp_path: Path, config_fac
         env={**env, "HOME": str(home), "DPPUB_HOME": str(state)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (state / "prefect" / "prefect.db").is_file()
+    from flows.local import NOT_RECORDED
+
+    assert [ln for ln in done.stderr.splitlines() if "Prefect" in ln] == [NOT_RECORDED]
+    assert done.stdout.strip() == _published(out)[0]  # published, and stdout is the run id
     assert not (home / ".prefect").exists()
+    assert not (state / "prefect").exists()
+    s = spending_summary(Ledger(config.parent / "ledger.sqlite"))["census_demo"]
+    assert (s["lifetime_spent_epsilon"], s["runs"], s["pending_runs"]) == (1.5, 1, 0)
 
 
 def test_no_command_imports_prefect_before_it_is_configured() -> None:
@@ -171,26 +182,6 @@ def test_no_command_imports_prefect_before_it_is_configured() -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-
-
-def test_dask_engine_runs_the_releases_on_a_local_cluster(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
-    config = config_factory(budget=10.0)
-    raw = yaml.safe_load(config.read_text())
-    raw["dataset"]["batch_size"] = 500  # several dask tasks per file
-    config.write_text(yaml.safe_dump(raw))
-    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
-    tables = {}
-    for engine in ("stream", "dask"):
-        done = dppub("run", config, "--ledger", ledger, "--out", out, "--engine", engine)
-        assert done.returncode == 0, done.stderr[-2000:]
-        cluster_started = "Creating a new Dask cluster" in done.stderr
-        assert cluster_started == (engine == "dask")  # the DaskTaskRunner ran the tasks
-        run_dir = out / "census_demo" / done.stdout.strip().splitlines()[-1]
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        assert len(manifest["releases"]) == 8  # every release published
-        tables[engine] = (run_dir / "k_anonymous_table" / "table.parquet").read_bytes()
-    # The syntactic release is deterministic: the same table through either engine.
-    assert tables["dask"] == tables["stream"]
 
 
 @pytest.mark.parametrize(

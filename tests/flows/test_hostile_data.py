@@ -1,12 +1,11 @@
 """Hostile data folders through the real CLI (issue 29 items 1-2, issue 24 item 8): rows read
 twice are refused before the budget; a file's storage types never decide the exit status.
 
-The CLI runs in-process (typer's CliRunner) against one temporary Prefect server for the module.
+The CLI runs in-process (typer's CliRunner), without Prefect (no Prefect API is configured).
 """
 
-import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
 
 from dp.ledger import Ledger
 from flows import cli
-from flows.server import prefect_env
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
-    # As in test_hostile_input: let logging drop writes to the streams CliRunner closes.
-    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
-    with prefect_test_harness(server_startup_timeout=120):
-        prefect_env()
-        yield
-    logging.raiseExceptions = raise_exceptions
 
 
 def _run(tmp: Path, data: Path, engine: str = "auto") -> tuple[Any, Path, Path]:

@@ -1,14 +1,12 @@
 """Hostile and bad input through the real CLI: one clear line, non-zero exit, nothing published,
 no budget spent.
 
-The CLI runs in-process (typer's CliRunner) against one temporary Prefect server for the module,
-so each case costs a second or two instead of a Prefect start-up.
+The CLI runs in-process (typer's CliRunner), without Prefect (no Prefect API is configured), so
+each case costs a second or two.
 """
 
-import logging
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
 
 from dp.ledger import Ledger
 from dp.ledger.summary import spending_summary
 from flows import cli
-from flows.server import prefect_env
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
-    # CliRunner swaps and closes sys.stdout/stderr per invocation while Prefect's console
-    # handler keeps the old stream: let logging drop those writes instead of printing a
-    # "Logging error" traceback that is an artefact of running the CLI in-process.
-    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
-    with prefect_test_harness(server_startup_timeout=120):
-        prefect_env()
-        yield
-    logging.raiseExceptions = raise_exceptions
 
 
 class Case:

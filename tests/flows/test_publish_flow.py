@@ -1,4 +1,5 @@
-"""The publish flow under prefect_test_harness (one temporary Prefect server per module)."""
+"""The publish flow (a served run: it opens its own run) on a real Prefect server
+(``prefect server start``, the session's), as Prefect records it."""
 
 import errno
 import json
@@ -9,8 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
-from prefect.testing.utilities import prefect_test_harness
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    TaskRunFilter,
+    TaskRunFilterName,
+)
+from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from dp import matrix
 from dp.axes import category_axis
@@ -27,18 +33,20 @@ from dp.reference.anonymize import anonymize
 from dp.reference.frame import read_table
 from dp.schema import ColumnSpec
 from flows.publish import publish
+from tests.flows.conftest import PrefectServer
 
 
 @pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
-    with prefect_test_harness(server_startup_timeout=120):
+def on_server(prefect_server: PrefectServer) -> Iterator[None]:
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server.url}):
         yield
 
 
 def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
     config = config_factory()
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
-    run_id = publish(str(config), str(ledger), str(out)).run_id
+    state = publish(str(config), str(ledger), str(out), return_state=True)
+    run_id = state.result().run_id
     run_dir = out / "census_demo" / run_id
     manifest = json.loads((run_dir / "manifest.json").read_text())
     total = load_plan(config).total
@@ -91,11 +99,13 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     details = json.loads((run_dir / "age_cdf" / "release.json").read_text())["details"]
     assert details["interval_level"] == 0.95 and "bootstrap" in details["interval_method"]
 
+    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
     with get_client(sync_client=True) as client:
-        artifacts = {a.key: a for a in client.read_artifacts()}
+        artifacts = {a.key: a for a in client.read_artifacts(flow_run_filter=this_run)}
         wanted = [f"release-{n}" for n in names]  # each release's task run is named after it
         runs = client.read_task_runs(
-            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=wanted))
+            flow_run_filter=this_run,
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=wanted)),
         )
     assert {t.name for t in runs} == set(wanted)
     table = artifacts["dppub-budget-census-demo-table"]

@@ -2,33 +2,19 @@
 smaller than what is proven, and every release describes itself at the unit level."""
 
 import json
-import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
 
 from dp.budget import zcdp_of_pure
 from flows import cli
-from flows.server import prefect_env
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
-    # As in test_hostile_input: CliRunner swaps the streams Prefect's handler holds.
-    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
-    with prefect_test_harness(server_startup_timeout=120):
-        prefect_env()
-        yield
-    logging.raiseExceptions = raise_exceptions
 
 
 def _config(tmp: Path, data: Path, m: int) -> Path:

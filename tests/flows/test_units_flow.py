@@ -3,7 +3,6 @@ scale with the bound, and removing one unit moves the answers by at most the bou
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 
 from dp.budget import PrivacyCost
 from dp.errors import ConfigError
@@ -19,15 +17,9 @@ from dp.ledger import Ledger
 from dp.pipeline.plan import load_plan
 from dp.pipeline.units import row_level_cost
 from flows.commands import audit_lines, audit_payload, write_audit_page
-from flows.publish import publish
+from tests.flows.conftest import publish_here
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def harness() -> Iterator[None]:
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 def _households(frame: pd.DataFrame, seed: int = 1) -> pd.DataFrame:
@@ -54,9 +46,9 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
     _households(census_frame).to_parquet(data, index=False)
     sensitivities, published_rows = {}, {}
     for m in (1, 3):
-        run_id = publish(
+        run_id = publish_here(
             str(_config(tmp_path, data, m)), str(tmp_path / "l.sqlite"), str(tmp_path / "out")
-        ).run_id
+        )
         manifest = json.loads(
             (tmp_path / "out" / "census_demo" / run_id / "manifest.json").read_text()
         )
@@ -126,9 +118,7 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
         raw["dataset"]["name"] = f"units_{label}"
         raw["dataset"]["budget"]["epsilon"] = 1000.0
         config.write_text(yaml.safe_dump(raw))
-        run_id = publish(
-            str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out")
-        ).run_id
+        run_id = publish_here(str(config), str(tmp_path / f"{label}.sqlite"), str(tmp_path / "out"))
         got = pd.read_parquet(
             tmp_path / "out" / f"units_{label}" / run_id / "ages" / "estimate.parquet"
         )
@@ -207,7 +197,7 @@ def test_int_unit_ids_are_keyed_as_stored_not_clamped_or_rounded(
     raw["dataset"]["columns"]["household"] = {"type": "int", "bounds": [0, 10]}
     raw["dataset"]["budget"]["epsilon"] = 1000.0  # the limit: Laplace scale <= 0.003 a cell
     config.write_text(yaml.safe_dump(raw))
-    run_id = publish(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out")).run_id
+    run_id = publish_here(str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"))
     got = pd.read_parquet(tmp_path / "out" / "census_demo" / run_id / "ages" / "estimate.parquet")
     # Six rows, not one: the noise of a handful of cells exceeds 0.5 in total with probability
     # far below 1e-12.
