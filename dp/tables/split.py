@@ -22,9 +22,8 @@ gives (Lagrange) ``e_j = epsilon w_j^(1/3) / sum_k w_k^(1/3)``. The weights:
 
 * ``count`` adds 1 to the count;
 * ``mean(col)``: its error is ``(noise_S - (mean - mid) noise_N) / n``, so 1 to the centred sum
-  and ``1/3`` to the count. For a mean alone the centred sum gets ``1 / (1 + 3^(-1/3)) = 59.1%``
-  of epsilon and the count 40.9% (an equal split, PipelineDP's, is optimal only when the mean
-  sits at a bound; averaged over the bounds it has 10% more variance);
+  and ``1/3`` to the count (measured apart, a mean alone would split 59.1% / 40.9%; it is
+  measured together, below);
 * ``sum(col)``: ``noise_S + mid noise_N``, so 1 to the centred sum and ``(mid / half)^2`` to the
   count;
 * ``quantile(col, ...)``: 1 to the column's CDF.
