@@ -8,8 +8,9 @@ centred sums over cells and margins: :mod:`dp.tables.linear`; quantiles:
   measured apart (:func:`dp.tables.linear.measure_count_and_sum`);
 * ``count`` = the count component's rows (non-negative; integers with ``round: integer``);
 * ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
-  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (independent
-  noises);
+  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated
+  noises: independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
+  ``L (e_a - e_b) / 2`` for one linear ``L`` and i.i.d. ``e_a``, ``e_b``);
 * ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
   delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
 * sums and means get ``+- k se`` intervals (``k`` the Laplace-safe 95% multiplier, which covers
