@@ -7,7 +7,10 @@ data-independently) is measured with Laplace noise of scale ``m s ||A||_1 / epsi
 a row's sensitivity, 1 for a count and ``half`` for a centred sum; ``m``: the rows a unit may
 contribute), and every published row is read off one reconstructed vector, so cells add up
 exactly to every margin. Counts are reconstructed non-negative (``nonneg-l1``), centred sums by
-least squares (they may be negative).
+least squares (they may be negative). A count and a centred sum measured together
+(:mod:`dp.tables.split`, :func:`measure_count_and_sum`) are read off the two noisy vectors
+``A a`` and ``A b`` (``a``, ``b``: the sums of ``v - lo`` and ``hi - v``) as
+``(a + b) / (2 half)`` and ``(a - b) / 2``, then reconstructed the same way.
 
 Standard errors are the exact noise standard deviations of the least-squares answers
 (:func:`dp.matrix.intervals.least_squares_intervals`); they cover the noise only (not the
@@ -27,7 +30,7 @@ from dp.matrix.measure import Measurement
 from dp.matrix.reconstruct import reconstruct
 from dp.mechanisms import laplace
 
-__all__ = ["Linear", "measure_linear"]
+__all__ = ["Linear", "measure_count_and_sum", "measure_linear"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -64,8 +67,64 @@ def measure_linear(
     sensitivity = group * row_sensitivity * strategy.sensitivity
     noisy = laplace(strategy @ values, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
     del values  # post-processing of the noisy measurement only, from here
+    return _read(workload, strategy, noisy, epsilon, sensitivity / epsilon, sensitivity, nonneg)
+
+
+def measure_count_and_sum(
+    workload: matrix.Workload,
+    strategy: matrix.Strategy,
+    counts: npt.ArrayLike,
+    centred: npt.ArrayLike,
+    *,
+    epsilon: float,
+    half: float,
+    group: int,
+    rng: np.random.Generator | None = None,
+) -> tuple[Linear, Linear]:
+    """The count and a centred sum (``half``: a row's bound on ``|v - mid|``) measured together
+    at ``epsilon`` (module doc of :mod:`dp.tables.split`): a row adds ``v - lo >= 0`` to ``a``
+    and ``hi - v >= 0`` to ``b``, ``2 half`` in all, so ``(A a, A b)`` has L1 sensitivity
+    ``m 2 half ||A||_1``."""
+    n = np.asarray(counts, dtype=np.float64)
+    s = np.asarray(centred, dtype=np.float64)
+    sensitivity = group * 2.0 * half * strategy.sensitivity
+    noisy = laplace(
+        np.concatenate([strategy @ (s + half * n), strategy @ (half * n - s)]),
+        sensitivity=sensitivity,
+        epsilon=epsilon,
+        rng=rng,
+    )
+    del n, s  # post-processing of the noisy measurement only, from here
+    a, b = np.split(noisy, 2)
+    scale = sensitivity / epsilon  # of a and b; (a +- b) / c has the variance of scale sqrt 2 / c
+    count = _read(
+        workload,
+        strategy,
+        (a + b) / (2.0 * half),
+        epsilon,
+        scale / (np.sqrt(2.0) * half),
+        sensitivity,
+        True,
+    )
+    total = _read(
+        workload, strategy, (a - b) / 2.0, epsilon, scale / np.sqrt(2.0), sensitivity, False
+    )
+    return count, total
+
+
+def _read(
+    workload: matrix.Workload,
+    strategy: matrix.Strategy,
+    noisy: FloatArray,
+    epsilon: float,
+    noise_scale: float,
+    sensitivity: float,
+    nonneg: bool,
+) -> Linear:
+    """Reconstruct the cells from ``strategy``'s noisy answers (Laplace of ``noise_scale``, or
+    noise of that variance) and read off ``workload``'s rows with their intervals."""
     measured = Measurement(
-        strategy=strategy, values=noisy, epsilon=epsilon, noise_scale=sensitivity / epsilon
+        strategy=strategy, values=noisy, epsilon=epsilon, noise_scale=noise_scale
     )
     estimate = reconstruct(measured, workload, method="nonneg-l1" if nonneg else "least-squares")
     intervals = least_squares_intervals(

@@ -4,10 +4,13 @@ What each measure is read from and how epsilon is split: :mod:`dp.tables.split`;
 centred sums over cells and margins: :mod:`dp.tables.linear`; quantiles:
 :mod:`dp.tables.quantiles`; integer rounding: :mod:`dp.tables.rounding`. From the components:
 
+* the count and a centred sum measured together (:mod:`dp.tables.split`) are read off as if
+  measured apart (:func:`dp.tables.linear.measure_count_and_sum`);
 * ``count`` = the count component's rows (non-negative; integers with ``round: integer``);
 * ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
-  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (independent
-  noises);
+  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated
+  noises: independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
+  ``L (e_a - e_b) / 2`` for one linear ``L`` and i.i.d. ``e_a``, ``e_b``);
 * ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
   delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
 * sums and means get ``+- k se`` intervals (``k`` the Laplace-safe 95% multiplier, which covers
@@ -29,7 +32,7 @@ from dp import matrix
 from dp.matrix.cache import cached_select_strategy
 from dp.matrix.intervals import laplace_multiplier
 from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
-from dp.tables.linear import Linear, measure_linear
+from dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dp.tables.margins import Dimension, Published, published_rows
 from dp.tables.quantiles import cdf_strategy, measure_quantiles
 from dp.tables.rounding import round_integer
@@ -99,16 +102,7 @@ def release_table(
 ) -> TableRelease:
     """Draw every component's noise and read the measures off them (module doc)."""
     published = design.rows()
-    linear = _measure_linear(design, published, counts, centred, rng)
-    facts: dict[str, object] = {
-        name: {
-            "epsilon": lin.epsilon,
-            "sensitivity": lin.sensitivity,
-            "noise_scale": lin.noise_scale,
-            "strategy": lin.strategy,
-        }
-        for name, lin in linear.items()
-    }
+    linear, facts = _measure_linear(design, published, counts, centred, rng)
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
@@ -125,20 +119,39 @@ def _measure_linear(
     counts: npt.ArrayLike,
     centred: Mapping[str, npt.ArrayLike],
     rng: np.random.Generator | None,
-) -> dict[str, Linear]:
-    """The count and centred-sum components over the cells and margins (one strategy)."""
+) -> tuple[dict[str, Linear], dict[str, object]]:
+    """The count and centred sums over the cells and margins (one strategy), by ``count`` and
+    ``centred_sum(col)``, and each component's public facts."""
     workload = published.workload()
     strategy = table_strategy(design)
     out: dict[str, Linear] = {}
+    facts: dict[str, object] = {}
     for c in design.components:
         if c.kind == "cdf":
             continue
         half, values = 1.0, counts
-        if c.kind == "centred_sum":
+        if c.kind != "count":
             lo, hi = design.bounds[c.column or ""]
             # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
-            half = (hi - lo) / 2.0 * (1.0 + CONVERSION_ALLOWANCE)
+            # (twice that for a pair, whose a = S + half N and b = half N - S add one more
+            # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
+            allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
+            half = (hi - lo) / 2.0 * (1.0 + allowance)
             values = centred[c.column or ""]
+        if c.kind == "count_sum":
+            n, s = measure_count_and_sum(
+                workload,
+                strategy,
+                counts,
+                values,
+                epsilon=c.epsilon,
+                half=half,
+                group=design.group,
+                rng=rng,
+            )
+            out["count"], out[f"centred_sum({c.column})"] = n, s
+            facts[c.name] = _facts(n, noise_scale=n.sensitivity / c.epsilon)
+            continue
         out[c.name] = measure_linear(
             workload,
             strategy,
@@ -149,7 +162,18 @@ def _measure_linear(
             nonneg=c.kind == "count",
             rng=rng,
         )
-    return out
+        facts[c.name] = _facts(out[c.name], noise_scale=out[c.name].noise_scale)
+    return out, facts
+
+
+def _facts(lin: Linear, *, noise_scale: float) -> dict[str, object]:
+    """A component's public facts (a pair's ``noise_scale``: the Laplace scale of ``a``, ``b``)."""
+    return {
+        "epsilon": lin.epsilon,
+        "sensitivity": lin.sensitivity,
+        "noise_scale": noise_scale,
+        "strategy": lin.strategy,
+    }
 
 
 Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]

@@ -10,23 +10,41 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dp.tables.linear import measure_count_and_sum
 from dp.tables.margins import STAR, Dimension, published_rows
 from dp.tables.rounding import round_integer
 from dp.tables.split import Measure, split_epsilon
-from dp.tables.table import TableDesign, release_table
+from dp.tables.table import TableDesign, release_table, table_strategy
 
 
-def test_a_mean_alone_splits_its_epsilon_by_cube_roots() -> None:
-    count, centred = split_epsilon([Measure("mean", "x")], {"x": (0.0, 10.0)}, 1.0)
-    assert (count.name, centred.name) == ("count", "centred_sum(x)")
-    assert centred.epsilon == pytest.approx(1.0 / (1.0 + 3.0 ** (-1.0 / 3.0)))
-    assert centred.epsilon == pytest.approx(0.591, abs=5e-4)
+def test_a_mean_alone_measures_its_count_and_centred_sum_together() -> None:
+    (pair,) = split_epsilon([Measure("mean", "x")], {"x": (0.0, 10.0)}, 1.0)
+    assert (pair.name, pair.epsilon) == ("count+centred_sum(x)", 1.0)
 
-    # The split minimises w_c / e_c^2 + w_s / e_s^2 over e_c + e_s = 1: no other split does better.
+    # Together, the mean's variance (half^2 + d^2 / 3) (2 / e)^2 in units of n^2: half that of
+    # the equal split, 8 (half^2 + d^2 / 3) / e^2, and below the best separate split.
+    def apart(e: float) -> float:
+        return 2.0 * (1.0 / (1.0 - e) ** 2 / 3.0 + 1.0 / e**2)
+
+    assert 0.56 * min(apart(e) for e in np.linspace(0.05, 0.95, 91)) > 4.0 * (1.0 + 1.0 / 3.0)
+
+
+def test_separate_components_split_their_epsilon_by_cube_roots() -> None:
+    # Two columns: the count and each centred sum measured apart, epsilon by cube roots.
+    measures = [Measure("mean", "x"), Measure("mean", "y")]
+    count, x, y = split_epsilon(measures, {"x": (0.0, 10.0), "y": (0.0, 1.0)}, 1.0)
+    assert (count.name, x.name, y.name) == ("count", "centred_sum(x)", "centred_sum(y)")
+    assert count.weight == pytest.approx(2.0 / 3.0)
+    assert x.epsilon == pytest.approx(1.0 / (2.0 + (2.0 / 3.0) ** (1.0 / 3.0)))
+
+    # The split minimises sum_j w_j / e_j^2 over sum_j e_j = 1: no other split does better.
     def loss(e: float) -> float:
-        return (1.0 / 3.0) / (1.0 - e) ** 2 + 1.0 / e**2
+        return (2.0 / 3.0) / (1.0 - 2.0 * e) ** 2 + 2.0 / e**2
 
-    assert all(loss(centred.epsilon) <= loss(e) for e in np.linspace(0.05, 0.95, 91))
+    assert all(loss(x.epsilon) <= loss(e) for e in np.linspace(0.05, 0.45, 81))
+    # A sum whose count matters little is cheaper apart: (2 (w_n + w_s))^(1/3) > sum of roots.
+    count, s = split_epsilon([Measure("sum", "z")], {"z": (-1.0, 1.2)}, 1.0)
+    assert (count.name, s.name) == ("count", "centred_sum(z)")
 
 
 def test_measures_share_components_and_their_epsilons_add_up() -> None:
@@ -37,13 +55,56 @@ def test_measures_share_components_and_their_epsilons_add_up() -> None:
         Measure("quantile", "y", (0.5, 0.9)),
     ]
     parts = split_epsilon(measures, {"x": (0.0, 10.0), "y": (0.0, 1.0)}, 2.0)
-    assert [p.name for p in parts] == ["count", "centred_sum(x)", "cdf(y)"]
+    assert [p.name for p in parts] == ["count+centred_sum(x)", "cdf(y)"]
     assert sum(p.epsilon for p in parts) == pytest.approx(2.0)
-    # count: 1 + (mid/half)^2 = 1 for the sum + 1/3 for the mean; centred sum: 2; cdf: 1
-    assert [p.weight for p in parts] == pytest.approx([7.0 / 3.0, 2.0, 1.0])
+    # count: 1 + (mid/half)^2 = 1 for the sum + 1/3 for the mean; centred sum: 2; together
+    # twice their sum; cdf: 1
+    assert [p.weight for p in parts] == pytest.approx([2.0 * (7.0 / 3.0 + 2.0), 1.0])
     # A sum of a column centred on 0 needs no count.
     (only,) = split_epsilon([Measure("sum", "z")], {"z": (-1.0, 1.0)}, 1.0)
     assert (only.name, only.epsilon) == ("centred_sum(z)", 1.0)
+
+
+def _pipelinedp_means(
+    n: np.ndarray, centred: np.ndarray, lo: float, hi: float, rng: np.random.Generator
+) -> np.ndarray:
+    """PipelineDP 0.3's MEAN at epsilon 1 (``dp_computations.MeanMechanism``): the count and
+    the centred sum with Laplace noise at epsilon 1/2 each, ``mid + S / max(1, N)``."""
+    half = (hi - lo) / 2.0
+    noisy_n = n + rng.laplace(0.0, 1.0 / 0.5, n.shape)
+    noisy_s = centred + rng.laplace(0.0, half / 0.5, n.shape)
+    return np.asarray((lo + hi) / 2.0 + noisy_s / np.maximum(1.0, noisy_n))
+
+
+@pytest.mark.parametrize(
+    "measures",
+    [[Measure("mean", "x")], [Measure("count"), Measure("sum", "x"), Measure("mean", "x")]],
+    ids=["alone", "with count and sum"],
+)
+def test_a_means_rmse_beats_pipelinedps(measures: list[Measure]) -> None:
+    # Groups of 60 to 600 rows (the benchmark's smallest are ~580) with means at 0.2 to 0.8 of
+    # [0, 10]; 300 seeded releases each side at epsilon 1, pooled RMSE over the groups. Expected
+    # ratio 0.71 (half the variance: module doc of dp.tables.split); the separate cube-root
+    # split it replaces measured 0.96 alone and 1.01 with the count and sum. With 1,200 errors per
+    # side the ratio's standard error is about 0.04, so 0.85 is 3.5 of them away: a false
+    # failure has probability below 1e-3 (seeds fixed: it does not vary between runs).
+    data = np.random.default_rng(7)
+    sizes = np.array([60, 150, 300, 600])
+    values = [
+        np.clip(data.normal(c, 1.0, k), 0.0, 10.0) for c, k in zip([2, 4, 6, 8], sizes, strict=True)
+    ]
+    truth = np.array([v.mean() for v in values])
+    counts = sizes.astype(float)
+    centred = np.array([float(np.sum(v - 5.0)) for v in values])
+    design = _design(_dims([4]), measures)
+    ours, theirs = [], []
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        answers = release_table(design, counts, {"x": centred}, {}, rng=rng).answers
+        ours.append(answers[answers["measure"] == "mean(x)"]["answer"].to_numpy() - truth)
+        theirs.append(_pipelinedp_means(counts, centred, 0.0, 10.0, rng) - truth)
+    ratio = np.sqrt(np.mean(np.square(ours)) / np.mean(np.square(theirs)))
+    assert ratio < 0.85, ratio
 
 
 SHAPES = st.lists(st.integers(1, 4), min_size=1, max_size=2)
@@ -218,3 +279,38 @@ def test_the_intervals_cover_the_noise_of_counts_sums_and_means() -> None:
     assert {m: c / 1000 for m, c in covered.items()} == {
         m: pytest.approx(0.97, abs=0.06) for m in covered
     }
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=SHAPES,
+    rows=st.lists(st.tuples(st.integers(0, 15), st.floats(-3.0, 7.0)), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_a_count_and_sum_pair_is_within_its_sensitivity_for_a_units_rows(
+    shape: list[int], rows: list[tuple[int, float]], seed: int
+) -> None:
+    # Neighbours: a unit's up to 4 rows (cell, value in [lo, hi] = [-3, 7]) added to random
+    # data. The measured vector (A a, A b), a = S + half N and b = half N - S, moves by at most
+    # the sensitivity the pair is calibrated to, m 2 half ||A||_1 (margins: a non-identity A).
+    design = _design(_dims(shape), [Measure("mean", "x")], margins=True, group=len(rows))
+    strategy = table_strategy(design)
+    cells = int(np.prod(shape))
+    data = np.random.default_rng(seed)
+    n = data.integers(0, 50, cells).astype(float)
+    s = data.uniform(-5.0, 5.0, cells) * n
+    n2, s2 = n.copy(), s.copy()
+    for cell, v in rows:
+        n2[cell % cells] += 1.0
+        s2[cell % cells] += v - 2.0
+    half = 5.0
+
+    def measured(n: np.ndarray, s: np.ndarray) -> np.ndarray:
+        return np.concatenate([strategy @ (s + half * n), strategy @ (half * n - s)])
+
+    count, _ = measure_count_and_sum(
+        design.rows().workload(), strategy, n, s, epsilon=1.0, half=half, group=len(rows)
+    )
+    change = float(np.abs(measured(n2, s2) - measured(n, s)).sum())
+    assert change <= count.sensitivity * (1.0 + 1e-12)
+    assert count.sensitivity == pytest.approx(len(rows) * 2.0 * half * strategy.sensitivity)

@@ -68,7 +68,7 @@ def test_tables_are_planned_published_recorded_and_reported(
     ]
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
-    assert "mean(income): epsilon 0.4872, expected RMSE about" in shown.output
+    assert "mean(income): epsilon 1, expected RMSE about" in shown.output
     assert "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
 
     ledger = tmp_path / "ledger.sqlite"
@@ -120,7 +120,7 @@ def test_tables_are_planned_published_recorded_and_reported(
 
     report = (folder / "report.md").read_text()
     assert "### income_by_race (table)" in report
-    assert "Epsilon split: count 0.5128, centred_sum(income) 0.4872" in report
+    assert "Epsilon split: count+centred_sum(income) 1 " in report
     html = (folder / "report.html").read_text()
     assert "No plot for this release" not in html
     assert html.count("<svg") >= 4  # three measures' bars, two quantiles' bars, one heatmap
@@ -148,8 +148,9 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     components = summary.details["components"]
-    assert components["count"]["sensitivity"] == 3.0  # m rows of one unit
-    assert components["centred_sum(hours)"]["sensitivity"] == pytest.approx(3 * 49.0, rel=1e-4)
+    # m rows of one unit, each adding v - lo and hi - v (98 in all) to the count and sum pair
+    pair = components["count+centred_sum(hours)"]
+    assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
     unit = summary.details["privacy_unit"]
     assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (
         "household",
