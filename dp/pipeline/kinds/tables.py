@@ -67,7 +67,7 @@ from dp.pipeline.units import Bounding, bounding_for
 from dp.publication import Staging
 from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dp.tables.margins import Dimension, published_rows
-from dp.tables.quantiles import expected_rank_error
+from dp.tables.quantiles import quantile_method
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
 from dp.tables.table import (
@@ -439,7 +439,8 @@ SPLIT_RULE = (
 INTERVAL_METHOD = (
     "noise only (not clamping or sampling): exact least-squares noise variances of counts and "
     "centred sums with the Laplace-safe multiplier; sums and means combine them (a mean by the "
-    "delta method); quantiles invert the CDF's noise band"
+    "delta method); quantiles read off a hierarchical CDF invert its noise band, those drawn "
+    "by the exponential mechanism have none (empty; their rank bound is in components)"
 )
 
 
@@ -643,8 +644,9 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            value = expected_rank_error(bins, eps, m)
-            error = f"rank RMSE {value:.3g} rows (of a group's n)"
+            method, value = quantile_method(bins, measure.at, eps, m)
+            how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
+            error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]

@@ -69,7 +69,10 @@ def test_tables_are_planned_published_recorded_and_reported(
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "mean(income): epsilon 0.4872, expected RMSE about" in shown.output
-    assert "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
+    assert (
+        "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 5.09 rows (of a group's n), "
+        "exponential mechanism"
+    ) in shown.output
 
     ledger = tmp_path / "ledger.sqlite"
     published = publish_in_process(config, ledger, tmp_path / "out")
@@ -110,6 +113,10 @@ def test_tables_are_planned_published_recorded_and_reported(
         "quantile(hours, 0.9)",
     ]
     assert quantiles["answer"].between(1, 99).all()
+    assert quantiles[["std_error", "ci_low", "ci_high"]].isna().all().all()  # no value interval
+    details = json.loads((folder / "median_hours" / "release.json").read_text())
+    cdf = details["details"]["components"]["cdf(hours)"]
+    assert cdf["method"].startswith("exponential mechanism") and cdf["sensitivity"] == 0.9
 
     entry = {e["name"]: e for e in published.manifest["releases"]}["median_hours"]
     assert entry["kind"] == "table"
