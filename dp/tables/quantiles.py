@@ -6,9 +6,12 @@ the matrix mechanism (:func:`dp.matrix.hierarchical`, whose prefix queries -- th
 ``O(log B)`` noisy nodes each) and reconstructed by least squares. Groups are disjoint, so one
 row moves one group's histogram by one cell: the stacked measurement has L1 sensitivity
 ``m ||A||_1`` (``m`` rows per unit) and every group is measured at the component's full
-epsilon. The noisy CDF is made monotone and non-negative (a running maximum of the clipped
-prefix sums, post-processing) and every quantile ``p`` is read off it: the first bin whose CDF
-reaches ``p T`` (``T``: the noisy total), interpolated linearly inside the bin. So any number of
+epsilon. The noisy CDF is made monotone (the least-squares projection of its prefix sums onto
+non-decreasing sequences, isotonic regression, clipped to ``[0, T]``; ``T``: the least-squares
+total; post-processing) and every quantile ``p`` is read off it: the first bin whose CDF
+reaches ``p T``, interpolated linearly inside the bin. (A running maximum instead, the first
+version, drifts up with the noise: it doubled the rank error, 20 rows against 9 on 3,000-row
+lognormal groups at 1,024 bins and epsilon 1.) So any number of
 quantiles cost one measurement.
 
 Intervals cover the noise only: the rank's exact noise standard deviation ``se`` (the
@@ -41,6 +44,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import isotonic_regression
 
 from dp import matrix
 from dp.matrix.intervals import laplace_multiplier
@@ -159,8 +163,8 @@ def measure_quantiles(
     values, low, high = np.empty(shape), np.empty(shape), np.empty(shape)
     for g in range(groups):
         prefix = np.cumsum(strategy.lstsq(noisy[g]))
-        cdf = np.maximum.accumulate(np.clip(prefix, 0.0, None))
-        total = cdf[-1]
+        total = max(float(prefix[-1]), 0.0)  # the least-squares total (unbiased)
+        cdf = np.clip(isotonic_regression(prefix).x, 0.0, total)
         ranks = p * total
         values[g] = _read(cdf, grid, ranks)
         low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se, 0.0, total))
