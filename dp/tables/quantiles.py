@@ -145,13 +145,14 @@ def measure_quantiles(
     epsilon: float,
     group: int,
     rng: np.random.Generator | None = None,
+    tied: bool = False,
 ) -> Quantiles:
     """Quantiles ``at`` of every group's histogram (``groups x bins``) over ``edges``, by the
-    method :func:`quantile_method` chooses (module doc)."""
+    method :func:`quantile_method` chooses (module doc); ``tied``: one bin per integer value."""
     hist = np.asarray(histograms, dtype=np.float64)
     groups, bins = hist.shape
     if quantile_method(bins, at, epsilon, group)[0] == "exponential":
-        return _exponential(hist, edges, at, epsilon=epsilon, group=group, rng=rng)
+        return _exponential(hist, edges, at, epsilon=epsilon, group=group, rng=rng, tied=tied)
     strategy = cdf_strategy(bins)
     sensitivity = group * strategy.sensitivity
     answers = np.stack([strategy @ hist[g] for g in range(groups)]) if groups else hist
@@ -183,12 +184,17 @@ def measure_quantiles(
     )
 
 
-def rank_utility(histogram: npt.ArrayLike, p: float) -> FloatArray:
+def rank_utility(histogram: npt.ArrayLike, p: float, *, tied: bool = False) -> FloatArray:
     """The exponential mechanism's utility of each edge ``e_j`` of a histogram's grid:
-    ``-|C_j - p n|`` (``C_j``: the rows below ``e_j``; ``n``: all rows). A row added or removed
-    moves every score by at most ``max(p, 1 - p)``."""
+    ``-|C_j - p n|`` (``C_j``: the rows below ``e_j``; ``n``: all rows). With ``tied`` (one bin
+    per integer: bin ``b`` holds only the value ``e_b``) the candidates are the values, scored
+    as OpenDP does with the bin's rows tied: ``-|(1 - p) C_b - p (n - C_(b+1))|``. A row added
+    or removed moves every score by at most ``max(p, 1 - p)``."""
     below = np.concatenate(([0.0], np.cumsum(np.asarray(histogram, dtype=np.float64))))
-    return np.asarray(-np.abs(below - p * below[-1]), dtype=np.float64)
+    n = below[-1]
+    if tied:
+        return np.asarray(-np.abs((1.0 - p) * below[:-1] - p * (n - below[1:])), np.float64)
+    return np.asarray(-np.abs(below - p * n), dtype=np.float64)
 
 
 def _exponential(
@@ -199,8 +205,10 @@ def _exponential(
     epsilon: float,
     group: int,
     rng: np.random.Generator | None,
+    tied: bool,
 ) -> Quantiles:
-    """Each ``p`` by the exponential mechanism over the grid's edges at ``epsilon / len(at)``."""
+    """Each ``p`` by the exponential mechanism over the grid's edges at ``epsilon / len(at)``
+    (its integers, ``tied``: :func:`rank_utility`)."""
     groups, bins = hist.shape
     grid = np.asarray(edges, dtype=np.float64)
     eps = epsilon / len(at)
@@ -209,7 +217,7 @@ def _exponential(
     for g in range(groups):
         for j, p in enumerate(at):
             i = noisy_max(
-                rank_utility(hist[g], p),
+                rank_utility(hist[g], p, tied=tied),
                 sensitivity=group * max(p, 1.0 - p),
                 epsilon=eps,
                 rng=rng,

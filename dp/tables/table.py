@@ -54,6 +54,8 @@ class TableDesign:
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """A quantile column's fine grid."""
+    integer_grids: frozenset[str] = frozenset()
+    """Quantile columns whose grid has one bin per integer value (``int`` columns by default)."""
     margins: bool = False
     integer: bool = False
     group: int = 1
@@ -200,7 +202,10 @@ def _quantile_frames(
     edges = design.edges[m.column or ""]
     bins = len(edges) - 1
     hist = np.asarray(histograms, dtype=np.float64).reshape(-1, bins)
-    q = measure_quantiles(hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng)
+    tied = m.column in design.integer_grids
+    q = measure_quantiles(
+        hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
+    )
     common = {"epsilon": c.epsilon, "sensitivity": q.sensitivity, "noise_scale": q.noise_scale}
     if q.method == "exponential":
         facts[c.name] = {

@@ -266,6 +266,15 @@ def _grid(cfg: PipelineConfig, item: TableModel, column: str) -> Axis:
     return numeric_axis(spec, bins=chosen or QUANTILE_BINS)
 
 
+def _per_integer(cfg: PipelineConfig, column: str, grid: Axis) -> bool:
+    """Whether an int column's grid has one bin per integer (each bin holds one value)."""
+    spec = cfg.table_schema[column]
+    if spec.type != "int" or spec.bounds is None or grid.edges is None:
+        return False
+    lo, hi = spec.bounds
+    return bool(np.array_equal(grid.edges, np.arange(lo, hi + 2, dtype=np.float64)))
+
+
 def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
     """The column a unit's groups are bounded on: one text key (else the rows bound suffices:
     a unit's rows, at most ``m`` in all, bound every table's sensitivity)."""
@@ -325,6 +334,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             components=split_epsilon(measures, bounds, item.epsilon),
             bounds=bounds,
             edges={c: g.edges or () for c, g in zip(quantiled, grids, strict=True)},
+            integer_grids=frozenset(
+                c for c, g in zip(quantiled, grids, strict=True) if _per_integer(cfg, c, g)
+            ),
             margins=item.margins,
             integer=item.round == "integer",
             group=bounding.rows_per_unit,

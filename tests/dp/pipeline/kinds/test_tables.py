@@ -230,3 +230,31 @@ def test_a_nested_hierarchy_gets_consistent_integer_margins(
     assert total == leaves["answer"].sum() == levels["answer"].sum()
     higher = leaves[leaves["education_level1"] == "Higher"]["education_level0"]
     assert sorted(higher) == ["Bachelors", "Doctorate", "Masters"]
+
+
+def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
+    tmp_path: Path, census_small: Path
+) -> None:
+    tables = [
+        {
+            "name": "ages",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "age", "at": [0.5]}],
+        },
+        {
+            "name": "hours",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "hours", "at": [0.5]}],
+        },
+        {
+            "name": "binned",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "age", "at": [0.5], "bins": 10}],
+        },
+    ]
+    plan = load_plan(_config(tmp_path, census_small, tables))
+    grids = [r.spec.design.integer_grids for r in plan.releases]  # type: ignore[attr-defined]
+    assert grids == [frozenset({"age"}), frozenset(), frozenset()]
