@@ -34,9 +34,11 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    row-level) on a 300,000-row census file: PipelineDP's local backend; dppub in-process (the
    run's steps) and ``dppub run`` (Prefect's local start-up included).
 
-4. **Median rank error** of hours by sex (about 3,000 rows per group, 1,024 bins over the
-   declared bounds on both sides), epsilon 1: ``|F(answer) - 0.5|`` in percentile points, dppub's
-   hierarchical CDF (through its run steps) against OpenDP's ``make_private_quantile``.
+4. **Quantile rank error** of hours by sex (about 3,000 rows per group, 1,024 bins over the
+   declared bounds on both sides), epsilon 1 per table: ``|F(answer) - p|`` in percentile
+   points, dppub (through its run steps; one median takes its exponential mechanism, nine
+   deciles its hierarchical CDF) against OpenDP's ``make_private_quantile`` (each decile at
+   epsilon / 9), and the expected error of the median's mechanism (simulated).
 
 Prints one table and writes ``bench/results/tables.json``.
 """
@@ -325,61 +327,97 @@ def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]
     return out
 
 
+DECILES = [i / 10 for i in range(1, 10)]
+
+
 def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
-    """Median of hours by sex (about 3,000 rows per group), epsilon 1: rank error in percentile
-    points, ``|F(answer) - 0.5|`` with ``F`` the group's empirical CDF, dppub against OpenDP."""
+    """Quantiles of hours by sex (about 3,000 rows per group), epsilon 1 per table: rank error in
+    percentile points, ``|F(answer) - p|`` with ``F`` the group's empirical CDF, dppub against
+    OpenDP (each quantile at ``epsilon / k``), for one median and for the nine deciles."""
     frame = make_census(6_000, 20261121)
     path = data / "census_6000.parquet"
     frame.to_parquet(path, index=False)
     values = {str(k): np.sort(g["hours"].to_numpy()) for k, g in frame.groupby("sex")}
 
-    def rank_error(group: str, answer: float) -> float:
+    def rank_error(group: str, answer: float, p: float) -> float:
         x = values[group]
         below = np.searchsorted(x, answer, side="left") / len(x)
         upto = np.searchsorted(x, answer, side="right") / len(x)
-        return 100.0 * max(0.0, below - 0.5, 0.5 - upto)  # 0 when answer is a median
+        return 100.0 * max(0.0, below - p, p - upto)  # 0 when answer is a p-quantile
 
-    table = {
-        "name": "t",
-        "epsilon": EPSILON,
-        "by": ["sex"],
-        "measures": [{"quantile": "hours", "at": [0.5]}],
-    }
+    settings = {"median": [0.5], "deciles": DECILES}
+    tables = [
+        {
+            "name": name,
+            "epsilon": EPSILON,
+            "by": ["sex"],
+            "measures": [{"quantile": "hours", "at": at}],
+        }
+        for name, at in settings.items()
+    ]
     folder = data / "quantiles"
     folder.mkdir(exist_ok=True)
     columns: dict[str, Any] = {
         "sex": {"type": "category", "categories": ["Female", "Male"]},
         "hours": {"type": "float", "bounds": [1, 99]},
     }
-    ours = [
-        rank_error(row["sex"], float(row["answer"]))
-        for answers in dppub_tables(folder, path, [table], runs, columns=columns)
-        for _, row in answers["t"].iterrows()
-    ]
-    job = {
-        "kind": "quantiles",
-        "path": str(path),
-        "key": "sex",
-        "value": "hours",
-        "epsilon": EPSILON,
-        "bounds": [1.0, 99.0],
-        "bins": 1024,
-        "runs": runs,
-    }
-    theirs = [rank_error(k, float(v)) for run in peers(python, job)["runs"] for k, v in run.items()]
+    ours: dict[str, list[float]] = {name: [] for name in settings}
+    for answers in dppub_tables(folder, path, tables, runs, columns=columns):
+        for name, at in settings.items():
+            labels = {f"quantile(hours, {p:g})": p for p in at}
+            for _, row in answers[name].iterrows():
+                p = labels[row["measure"]]
+                ours[name].append(rank_error(row["sex"], float(row["answer"]), p))
+    theirs: dict[str, list[float]] = {}
+    for name, at in settings.items():
+        job = {
+            "kind": "quantiles",
+            "path": str(path),
+            "key": "sex",
+            "value": "hours",
+            "epsilon": EPSILON,
+            "alphas": at,
+            "bounds": [1.0, 99.0],
+            "bins": 1024,
+            "runs": runs,
+        }
+        theirs[name] = [
+            rank_error(k, float(v), p)
+            for run in peers(python, job)["runs"]
+            for k, vs in run.items()
+            for v, p in zip(vs, at, strict=True)
+        ]
+    # For one median both sides draw an edge by report-noisy-max with exponential noise of
+    # scale 2 * 0.5 / eps over the same utilities (-|rows below - n/2|; OpenDP's |lt - gt| / 2
+    # equals it unless a row sits exactly on an edge): that one distribution's expected error,
+    # simulated.
+    edges = np.linspace(1.0, 99.0, 1025)
+    sim = np.random.default_rng(0)
+    expected = []
+    for group, x in values.items():
+        below = np.searchsorted(x, edges, side="left")
+        a = -np.abs(below - 0.5 * len(x)) / (2 * 0.5 / EPSILON)
+        near = np.flatnonzero(a >= a.max() - 40.0)  # others win with probability < e^-40
+        wins = np.argmax(a[near] + sim.exponential(size=(200_000, near.size)), axis=1)
+        at_edge = np.asarray([rank_error(group, float(edges[i]), 0.5) for i in near])
+        expected.append(float(at_edge[wins].mean()))
     out = []
-    for name, errors in (("dppub", ours), ("opendp", theirs)):
-        e = np.asarray(errors)
-        out.append(
-            {
-                "side": name,
+    for name in settings:
+        for side, errs in (("dppub", ours[name]), ("opendp", theirs[name])):
+            e = np.asarray(errs)
+            entry: dict[str, Any] = {
+                "side": side,
+                "quantiles": name,
                 "mean_pp": float(e.mean()),
                 "rms_pp": float(np.sqrt(np.mean(e**2))),
                 "max_pp": float(e.max()),
                 "n": len(e),
             }
-        )
-        print(f"  rank error {name}: mean {e.mean():.3f} pp, max {e.max():.3f} pp", flush=True)
+            if name == "median":
+                entry["expected_mean_pp"] = float(np.mean(expected))
+            out.append(entry)
+            print(f"  rank error {name} {side}: mean {e.mean():.3f} pp, max {e.max():.3f} pp")
+    print(f"  expected median (both): mean {np.mean(expected):.3f} pp", flush=True)
     return out
 
 
@@ -476,11 +514,13 @@ def main() -> None:
             f"included) {timing['dppub_run_seconds']:.1f} s"
         )
     if ranks:
-        print("\nMedian of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
+        print("\nQuantiles of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
         for r in ranks:
+            expected = r.get("expected_mean_pp")
             print(
-                f"{r['side']:8} mean {r['mean_pp']:.3f}  rms {r['rms_pp']:.3f}  "
-                f"max {r['max_pp']:.3f}  ({r['n']} medians)"
+                f"{r['quantiles']:8} {r['side']:8} mean {r['mean_pp']:.3f}  "
+                f"rms {r['rms_pp']:.3f}  max {r['max_pp']:.3f}  ({r['n']} answers"
+                + (f"; expected mean {expected:.3f})" if expected is not None else ")")
             )
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

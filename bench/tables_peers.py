@@ -99,8 +99,9 @@ def measures(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def quantiles(job: dict[str, Any]) -> dict[str, Any]:
-    """OpenDP's exponential-mechanism median per group (``make_private_quantile``) on the
-    same grid as dppub's (1,024 bins over the declared bounds), scale solved for epsilon."""
+    """OpenDP's exponential-mechanism quantiles per group (``make_private_quantile``) on the
+    same grid as dppub's (1,024 bins over the declared bounds), each of the ``alphas`` at
+    ``epsilon / len(alphas)`` (scale solved for it): per run and group, one value per alpha."""
     import numpy as np
     import opendp.prelude as odp
 
@@ -108,20 +109,30 @@ def quantiles(job: dict[str, Any]) -> dict[str, Any]:
     lo, hi = job["bounds"]
     candidates = [float(c) for c in np.linspace(lo, hi, job["bins"] + 1)]
 
-    def make(scale: float) -> Any:
-        return odp.m.make_private_quantile(
-            odp.vector_domain(odp.atom_domain(T=float, nan=False)),
-            odp.symmetric_distance(),
-            odp.max_divergence(),
-            candidates=candidates,
-            alpha=0.5,
-            scale=scale,
-        )
+    alphas = job.get("alphas", [0.5])
+    eps = job["epsilon"] / len(alphas)
 
-    measurement = make(odp.binary_search_param(make, d_in=1, d_out=job["epsilon"], T=float))
+    def measurement(alpha: float) -> Any:
+        def make(scale: float) -> Any:
+            return odp.m.make_private_quantile(
+                odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+                odp.symmetric_distance(),
+                odp.max_divergence(),
+                candidates=candidates,
+                alpha=alpha,
+                scale=scale,
+            )
+
+        return make(odp.binary_search_param(make, d_in=1, d_out=eps, T=float))
+
+    measurements = [measurement(a) for a in alphas]
     table = pq.read_table(job["path"], columns=[job["key"], job["value"]]).to_pandas()
     groups = {str(k): [float(v) for v in g[job["value"]]] for k, g in table.groupby(job["key"])}
-    return {"runs": [{k: measurement(v) for k, v in groups.items()} for _ in range(job["runs"])]}
+    return {
+        "runs": [
+            {k: [m(v) for m in measurements] for k, v in groups.items()} for _ in range(job["runs"])
+        ]
+    }
 
 
 def timed(job: dict[str, Any]) -> dict[str, Any]:

@@ -6,15 +6,35 @@ the matrix mechanism (:func:`dp.matrix.hierarchical`, whose prefix queries -- th
 ``O(log B)`` noisy nodes each) and reconstructed by least squares. Groups are disjoint, so one
 row moves one group's histogram by one cell: the stacked measurement has L1 sensitivity
 ``m ||A||_1`` (``m`` rows per unit) and every group is measured at the component's full
-epsilon. The noisy CDF is made monotone and non-negative (a running maximum of the clipped
-prefix sums, post-processing) and every quantile ``p`` is read off it: the first bin whose CDF
-reaches ``p T`` (``T``: the noisy total), interpolated linearly inside the bin. So any number of
+epsilon. The noisy CDF is made monotone (the least-squares projection of its prefix sums onto
+non-decreasing sequences, isotonic regression, clipped to ``[0, T]``; ``T``: the least-squares
+total; post-processing) and every quantile ``p`` is read off it: the first bin whose CDF
+reaches ``p T``, interpolated linearly inside the bin. (A running maximum instead, the first
+version, drifts up with the noise: it doubled the rank error of medians and 0.9 quantiles, 20
+rows against 9 on 3,000-row lognormal groups at 1,024 bins and epsilon 1.) So any number of
 quantiles cost one measurement.
 
 Intervals cover the noise only: the rank's exact noise standard deviation ``se`` (the
 least-squares prefix query's, :mod:`dp.matrix.variance`) is turned into values by reading the
 CDF at ``p T -+ k se`` (``k``: the Laplace-safe 95% multiplier); the standard error in value
 units is the interval's half-width over ``k``.
+
+For one or a few quantiles the CDF is not the best buy: the exponential mechanism over the grid's
+edges (OpenDP's ``make_private_quantile``) answers each ``p`` at ``epsilon / k`` (``k``
+probabilities) with a rank error of about ``2 m max(p, 1 - p) k / epsilon`` rows, against the
+tree's ``expected_rank_error`` (12.9 rows at 1,024 bins and epsilon 1 for any ``k``). The
+method is chosen per column before any data (:func:`quantile_method`: the smaller expected rank
+RMSE from ``k``, ``p``, the grid size, epsilon and ``m``). Its utility at edge ``e_j`` is
+``-|(1 - p) C_j - p (n - C_j)| = -|C_j - p n|`` (``C_j``: the rows below ``e_j``, ``n``: the
+group's rows): one row added or removed moves it by ``1 - p`` or ``p``, so its sensitivity is
+``m max(p, 1 - p)``; the edge is drawn by report-noisy-max with exponential noise
+(:func:`dp.mechanisms.noisy_max`, pure epsilon-DP). A unit's ``r_g`` rows in group ``g`` cost
+that group's draw ``(r_g / m) epsilon_p``: with ``sum r_g <= m`` the groups together cost at
+most ``epsilon_p`` per probability, and the ``k`` probabilities add up to ``epsilon``. Its
+output has no value interval without the group's distribution: ``ci_low``, ``ci_high`` and
+``std_error`` are empty, and the facts state the rank bound that holds with probability 95%
+(the mechanism's tail bound: the drawn edge's utility is within ``(2 sensitivity /
+epsilon_p) ln(20 (B + 1))`` of the best edge's).
 """
 
 from __future__ import annotations
@@ -23,16 +43,26 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import isotonic_regression
 
 from dp import matrix
 from dp.matrix.intervals import laplace_multiplier
 from dp.matrix.variance import query_noise_moments
-from dp.mechanisms import laplace
+from dp.mechanisms import laplace, noisy_max
 
-__all__ = ["Quantiles", "cdf_strategy", "expected_rank_error", "measure_quantiles"]
+__all__ = [
+    "Quantiles",
+    "cdf_strategy",
+    "em_rank_error",
+    "expected_rank_error",
+    "measure_quantiles",
+    "quantile_method",
+    "rank_utility",
+]
 
 FloatArray = npt.NDArray[np.float64]
 BRANCHING = 8
@@ -54,9 +84,30 @@ def _prefix_variance(bins: int) -> float:
     return float(np.max(moments.second))
 
 
+@cache
 def expected_rank_error(bins: int, epsilon: float, group: int) -> float:
     """Expected RMSE, in rows, of a group's noisy CDF at one point (least squares)."""
     return float(matrix.expected_rmse(matrix.prefix(bins), cdf_strategy(bins), epsilon / group))
+
+
+def em_rank_error(at: Sequence[float], epsilon: float, group: int) -> float:
+    """Expected RMSE, in rows, of the exponential mechanism's rank for the worst of ``at``, each
+    at ``epsilon / len(at)``: over a fine grid the drawn edge's rank error is Laplace with scale
+    ``2 m max(p, 1 - p) / epsilon_p`` (report-noisy-max with exponential noise is never worse in
+    expectation), so its RMSE is ``sqrt(2)`` times that."""
+    worst = max(max(p, 1.0 - p) for p in at)
+    return math.sqrt(2.0) * 2.0 * group * worst * len(at) / epsilon
+
+
+QuantileMethod = Literal["exponential", "cdf"]
+
+
+def quantile_method(
+    bins: int, at: Sequence[float], epsilon: float, group: int
+) -> tuple[QuantileMethod, float]:
+    """The method with the smaller expected rank RMSE (public values only) and that RMSE."""
+    em, tree = em_rank_error(at, epsilon, group), expected_rank_error(bins, epsilon, group)
+    return ("exponential", em) if em <= tree else ("cdf", tree)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,9 +119,11 @@ class Quantiles:
     ci_low: FloatArray
     ci_high: FloatArray
     rank_std_error: float
-    """The noise standard deviation of a CDF value, in rows (the same for every group)."""
+    """The noise standard deviation of a CDF value, in rows (the same for every group); for
+    the exponential mechanism the worst ``p``'s 95% rank bound, in rows."""
     noise_scale: float
     sensitivity: float
+    method: QuantileMethod = "cdf"
 
 
 def _read(cdf: FloatArray, edges: FloatArray, ranks: FloatArray) -> FloatArray:
@@ -92,10 +145,14 @@ def measure_quantiles(
     epsilon: float,
     group: int,
     rng: np.random.Generator | None = None,
+    tied: bool = False,
 ) -> Quantiles:
-    """Quantiles ``at`` of every group's histogram (``groups x bins``) over ``edges``."""
+    """Quantiles ``at`` of every group's histogram (``groups x bins``) over ``edges``, by the
+    method :func:`quantile_method` chooses (module doc); ``tied``: one bin per integer value."""
     hist = np.asarray(histograms, dtype=np.float64)
     groups, bins = hist.shape
+    if quantile_method(bins, at, epsilon, group)[0] == "exponential":
+        return _exponential(hist, edges, at, epsilon=epsilon, group=group, rng=rng, tied=tied)
     strategy = cdf_strategy(bins)
     sensitivity = group * strategy.sensitivity
     answers = np.stack([strategy @ hist[g] for g in range(groups)]) if groups else hist
@@ -110,8 +167,8 @@ def measure_quantiles(
     values, low, high = np.empty(shape), np.empty(shape), np.empty(shape)
     for g in range(groups):
         prefix = np.cumsum(strategy.lstsq(noisy[g]))
-        cdf = np.maximum.accumulate(np.clip(prefix, 0.0, None))
-        total = cdf[-1]
+        total = max(float(prefix[-1]), 0.0)  # the least-squares total (unbiased)
+        cdf = np.clip(isotonic_regression(prefix).x, 0.0, total)
         ranks = p * total
         values[g] = _read(cdf, grid, ranks)
         low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se, 0.0, total))
@@ -124,4 +181,59 @@ def measure_quantiles(
         rank_std_error=rank_se,
         noise_scale=scale,
         sensitivity=sensitivity,
+    )
+
+
+def rank_utility(histogram: npt.ArrayLike, p: float, *, tied: bool = False) -> FloatArray:
+    """The exponential mechanism's utility of each edge ``e_j`` of a histogram's grid:
+    ``-|C_j - p n|`` (``C_j``: the rows below ``e_j``; ``n``: all rows). With ``tied`` (one bin
+    per integer: bin ``b`` holds only the value ``e_b``) the candidates are the values, scored
+    as OpenDP does with the bin's rows tied: ``-|(1 - p) C_b - p (n - C_(b+1))|``. A row added
+    or removed moves every score by at most ``max(p, 1 - p)``."""
+    below = np.concatenate(([0.0], np.cumsum(np.asarray(histogram, dtype=np.float64))))
+    n = below[-1]
+    if tied:
+        return np.asarray(-np.abs((1.0 - p) * below[:-1] - p * (n - below[1:])), np.float64)
+    return np.asarray(-np.abs(below - p * n), dtype=np.float64)
+
+
+def _exponential(
+    hist: FloatArray,
+    edges: Sequence[float],
+    at: Sequence[float],
+    *,
+    epsilon: float,
+    group: int,
+    rng: np.random.Generator | None,
+    tied: bool,
+) -> Quantiles:
+    """Each ``p`` by the exponential mechanism over the grid's edges at ``epsilon / len(at)``
+    (its integers, ``tied``: :func:`rank_utility`)."""
+    groups, bins = hist.shape
+    grid = np.asarray(edges, dtype=np.float64)
+    eps = epsilon / len(at)
+    worst = max(max(p, 1.0 - p) for p in at)
+    values = np.empty((groups, len(at)))
+    for g in range(groups):
+        for j, p in enumerate(at):
+            i = noisy_max(
+                rank_utility(hist[g], p, tied=tied),
+                sensitivity=group * max(p, 1.0 - p),
+                epsilon=eps,
+                rng=rng,
+            )
+            values[g, j] = grid[i]
+    del hist
+    sensitivity = group * worst
+    scale = 2.0 * sensitivity / eps
+    empty = np.full_like(values, np.nan)
+    return Quantiles(
+        values=values,
+        std_error=empty,
+        ci_low=empty.copy(),
+        ci_high=empty.copy(),
+        rank_std_error=scale * math.log(20.0 * (bins + 1)),
+        noise_scale=scale,
+        sensitivity=sensitivity,
+        method="exponential",
     )

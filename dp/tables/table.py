@@ -57,6 +57,8 @@ class TableDesign:
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """A quantile column's fine grid."""
+    integer_grids: frozenset[str] = frozenset()
+    """Quantile columns whose grid has one bin per integer value (``int`` columns by default)."""
     margins: bool = False
     integer: bool = False
     group: int = 1
@@ -224,15 +226,29 @@ def _quantile_frames(
     edges = design.edges[m.column or ""]
     bins = len(edges) - 1
     hist = np.asarray(histograms, dtype=np.float64).reshape(-1, bins)
-    q = measure_quantiles(hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng)
-    facts[c.name] = {
-        "epsilon": c.epsilon,
-        "sensitivity": q.sensitivity,
-        "noise_scale": q.noise_scale,
-        "strategy": cdf_strategy(bins).name,
-        "bins": bins,
-        "rank_std_error": q.rank_std_error,
-    }
+    tied = m.column in design.integer_grids
+    q = measure_quantiles(
+        hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
+    )
+    common = {"epsilon": c.epsilon, "sensitivity": q.sensitivity, "noise_scale": q.noise_scale}
+    if q.method == "exponential":
+        facts[c.name] = {
+            **common,
+            "method": "exponential mechanism over the grid's edges, epsilon / "
+            f"{len(m.at)} per probability (report-noisy-max, exponential noise); no value "
+            "interval: the rank is within rank_error_95 rows of the best edge's with "
+            "probability 95%",
+            "bins": bins,
+            "rank_error_95": q.rank_std_error,
+        }
+    else:
+        facts[c.name] = {
+            **common,
+            "method": "hierarchical CDF, least squares; the interval inverts its noise band",
+            "strategy": cdf_strategy(bins).name,
+            "bins": bins,
+            "rank_std_error": q.rank_std_error,
+        }
     cells = design.rows(margins=False).labels
     return [
         _frame(

@@ -67,7 +67,7 @@ from dp.pipeline.units import Bounding, bounding_for
 from dp.publication import Staging
 from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dp.tables.margins import Dimension, published_rows
-from dp.tables.quantiles import expected_rank_error
+from dp.tables.quantiles import quantile_method
 from dp.tables.rounding import MAX_ROUNDED_CELLS
 from dp.tables.split import Measure, split_epsilon
 from dp.tables.table import (
@@ -266,6 +266,15 @@ def _grid(cfg: PipelineConfig, item: TableModel, column: str) -> Axis:
     return numeric_axis(spec, bins=chosen or QUANTILE_BINS)
 
 
+def _per_integer(cfg: PipelineConfig, column: str, grid: Axis) -> bool:
+    """Whether an int column's grid has one bin per integer (each bin holds one value)."""
+    spec = cfg.table_schema[column]
+    if spec.type != "int" or spec.bounds is None or grid.edges is None:
+        return False
+    lo, hi = spec.bounds
+    return bool(np.array_equal(grid.edges, np.arange(lo, hi + 2, dtype=np.float64)))
+
+
 def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
     """The column a unit's groups are bounded on: one text key (else the rows bound suffices:
     a unit's rows, at most ``m`` in all, bound every table's sensitivity)."""
@@ -325,6 +334,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             components=split_epsilon(measures, bounds, item.epsilon),
             bounds=bounds,
             edges={c: g.edges or () for c, g in zip(quantiled, grids, strict=True)},
+            integer_grids=frozenset(
+                c for c, g in zip(quantiled, grids, strict=True) if _per_integer(cfg, c, g)
+            ),
             margins=item.margins,
             integer=item.round == "integer",
             group=bounding.rows_per_unit,
@@ -441,7 +453,8 @@ SPLIT_RULE = (
 INTERVAL_METHOD = (
     "noise only (not clamping or sampling): exact least-squares noise variances of counts and "
     "centred sums with the Laplace-safe multiplier; sums and means combine them (a mean by the "
-    "delta method); quantiles invert the CDF's noise band"
+    "delta method); quantiles read off a hierarchical CDF invert its noise band, those drawn "
+    "by the exponential mechanism have none (empty; their rank bound is in components)"
 )
 
 
@@ -647,8 +660,9 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            value = expected_rank_error(bins, eps, m)
-            error = f"rank RMSE {value:.3g} rows (of a group's n)"
+            method, value = quantile_method(bins, measure.at, eps, m)
+            how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
+            error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]

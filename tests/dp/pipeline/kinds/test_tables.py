@@ -69,7 +69,10 @@ def test_tables_are_planned_published_recorded_and_reported(
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "mean(income): epsilon 1, expected RMSE about" in shown.output
-    assert "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 12.9 rows" in shown.output
+    assert (
+        "quantile(hours, 0.5/0.9): epsilon 1, expected rank RMSE 5.09 rows (of a group's n), "
+        "exponential mechanism"
+    ) in shown.output
 
     ledger = tmp_path / "ledger.sqlite"
     published = publish_in_process(config, ledger, tmp_path / "out")
@@ -110,6 +113,10 @@ def test_tables_are_planned_published_recorded_and_reported(
         "quantile(hours, 0.9)",
     ]
     assert quantiles["answer"].between(1, 99).all()
+    assert quantiles[["std_error", "ci_low", "ci_high"]].isna().all().all()  # no value interval
+    details = json.loads((folder / "median_hours" / "release.json").read_text())
+    cdf = details["details"]["components"]["cdf(hours)"]
+    assert cdf["method"].startswith("exponential mechanism") and cdf["sensitivity"] == 0.9
 
     entry = {e["name"]: e for e in published.manifest["releases"]}["median_hours"]
     assert entry["kind"] == "table"
@@ -224,3 +231,31 @@ def test_a_nested_hierarchy_gets_consistent_integer_margins(
     assert total == leaves["answer"].sum() == levels["answer"].sum()
     higher = leaves[leaves["education_level1"] == "Higher"]["education_level0"]
     assert sorted(higher) == ["Bachelors", "Doctorate", "Masters"]
+
+
+def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
+    tmp_path: Path, census_small: Path
+) -> None:
+    tables = [
+        {
+            "name": "ages",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "age", "at": [0.5]}],
+        },
+        {
+            "name": "hours",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "hours", "at": [0.5]}],
+        },
+        {
+            "name": "binned",
+            "epsilon": 1.0,
+            "by": ["sex"],
+            "measures": [{"quantile": "age", "at": [0.5], "bins": 10}],
+        },
+    ]
+    plan = load_plan(_config(tmp_path, census_small, tables))
+    grids = [r.spec.design.integer_grids for r in plan.releases]  # type: ignore[attr-defined]
+    assert grids == [frozenset({"age"}), frozenset(), frozenset()]
