@@ -20,7 +20,7 @@ setup: $(STAMP) $(PREFECTDB)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,synth]'
 	touch $(STAMP)
 
 # Prefect's local mode migrates its database on first start (~10 s); do it once here.

@@ -1,4 +1,4 @@
-"""Noise mechanisms: Laplace, Gaussian and randomized response.
+"""Noise mechanisms: Laplace, Gaussian, randomized response and the exponential mechanism.
 
 Release-grade noise (``rng=None``, what every flow uses) comes from OpenDP's samplers: discrete
 constructions driven by the operating system's CSPRNG, so that the floating-point output does not
@@ -28,6 +28,7 @@ from dp.errors import ConfigError, InvariantError
 from dp.validation import check_epsilon
 
 __all__ = [
+    "exponential",
     "gaussian",
     "laplace",
     "randomized_response",
@@ -169,6 +170,48 @@ def gaussian(
     g = _grid(sigma)
     steps = np.rint(x / g) + np.rint(rng.normal(0.0, sigma / g, size=x.shape))
     return np.asarray(steps * g, dtype=np.float64)
+
+
+@lru_cache(maxsize=64)
+def _opendp_noisy_max(scale: float) -> Any:
+    return odp.m.make_noisy_max(
+        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+        odp.linf_distance(T=float),
+        odp.zero_concentrated_divergence(),
+        scale=scale,
+    )
+
+
+def exponential(
+    scores: npt.ArrayLike,
+    *,
+    sensitivity: float,
+    rho: float,
+    rng: np.random.Generator | None = None,
+) -> int:
+    """Exponential mechanism (McSherry & Talwar 2007) as report-noisy-max with Gumbel noise:
+    the index ``i`` with probability proportional to ``exp(epsilon q_i / (2 sensitivity))``.
+
+    Calibrated to rho-zCDP: as an ``epsilon``-DP bounded-range mechanism it is
+    ``epsilon^2 / 8``-zCDP (Cesar & Rogers 2021), so ``epsilon = sqrt(8 rho)`` and the Gumbel
+    scale is ``2 sensitivity / epsilon``; ``sensitivity`` bounds how far one neighbour moves any
+    single score. Releases use OpenDP's ``make_noisy_max``, whose own zCDP map is checked.
+    """
+    q = _finite_array(scores, name="scores").ravel()
+    if q.size == 0:
+        raise ConfigError("the exponential mechanism needs at least one candidate")
+    if not (sensitivity > 0.0 and rho > 0.0 and math.isfinite(sensitivity * rho)):
+        raise ConfigError(
+            f"the exponential mechanism needs sensitivity > 0 and rho > 0, got {sensitivity!r}, "
+            f"{rho!r}"
+        )
+    scale = 2.0 * sensitivity / math.sqrt(8.0 * rho)
+    if rng is None:
+        meas = _opendp_noisy_max(scale)
+        if meas.map(sensitivity) > rho * (1.0 + 1e-9):
+            raise InvariantError("OpenDP's noisy max exceeds the rho it was calibrated to")
+        return int(meas(q.tolist()))
+    return int(np.argmax(q / scale + rng.gumbel(size=q.size)))
 
 
 def rr_keep_probability(epsilon: float) -> float:

@@ -24,6 +24,7 @@ from dp.engine.histogram_counts import HistogramAggregate, histogram_stream
 from dp.engine.lloyd_cache import Projection, ProjectionAggregate
 from dp.engine.lloyd_sums import lloyd_statistics_stream, projected_lloyd_step
 from dp.engine.logistic_sums import LogisticLossAggregate, logistic_sums_stream
+from dp.engine.marginal_counts import MarginalsAggregate
 from dp.engine.memory import MemoryBackend, estimate_bytes
 from dp.engine.regression_sums import StatisticsAggregate, regression_statistics_stream
 from dp.engine.source import TableSource
@@ -37,6 +38,7 @@ __all__ = [
     "HistogramAggregate",
     "LeafCountsAggregate",
     "LogisticLossAggregate",
+    "MarginalsAggregate",
     "MemoryBackend",
     "Projection",
     "ProjectionAggregate",

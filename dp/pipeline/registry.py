@@ -19,6 +19,7 @@ from dp.pipeline.kinds.base import ReleaseKind
 from dp.pipeline.kinds.clustering import ClusteringKind
 from dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dp.pipeline.kinds.regression import RegressionKind
+from dp.pipeline.kinds.synthetic import SyntheticKind
 from dp.pipeline.kinds.workload import WorkloadKind
 
 __all__ = ["KINDS", "AnyKind", "config_model", "kind_of", "registered"]
@@ -31,6 +32,7 @@ KINDS: tuple[AnyKind, ...] = (
     WorkloadKind(),
     RegressionKind(),
     ClusteringKind(),
+    SyntheticKind(),
 )
 
 

@@ -3,7 +3,8 @@
 * :mod:`~dp.pipeline.kinds.anonymity` -- the k-anonymous table (section ``anonymize``);
 * :mod:`~dp.pipeline.kinds.workload` -- linear-query workloads (the matrix mechanism);
 * :mod:`~dp.pipeline.kinds.regression` -- DP linear, logistic and trace regression;
-* :mod:`~dp.pipeline.kinds.clustering` -- DP k-means.
+* :mod:`~dp.pipeline.kinds.clustering` -- DP k-means;
+* :mod:`~dp.pipeline.kinds.synthetic` -- DP synthetic microdata (AIM, section ``synthetic``).
 
 They are registered, in run order, in :data:`dp.pipeline.registry.KINDS`.
 """

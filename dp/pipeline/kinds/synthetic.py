@@ -1,0 +1,460 @@
+"""Release kind synthetic (section ``synthetic:``): DP synthetic microdata by AIM.
+
+The declared columns become histogram axes (categories, numeric bins, or a fixed hierarchy
+level; never from the data). The exact counts of every workload marginal -- and the one-way
+marginal of each column no workload marginal covers -- come from the run's one shared scan
+(:class:`dp.engine.MarginalsAggregate`); AIM's smaller candidates are sums of them
+(:mod:`dp.synthetic`). AIM runs under rho-zCDP, ``rho = cdp_rho(epsilon, delta)``, and the
+release is charged ``(epsilon, delta)``. With a privacy unit of at most ``m`` rows per unit a
+neighbour moves each marginal by at most ``m`` (L1 and L2), so every sensitivity is ``m``.
+
+Published: ``synthetic.parquet`` / ``.csv`` (the sampled rows, decoded to declared values:
+categories, the integer of a one-per-integer bin, a numeric bin's midpoint, a hierarchy
+level's label), ``measurements.parquet`` (the noisy marginals AIM measured, with their noise)
+and ``utility.parquet`` / ``.csv``: per workload marginal, the range of the synthetic table's
+normalized L1 error *estimated from the noisy measurements* (never from the data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from pydantic import Field, model_validator
+
+from dp.axes import Axis
+from dp.engine import MarginalsAggregate, TableSource
+from dp.errors import ConfigError
+from dp.pipeline.config import Cost, Integer, Model, Name, Number, PipelineConfig
+from dp.pipeline.domains import declared_columns, histogram_axis
+from dp.pipeline.kinds.base import (
+    JSON,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+)
+from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dp.pipeline.units import bounding_for, unit_statement
+from dp.publication import Staging
+from dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
+from dp.synthetic.aim import Measurement
+from dp.synthetic.pgm import Clique
+
+if TYPE_CHECKING:
+    from dp.pipeline.html.sections import Section
+
+__all__ = [
+    "SyntheticKind",
+    "SyntheticModel",
+    "SyntheticResult",
+    "SyntheticSpec",
+    "estimated_errors",
+    "utility_frame",
+]
+
+FloatArray = npt.NDArray[np.float64]
+_BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|
+MAX_SYNTHETIC_COLUMNS = 52
+
+
+class MarginalsWorkload(Model):
+    """All ``k``-way marginals of the declared columns."""
+
+    marginals: Integer = Field(ge=1)
+
+
+class SyntheticModel(Cost):
+    name: Name
+    columns: list[str] = Field(min_length=1, max_length=MAX_SYNTHETIC_COLUMNS)
+    bins: dict[str, Integer] = Field(default_factory=dict)
+    """Equal-width bins of a numeric column over its declared bounds."""
+    levels: dict[str, Integer] = Field(default_factory=dict)
+    """A hierarchy level of a column, fixed here (never chosen from the data)."""
+    workload: MarginalsWorkload | list[list[str]] = Field(
+        default_factory=lambda: MarginalsWorkload(marginals=2)
+    )
+    """What the table must preserve: all k-way marginals, or a list of column sets."""
+    rows: Integer | None = Field(default=None, ge=1, le=1 << 31)
+    """Rows to publish; default: a noisy count paid from the release's budget."""
+    max_model_size: Number = Field(default=80.0, gt=0.0, le=4096.0)
+    """The model's size limit in MB: bounds a run's memory and time."""
+    max_rounds: Integer | None = Field(default=None, ge=1, le=10_000)
+    """A cap on AIM's rounds (the last spends what is left); default AIM's own end."""
+    iters: Integer = Field(default=1000, ge=1, le=100_000)
+    """Private-PGM's iterations per fit."""
+
+    @model_validator(mode="after")
+    def _delta(self) -> SyntheticModel:
+        if not self.delta > 0.0:
+            raise ValueError("synthetic data is accounted in zCDP: it needs delta > 0")
+        return self
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class SyntheticSpec:
+    item: SyntheticModel
+    axes: tuple[Axis, ...]
+    workload: tuple[Clique, ...]
+    scanned: tuple[Clique, ...]
+    """The marginals the shared scan counts: the workload's, and the one-way marginal of each
+    column no workload marginal covers (AIM measures every one-way marginal)."""
+    rho: float
+
+    @property
+    def domain(self) -> dict[str, int]:
+        return {a.column: a.size for a in self.axes}
+
+
+Exact = dict[Clique, FloatArray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyntheticResult:
+    """A synthetic table's public account: its ``release.json`` details."""
+
+    rows: int
+    columns: list[str]
+    workload: list[list[str]]
+    rho: float
+    rho_used: float
+    count_rho: float
+    noisy_count: float | None
+    rounds: int
+    measured: list[list[str]]
+    sensitivity: float
+    max_model_size: float
+    error_low: float | None
+    error_high: float | None
+    """The mean normalized L1 error's range over the workload marginals a measurement covers
+    (:func:`utility_frame`); None if none is covered."""
+    error_marginals: int
+    """How many workload marginals that is."""
+    accounting: str
+    guarantee: dict[str, JSON]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> SyntheticResult:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def _label(clique: Sequence[str]) -> str:
+    return " x ".join(clique)
+
+
+def _marginal_of(
+    codes: Mapping[str, npt.NDArray[np.int64]], domain: Mapping[str, int], clique: Clique
+) -> FloatArray:
+    shape = tuple(domain[c] for c in clique)
+    flat = np.ravel_multi_index([codes[c] for c in clique], shape)
+    return np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A table's error on one workload marginal, bounded from a noisy measurement covering
+    it: ``distance`` is the table's L1 distance to the measurement summed onto the marginal,
+    ``noise`` the expected L1 of that measurement's noise there; the error lies about within
+    ``distance -/+ noise`` (the triangle inequality, with the noise at its expected size)."""
+
+    marginal: Clique
+    source: Clique
+    distance: float
+    noise: float
+
+
+def estimated_errors(
+    measurements: Sequence[Measurement],
+    domain: Mapping[str, int],
+    workload: Sequence[Clique],
+    table: Mapping[Clique, FloatArray],
+) -> list[Estimate | None]:
+    """Per workload marginal, from the public noisy measurements only (never the data): the
+    :class:`Estimate` against the most precise measurement covering it (its noisy counts
+    summed onto the marginal: Gaussian noise of std ``sigma sqrt(c)`` per cell, ``c`` cells
+    summed), or None if no measurement covers it."""
+    out: list[Estimate | None] = []
+    for w in workload:
+        best: Estimate | None = None
+        for m in measurements:
+            if not set(w) <= set(m.clique):
+                continue
+            noisy = project_answer({m.clique: m.noisy}, domain, w)
+            noise = _BIAS * m.sigma * math.sqrt(m.noisy.size / noisy.size) * noisy.size
+            if best is None or noise < best.noise:
+                distance = float(np.abs(table[w] - noisy).sum())
+                best = Estimate(w, m.clique, distance, noise)
+        out.append(best)
+    return out
+
+
+def utility_frame(
+    workload: Sequence[Clique],
+    domain: Mapping[str, int],
+    estimates: Sequence[Estimate | None],
+    total: float,
+) -> pd.DataFrame:
+    """``utility.parquet``: per workload marginal, the normalized L1 error's range
+    ``[max(distance - noise, 0), distance + noise] / total`` (NaN where nothing covers it)."""
+    scale = max(total, 1.0)
+    nan = float("nan")
+    return pd.DataFrame(
+        {
+            "marginal": [_label(w) for w in workload],
+            "cells": [math.prod(domain[c] for c in w) for w in workload],
+            "error_low": [
+                nan if e is None else max(e.distance - e.noise, 0.0) / scale for e in estimates
+            ],
+            "error_high": [nan if e is None else (e.distance + e.noise) / scale for e in estimates],
+            "distance": [nan if e is None else e.distance / scale for e in estimates],
+            "noise": [nan if e is None else e.noise / scale for e in estimates],
+            "estimated_from": [
+                "not measured" if e is None else _label(e.source) for e in estimates
+            ],
+        }
+    )
+
+
+def _decode(axis: Axis, codes: npt.NDArray[np.int64], column_type: str) -> pd.Series:
+    """Codes along ``axis`` as declared values: a category, a level's label, the integer of a
+    one-per-integer bin, or a numeric bin's midpoint (rounded down for an int column)."""
+    if axis.edges is None:
+        labels = np.asarray(axis.labels, dtype=object)[codes]
+        if axis.hierarchy is None and column_type == "category":
+            return pd.Series(pd.Categorical(labels, categories=list(axis.labels)))
+        return pd.Series(labels, dtype=object)
+    edges = np.asarray(axis.edges, dtype=np.float64)
+    lows, highs = edges[codes], edges[codes + 1]
+    if column_type == "int":
+        one_per_integer = bool(np.all(np.diff(edges) == 1.0))
+        ints = lows if one_per_integer else np.floor((lows + highs) / 2.0)
+        return pd.Series(ints.astype(np.int64))
+    return pd.Series((lows + highs) / 2.0)
+
+
+class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
+    """See the module docstring."""
+
+    section = "synthetic"
+    label = "synthetic"
+    many = True
+    model = SyntheticModel
+
+    def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
+        columns = declared_columns(cfg, item.columns)
+        if len(columns) != len(item.columns):
+            raise ConfigError(f"synthetic {item.name!r}: a column is listed twice")
+        stray = sorted((set(item.bins) | set(item.levels)) - set(columns))
+        if stray:
+            raise ConfigError(f"synthetic {item.name!r}: bins or levels of unlisted {stray}")
+        axes = tuple(
+            histogram_axis(cfg, item.name, c, bins=item.bins.get(c), level=item.levels.get(c))
+            for c in columns
+        )
+        wl = item.workload
+        workload = workload_cliques(
+            columns, wl.marginals if isinstance(wl, MarginalsWorkload) else wl
+        )
+        domain = {a.column: a.size for a in axes}
+        for cl in workload:
+            check_at_most(
+                f"synthetic {item.name!r}: the cells of marginal {_label(cl)}",
+                math.prod(domain[c] for c in cl),
+                MAX_DOMAIN_CELLS,
+            )
+        covered = {c for cl in workload for c in cl}
+        scanned = (*workload, *((c,) for c in columns if c not in covered))
+        rho = cdp_rho(item.epsilon, item.delta)
+        spec = SyntheticSpec(item=item, axes=axes, workload=workload, scanned=scanned, rho=rho)
+        return ReleasePlan(
+            name=item.name,
+            kind=self.label,
+            mechanism="aim",
+            cost=item.cost,
+            is_dp=True,
+            bounding=bounding_for(cfg),
+            columns=columns,
+            spec=spec,
+            facts={
+                "workload": [list(cl) for cl in workload],
+                "candidates": len(candidates(workload)),
+                "rho": rho,
+            },
+        )
+
+    def scan(self, plan: ReleasePlan[SyntheticSpec]) -> Scan[Exact]:
+        spec = plan.spec
+        position = {a.column: i for i, a in enumerate(spec.axes)}
+        agg = MarginalsAggregate(
+            spec.axes, tuple(tuple(position[c] for c in cl) for cl in spec.scanned)
+        )
+
+        def assemble(results: Sequence[object]) -> Exact:
+            counts = results[0]
+            assert isinstance(counts, tuple)
+            return dict(zip(spec.scanned, counts, strict=True))
+
+        return Scan((agg,), assemble)
+
+    def describe(self, plan: ReleasePlan[SyntheticSpec]) -> dict[str, JSON]:
+        """Data-independent: the workload and the noise part of its expected L1 error per
+        marginal (in rows), from all of rho on one marginal to rho split evenly over every
+        workload marginal; the model's own error comes on top."""
+        spec = plan.spec
+        m = plan.bounding.rows_per_unit
+        cells = [math.prod(spec.domain[c] for c in cl) for cl in spec.workload]
+        mean_cells = sum(cells) / len(cells)
+        sigma_one = m / math.sqrt(2.0 * spec.rho)
+        low = _BIAS * sigma_one * mean_cells
+        high = low * math.sqrt(len(spec.workload))
+        out: dict[str, JSON] = {
+            **plan.facts,
+            "expected_l1_low": low,
+            "expected_l1_high": high,
+        }
+        if spec.item.rows is not None:
+            out["rows"] = spec.item.rows
+        return out
+
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        r = described
+        shown = [_label(cl) for cl in r["workload"][:3]]
+        more = len(r["workload"]) - len(shown)
+        workload = ", ".join(shown) + (f", ... ({more} more)" if more else "")
+        text = (
+            f"  AIM at rho {r['rho']:.4g} over {len(r['workload'])} workload marginal(s) "
+            f"({workload}); {r['candidates']} candidates. Expected noise L1 per marginal: "
+            f"{r['expected_l1_low']:.4g} to {r['expected_l1_high']:.4g} rows"
+        )
+        if "rows" in r:
+            n = float(r["rows"])
+            text += (
+                f" ({r['expected_l1_low'] / n:.3g} to {r['expected_l1_high'] / n:.3g} "
+                f"of {int(n)} rows)"
+            )
+        return text
+
+    def execute(
+        self, plan: ReleasePlan[SyntheticSpec], exact: Exact, data: TableSource, out: Staging
+    ) -> Executed:
+        spec, item = plan.spec, plan.spec.item
+        m = float(plan.bounding.rows_per_unit)
+        result = run_aim(
+            exact,
+            spec.domain,
+            spec.workload,
+            spec.rho,
+            sensitivity=m,
+            rows=item.rows,
+            max_model_size=item.max_model_size,
+            max_rounds=item.max_rounds,
+            iters=item.iters,
+        )
+        # From here on: post-processing of the noisy measurements and the sampled rows only.
+        types = {c.name: c.type for c in data.schema.columns}
+        table = pd.DataFrame(
+            {a.column: _decode(a, result.synthetic[a.column], types[a.column]) for a in spec.axes}
+        )
+        out.write_table(plan.name, "synthetic", table)
+        out.write_frame(plan.name, "measurements.parquet", _measurements(spec, result.measurements))
+        marginals = {w: _marginal_of(result.synthetic, spec.domain, w) for w in spec.workload}
+        estimates = estimated_errors(result.measurements, spec.domain, spec.workload, marginals)
+        utility = utility_frame(spec.workload, spec.domain, estimates, float(result.rows))
+        out.write_table(plan.name, "utility", utility)
+        covered = utility.dropna(subset=["error_high"])
+        accounting = (
+            f"AIM under rho-zCDP, rho = {spec.rho:.6g} (Canonne-Kamath-Steinke conversion of "
+            f"(epsilon, delta) = ({item.epsilon:g}, {item.delta:g})); spent {result.rho_used:.6g} "
+            f"in {result.rounds} round(s): exponential-mechanism selections (epsilon^2/8 each) "
+            f"and Gaussian measurements (sensitivity {m:g}, 1/(2 (sigma/{m:g})^2) each)"
+            + (
+                f", and a noisy row count (rho {result.count_rho:.3g})"
+                if result.noisy_count is not None
+                else ""
+            )
+        )
+        released = SyntheticResult(
+            rows=result.rows,
+            columns=[a.column for a in spec.axes],
+            workload=[list(w) for w in spec.workload],
+            rho=spec.rho,
+            rho_used=result.rho_used,
+            count_rho=result.count_rho,
+            noisy_count=result.noisy_count,
+            rounds=result.rounds,
+            measured=[list(x.clique) for x in result.measurements],
+            sensitivity=m,
+            max_model_size=float(item.max_model_size),
+            error_low=float(covered["error_low"].mean()) if len(covered) else None,
+            error_high=float(covered["error_high"].mean()) if len(covered) else None,
+            error_marginals=len(covered),
+            accounting=accounting,
+            guarantee=dict(unit_statement(plan.bounding, plan.cost)),
+        )
+        return Executed.of(released, sensitivity=m)
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        r = SyntheticResult.from_json(summary.details)
+        count = (
+            f"a noisy row count ({r.noisy_count:.1f}, rho {r.count_rho:.3g})"
+            if r.noisy_count is not None
+            else "the configured row count"
+        )
+        error = (
+            f"Mean normalized L1 error (0 exact, 2 disjoint) on the {r.error_marginals} of "
+            f"{len(r.workload)} workload marginals a measurement covers, estimated from the "
+            f"noisy measurements (never the data): about {r.error_low:.3g} to "
+            f"{r.error_high:.3g}."
+            if r.error_low is not None and r.error_high is not None
+            else "No measurement covers a workload marginal, so no error estimate."
+        )
+        return [
+            f"{r.rows} synthetic rows over {len(r.columns)} columns ({', '.join(r.columns)}), "
+            f"from {len(r.measured)} noisy marginals measured in {r.rounds} AIM round(s); rows "
+            f"from {count}. Workload: {len(r.workload)} marginal(s). {error} "
+            f"Accounting: {r.accounting}. Files: `synthetic.csv`, `utility.csv`, "
+            "`measurements.parquet`."
+        ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dp.pipeline.html.synthetic_plots import (
+            synthetic_plot,  # matplotlib: only when a report is drawn
+        )
+
+        return synthetic_plot(summary, folder)
+
+
+def _measurements(spec: SyntheticSpec, measurements: Sequence[Measurement]) -> pd.DataFrame:
+    """The noisy marginals, one row per cell: which measurement, its cell, count and noise."""
+    labels = {a.column: a.labels for a in spec.axes}
+    frames = []
+    for i, m in enumerate(measurements):
+        shape = [spec.domain[c] for c in m.clique]
+        cells = np.unravel_index(np.arange(m.noisy.size), shape)
+        cell = [
+            " | ".join(labels[c][int(k[j])] for j, c in enumerate(m.clique))
+            for k in zip(*cells, strict=True)
+        ]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "measurement": i,
+                    "marginal": _label(m.clique),
+                    "round": m.round,
+                    "cell": cell,
+                    "noisy_count": m.noisy,
+                    "sigma": m.sigma,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
