@@ -20,8 +20,8 @@ Methods:
 The peers run in a benchmark-only virtualenv that the script builds (``--peer-venv``, from
 ``bench/requirements-synthetic.txt``; smartnoise's declared dependencies pull torch and
 ``pandas<3``, so they are installed with ``--no-deps``); never in the project's dependencies.
-Their results are cached in ``bench/results/synthetic_peers.json`` by (data, method, epsilon,
-seed), so the combined table does not re-run them.
+Every finished run is cached in ``bench/results/synthetic_runs.json`` by (data, method, epsilon,
+seed, settings), so the combined table re-runs nothing (``--rerun`` forces it).
 
     nice -n 10 .venv/bin/python bench/synthetic.py --peers-only   # the smartnoise side, ~1 h
     nice -n 10 .venv/bin/python bench/synthetic.py                # dppub + cached peers, table
@@ -43,6 +43,7 @@ os.environ.setdefault(
 import argparse
 import itertools
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -57,14 +58,14 @@ ROOT = Path(__file__).resolve().parents[1]
 ADULT = ROOT.parent / "shared" / "bench" / "adult"
 DEMO = ROOT / "data" / "sample" / "census.parquet"
 RESULTS = ROOT / "bench" / "results"
-PEER_CACHE = RESULTS / "synthetic_peers.json"
+CACHE = RESULTS / "synthetic_runs.json"
 REQUIREMENTS = ROOT / "bench" / "requirements-synthetic.txt"
 PEER_NODEPS = ["smartnoise-synth==1.0.8", "smartnoise-sql==1.0.10"]
 DEFAULT_VENV = Path(tempfile.gettempdir()) / "dppub-bench-synth"
 DELTA = 1e-9
 MAX_MODEL_SIZE = 10.0
 PEERS = ("sn-aim", "sn-aim2", "sn-mst")
-METHODS = ("dppub", *PEERS)
+METHODS = ("dppub", "dppub-run", *PEERS)
 ADULT_COLUMNS = [
     "sex",
     "age",
@@ -285,15 +286,63 @@ def run_dppub(name: str, eps: float, seed: int, **aim: Any) -> dict[str, Any]:
     }
 
 
+def run_cli(name: str, eps: float, seed: int, **aim: Any) -> dict[str, Any]:
+    """``dppub run`` on a config with one ``synthetic:`` release of the same table (written as
+    parquet, every column a declared category): the whole run's wall time, Prefect included.
+    Release-grade noise (OpenDP), so ``seed`` does not fix it."""
+    import yaml
+
+    df, domains = DATASETS[name]()
+    release = {
+        "name": "synthetic_bench",
+        "epsilon": eps,
+        "delta": DELTA,
+        "columns": list(domains),
+        "workload": {"marginals": 3},
+        "rows": len(df),
+        "max_model_size": MAX_MODEL_SIZE,
+        **aim,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        df.to_parquet(Path(tmp) / "data.parquet")
+        columns = {c: {"type": "category", "categories": v} for c, v in domains.items()}
+        budget = {"epsilon": eps, "delta": DELTA}
+        dataset = {"name": f"{name}_bench", "path": "data.parquet", "budget": budget}
+        cfg = {"dataset": {**dataset, "columns": columns}, "synthetic": [release]}
+        (Path(tmp) / "bench.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        env = {**os.environ, "PREFECT_HOME": str(ROOT / ".state" / "prefect")}
+        cmd = [sys.executable, "-m", "flows.cli", "run", f"{tmp}/bench.yaml"]
+        cmd += ["--ledger", f"{tmp}/ledger.sqlite", "--out", f"{tmp}/out"]
+        t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+        (found,) = Path(tmp, "out").rglob("synthetic_bench/synthetic.csv")
+        synth = pd.read_csv(found, dtype=str, keep_default_na=False)
+    errs = three_way_errors(
+        encode(df, domains), encode(synth, domains), [len(v) for v in domains.values()]
+    )
+    return {
+        "seconds": seconds,
+        "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "l1": float(np.mean(errs)),
+        "l1_max": float(np.max(errs)),
+        "marginals": len(errs),
+    }
+
+
 # --- driver -----------------------------------------------------------------------------------
 
 
-def key(name: str, method: str, eps: float, seed: int) -> str:
-    return f"{name}|{method}|{eps:g}|{seed}"
+def key(name: str, method: str, eps: float, seed: int, settings: dict[str, int]) -> str:
+    return "|".join(
+        [name, method, f"{eps:g}", str(seed), *(f"{k}={v}" for k, v in settings.items())]
+    )
 
 
 def load_cache() -> dict[str, Any]:
-    return json.loads(PEER_CACHE.read_text()) if PEER_CACHE.exists() else {}
+    return json.loads(CACHE.read_text()) if CACHE.exists() else {}
 
 
 def main() -> None:
@@ -304,7 +353,9 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--peers-only", action="store_true", help="run and cache the peers only")
-    ap.add_argument("--rerun-peers", action="store_true", help="ignore the peer cache")
+    ap.add_argument("--rerun", action="store_true", help="ignore the cache of finished runs")
+    ap.add_argument("--max-rounds", type=int, default=None, help="dppub: cap AIM's rounds")
+    ap.add_argument("--iters", type=int, default=None, help="dppub: Private-PGM iterations")
     ap.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--timeout", type=float, default=3600.0, help="per peer run, seconds")
     ap.add_argument("--out", type=Path, default=RESULTS / "synthetic.json")
@@ -316,20 +367,26 @@ def main() -> None:
     methods = [m for m in args.methods if m in PEERS or not args.peers_only]
     python = ensure_peer_venv(args.peer_venv) if any(m in PEERS for m in methods) else None
     rows: list[dict[str, Any]] = []
+    extra = {k: v for k, v in (("max_rounds", args.max_rounds), ("iters", args.iters)) if v}
     for name, eps, method, seed in itertools.product(args.data, args.eps, methods, args.seeds):
-        k = key(name, method, eps, seed)
-        if method in PEERS:
-            cache = load_cache()
-            if k not in cache or args.rerun_peers or "error" in cache[k]:
+        settings = {} if method in PEERS else extra
+        k = key(name, method, eps, seed, settings)
+        cache = load_cache()
+        if k not in cache or args.rerun or "error" in cache[k]:
+            if method in PEERS:
                 assert python is not None
-                cache = load_cache() | {k: run_peer(python, method, name, eps, seed, args.timeout)}
-                PEER_CACHE.write_text(json.dumps(cache, indent=2))
-            res = cache[k]
-        else:
-            res = run_dppub(name, eps, seed)
-        row = {"data": name, "method": method, "epsilon": eps, "seed": seed, **res}
+                res = run_peer(python, method, name, eps, seed, args.timeout)
+            elif method == "dppub-run":
+                res = run_cli(name, eps, seed, **extra)
+            else:
+                res = run_dppub(name, eps, seed, **extra)
+            cache = load_cache() | {k: res | settings}
+            CACHE.write_text(json.dumps(cache, indent=2))
+        res = cache[k]
+        label = method + "".join(f" {k}={v}" for k, v in settings.items())
+        row = {"data": name, "method": label, "epsilon": eps, "seed": seed, **res}
         rows.append(row)
-        print(f"{name:5} eps={eps:<4g} {method:8} seed={seed} " + summary(row), flush=True)
+        print(f"{name:5} eps={eps:<4g} {label:8} seed={seed} " + summary(row), flush=True)
     if args.peers_only:
         return
     table(rows)
@@ -347,8 +404,10 @@ def summary(row: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> None:
     """One line per (data, epsilon): each method's mean L1 and seconds; dppub over sn-aim."""
-    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    head = f"{'data':6}{'eps':>5}" + "".join(f"{m + ' L1':>12}{'s':>7}{'cpu':>6}" for m in methods)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    width = {m: max(12, len(m) + 4) for m in methods}
+    head = f"{'data':6}{'eps':>5}"
+    head += "".join(f"{m + ' L1':>{width[m]}}{'s':>7}{'cpu':>6}" for m in methods)
     print(head + f"{'dppub/aim':>11}{'target':>8}")
     for name, eps in dict.fromkeys((r["data"], r["epsilon"]) for r in rows):
         line, means = f"{name:6}{eps:>5g}", {}
@@ -356,10 +415,12 @@ def table(rows: list[dict[str, Any]]) -> None:
             ok = [r for r in rows if (r["data"], r["epsilon"], r["method"]) == (name, eps, m)]
             ok = [r for r in ok if "error" not in r]
             if not ok:
-                line += f"{'-':>12}{'-':>7}{'-':>6}"
+                line += f"{'-':>{width[m]}}{'-':>7}{'-':>6}"
                 continue
-            means[m] = tuple(np.mean([r[f] for r in ok]) for f in ("l1", "seconds", "cpu_s"))
-            line += f"{means[m][0]:>9.3f}{'' if len(ok) == 1 else f'/{len(ok)}':>3}"
+            means[m] = tuple(
+                np.mean([r.get(f, np.nan) for r in ok]) for f in ("l1", "seconds", "cpu_s")
+            )
+            line += f"{means[m][0]:>{width[m] - 3}.3f}{'' if len(ok) == 1 else f'/{len(ok)}':>3}"
             line += f"{means[m][1]:>7.0f}{means[m][2]:>6.0f}"
         if "dppub" in means and "sn-aim" in means:
             ratio = means["dppub"][0] / means["sn-aim"][0]
