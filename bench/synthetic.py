@@ -25,6 +25,7 @@ seed, settings), so the combined table re-runs nothing (``--rerun`` forces it).
 
     nice -n 10 .venv/bin/python bench/synthetic.py --peers-only   # the smartnoise side, ~1 h
     nice -n 10 .venv/bin/python bench/synthetic.py                # dppub + cached peers, table
+    .venv/bin/python bench/synthetic.py --cached                  # the table of cached runs
     .venv/bin/python bench/synthetic.py --data adult --eps 1 --methods dppub sn-mst
 
 Prints one table; writes ``bench/results/synthetic.json``.
@@ -354,6 +355,7 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--peers-only", action="store_true", help="run and cache the peers only")
     ap.add_argument("--rerun", action="store_true", help="ignore the cache of finished runs")
+    ap.add_argument("--cached", action="store_true", help="table of cached runs only, run none")
     ap.add_argument("--max-rounds", type=int, default=None, help="dppub: cap AIM's rounds")
     ap.add_argument("--iters", type=int, default=None, help="dppub: Private-PGM iterations")
     ap.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
@@ -365,14 +367,17 @@ def main() -> None:
         return
     RESULTS.mkdir(parents=True, exist_ok=True)
     methods = [m for m in args.methods if m in PEERS or not args.peers_only]
-    python = ensure_peer_venv(args.peer_venv) if any(m in PEERS for m in methods) else None
+    peers = any(m in PEERS for m in methods) and not args.cached
+    python = ensure_peer_venv(args.peer_venv) if peers else None
     rows: list[dict[str, Any]] = []
     extra = {k: v for k, v in (("max_rounds", args.max_rounds), ("iters", args.iters)) if v}
     for name, eps, method, seed in itertools.product(args.data, args.eps, methods, args.seeds):
         settings = {} if method in PEERS else extra
         k = key(name, method, eps, seed, settings)
         cache = load_cache()
-        if k not in cache or args.rerun or "error" in cache[k]:
+        if args.cached and k not in cache:
+            continue
+        if not args.cached and (k not in cache or args.rerun or "error" in cache[k]):
             if method in PEERS:
                 assert python is not None
                 res = run_peer(python, method, name, eps, seed, args.timeout)
@@ -404,7 +409,9 @@ def summary(row: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> None:
     """One line per (data, epsilon): each method's mean L1 and seconds; dppub over sn-aim."""
-    methods = list(dict.fromkeys(r["method"] for r in rows))
+    methods = sorted(
+        dict.fromkeys(r["method"] for r in rows), key=lambda m: METHODS.index(m.split()[0])
+    )
     width = {m: max(12, len(m) + 4) for m in methods}
     head = f"{'data':6}{'eps':>5}"
     head += "".join(f"{m + ' L1':>{width[m]}}{'s':>7}{'cpu':>6}" for m in methods)
