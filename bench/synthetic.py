@@ -16,7 +16,9 @@ Methods:
   (the same work as dppub's); ``sn-aim2``: the same with smartnoise's default degree 2 (the
   issue's 0.266 reference);
 * ``sn-mst``: smartnoise-synth 1.0.8 ``MSTSynthesizer``;
-* ``dppub``: dppub's AIM core function on the project venv.
+* ``dppub``: dppub's AIM core (``dp.synthetic.run_aim``, seeded) in the project venv;
+* ``dppub-run``: the ``synthetic:`` kind through ``dppub run`` on a generated config (OpenDP
+  noise, not seeded; wall time of the whole run, Prefect included).
 The peers run in a benchmark-only virtualenv that the script builds (``--peer-venv``, from
 ``bench/requirements-synthetic.txt``; smartnoise's declared dependencies pull torch and
 ``pandas<3``, so they are installed with ``--no-deps``); never in the project's dependencies.
