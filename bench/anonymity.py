@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.arx_reference import ARX_CASES, ARX_LOSS  # noqa: E402
-from dp.anonymity import METRICS, Hierarchy  # noqa: E402
-from dp.anonymity.classes import CodedTable  # noqa: E402
-from dp.anonymity.metrics import MetricTables  # noqa: E402
-from dp.reference.anonymize import anonymize, encode_columns  # noqa: E402
-from dp.reference.mondrian import mondrian  # noqa: E402
+from dppub.dp.anonymity import METRICS, Hierarchy  # noqa: E402
+from dppub.dp.anonymity.classes import CodedTable  # noqa: E402
+from dppub.dp.anonymity.metrics import MetricTables  # noqa: E402
+from dppub.dp.reference.anonymize import anonymize, encode_columns  # noqa: E402
+from dppub.dp.reference.mondrian import mondrian  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench"
 SETS = {

@@ -63,24 +63,24 @@ from scipy.optimize import minimize
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp.matrix as mx  # noqa: E402
-from dp.anonymity import Hierarchy  # noqa: E402
-from dp.axes import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
-from dp.matrix.intervals import answer_intervals, least_squares_intervals  # noqa: E402
-from dp.matrix.measure import Measurement  # noqa: E402
-from dp.matrix.reconstruct import reconstruct  # noqa: E402
-from dp.reference.histogram import histogram  # noqa: E402
-from dp.reference.regression import (  # noqa: E402
+import dppub.dp.matrix as mx  # noqa: E402
+from dppub.dp.anonymity import Hierarchy  # noqa: E402
+from dppub.dp.axes import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
+from dppub.dp.matrix.intervals import answer_intervals, least_squares_intervals  # noqa: E402
+from dppub.dp.matrix.measure import Measurement  # noqa: E402
+from dppub.dp.matrix.reconstruct import reconstruct  # noqa: E402
+from dppub.dp.reference.histogram import histogram  # noqa: E402
+from dppub.dp.reference.regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     sufficient_statistics,
 )
-from dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
-from dp.regression.statistics import SufficientStatistics  # noqa: E402
-from dp.regression.trace import TraceFit  # noqa: E402
-from dp.regression.uncertainty import coefficient_table  # noqa: E402
-from dp.schema import ColumnSpec  # noqa: E402
+from dppub.dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
+from dppub.dp.regression.statistics import SufficientStatistics  # noqa: E402
+from dppub.dp.regression.trace import TraceFit  # noqa: E402
+from dppub.dp.regression.uncertainty import coefficient_table  # noqa: E402
+from dppub.dp.schema import ColumnSpec  # noqa: E402
 
 SAMPLE = ROOT / "data" / "sample" / "census.parquet"
 DPBENCH = ROOT.parent / "shared" / "bench" / "dpbench1d"

@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.budget import PrivacyCost  # noqa: E402
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord  # noqa: E402
-from dp.ledger.summary import spending_summary  # noqa: E402
+from dppub.dp.budget import PrivacyCost  # noqa: E402
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord  # noqa: E402
+from dppub.dp.ledger.summary import spending_summary  # noqa: E402
 
 POLICY = BudgetPolicy(total=PrivacyCost(epsilon=1e9))
 DATA = DataIdentity(name="bench", source="/data/bench.parquet")

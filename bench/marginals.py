@@ -54,9 +54,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp.matrix as mx  # noqa: E402
-from dp.matrix.marginal_basis import complement_sizes  # noqa: E402
-from dp.matrix.opt_marginals import descend  # noqa: E402
+import dppub.dp.matrix as mx  # noqa: E402
+from dppub.dp.matrix.marginal_basis import complement_sizes  # noqa: E402
+from dppub.dp.matrix.opt_marginals import descend  # noqa: E402
 
 ADULT = ROOT.parent / "shared" / "bench" / "adult"
 DEMO_DATA = ROOT / "data" / "sample" / "census.parquet"

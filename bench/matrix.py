@@ -44,10 +44,10 @@ import scipy.sparse.linalg as spla
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp.matrix as mx  # noqa: E402
-from dp.matrix.opt_blocks import _spd_inverse  # noqa: E402
-from dp.matrix.reconstruct import l1_fit, sparse_matrix  # noqa: E402
-from dp.matrix.select import cached_error_factor  # noqa: E402
+import dppub.dp.matrix as mx  # noqa: E402
+from dppub.dp.matrix.opt_blocks import _spd_inverse  # noqa: E402
+from dppub.dp.matrix.reconstruct import l1_fit, sparse_matrix  # noqa: E402
+from dppub.dp.matrix.select import cached_error_factor  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "dpbench1d"
 OUT = ROOT / "bench" / "results" / "matrix.json"

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.budget import PrivacyCost  # noqa: E402
-from dp.ledger import Ledger  # noqa: E402
-from dp.pipeline.plan import load_plan  # noqa: E402
+from dppub.dp.budget import PrivacyCost  # noqa: E402
+from dppub.dp.ledger import Ledger  # noqa: E402
+from dppub.dp.pipeline.plan import load_plan  # noqa: E402
 from tests.dp.pipeline.published_run import demo_config, publish_in_process  # noqa: E402
 
 # Runs in a fresh interpreter: import dppub, then time the page twice (cold, warm).
@@ -42,10 +42,10 @@ times = []
 for _ in range(2):
     start = time.perf_counter()
     if args["page"] == "report":
-        from dp.pipeline.report_html import render_report_html
+        from dppub.dp.pipeline.report_html import render_report_html
         render_report_html(**args["kwargs"])
     else:
-        from flows.commands import audit_payload, write_audit_page
+        from dppub.flows.commands import audit_payload, write_audit_page
         write_audit_page(args["ledger"], audit_payload(args["ledger"], None), Path(args["out"]))
     times.append(time.perf_counter() - start)
 print(json.dumps(times))
@@ -88,7 +88,7 @@ def _many_runs(ledger: Path, config: Path, runs: int) -> None:
 
 
 def _records(release):  # type: ignore[no-untyped-def]
-    from dp.ledger import ReleaseRecord
+    from dppub.dp.ledger import ReleaseRecord
 
     parts = release.parts or ()
     common = {"kind": release.kind, "mechanism": release.mechanism, "is_dp": release.is_dp}

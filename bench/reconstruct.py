@@ -12,7 +12,7 @@ Prints one table and writes ``bench/results/reconstruct.json``. Not run by the t
    ``||W (x_bar - x)|| <= ||W (x_ls - x)||`` on every draw (largest ratio reported).
 2. ``dppub run`` end to end on a config holding just that workload (Prefect start-up
    included): wall time and the peak resident memory of the process.
-3. Plan: ``dppub plan configs/demo.yaml`` in a new process (``python -m flows.cli`` of this
+3. Plan: ``dppub plan configs/demo.yaml`` in a new process (``python -m dppub.flows.cli`` of this
    checkout) with an empty strategy cache (cold), then warm: the median of five runs (issue 17:
    <= 1.5 s); the strategy choice for all-range(1024) in a new process, cold and warm.
 4. Release Laplace noise for 1,024 and 72,000 cells: ``dp.mechanisms.laplace`` (rng=None)
@@ -48,20 +48,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp.matrix as mx  # noqa: E402
-from dp.errors import SolverError  # noqa: E402
-from dp.pipeline.domains import histogram_axis  # noqa: E402
-from dp.pipeline.kinds.workload import WorkloadModel, workload_operator  # noqa: E402
-from dp.pipeline.plan import load_config  # noqa: E402
-from dp.reference.histogram import histogram  # noqa: E402
+import dppub.dp.matrix as mx  # noqa: E402
+from dppub.dp.errors import SolverError  # noqa: E402
+from dppub.dp.pipeline.domains import histogram_axis  # noqa: E402
+from dppub.dp.pipeline.kinds.workload import WorkloadModel, workload_operator  # noqa: E402
+from dppub.dp.pipeline.plan import load_config  # noqa: E402
+from dppub.dp.reference.histogram import histogram  # noqa: E402
 
-project = importlib.import_module("dp.matrix.project")
+project = importlib.import_module("dppub.dp.matrix.project")
 DEMO = ROOT / "configs" / "demo.yaml"
 DATA = ROOT / "data" / "sample" / "census.parquet"
 OUT = ROOT / "bench" / "results" / "reconstruct.json"
 PYTHON = Path(sys.executable)
 # This checkout's CLI (the venv's `dppub` script imports the checkout it was installed from).
-DPPUB = [str(PYTHON), "-m", "flows.cli"]
+DPPUB = [str(PYTHON), "-m", "dppub.flows.cli"]
 BASE = [{"column": "age", "level": 1}] + [
     {"column": c} for c in ("sex", "race", "education", "marital")
 ]
@@ -170,8 +170,8 @@ def end_to_end(tmp: Path, with_hours: bool) -> dict[str, Any]:
 _SELECT = """
 import time
 t = time.perf_counter()
-import dp.matrix as mx
-from dp.matrix.cache import cached_select_strategy
+import dppub.dp.matrix as mx
+from dppub.dp.matrix.cache import cached_select_strategy
 cached_select_strategy(mx.all_range(1024))
 print(time.perf_counter() - t)
 """
@@ -219,8 +219,8 @@ def noise_at(n: int) -> dict[str, float]:
     """Release Laplace noise on ``n`` cells: ours, OpenDP's same measurement, OpenDP default."""
     import opendp.prelude as odp
 
-    from dp import mechanisms
-    from dp.calibration import laplace_scale
+    from dppub.dp import mechanisms
+    from dppub.dp.calibration import laplace_scale
 
     x = np.random.default_rng(0).random(n) * 100
     sens, reps = 10.0, max(3, 40_000 // n)

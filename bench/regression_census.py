@@ -41,14 +41,14 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.reference.regression import (  # noqa: E402
+from dppub.dp.reference.regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     predict,
 )
-from dp.regression.encoding import FeatureEncoding  # noqa: E402
-from dp.schema import ColumnSpec  # noqa: E402
+from dppub.dp.regression.encoding import FeatureEncoding  # noqa: E402
+from dppub.dp.schema import ColumnSpec  # noqa: E402
 
 ADULT = ROOT.parent / "shared" / "bench" / "adult"
 if not ADULT.exists():

@@ -45,10 +45,10 @@ def _child(step: str, path: str) -> None:
     import numpy as np
     from scale import _schema
 
-    from dp.engine import lloyd_statistics_stream, logistic_sums_stream
-    from dp.engine import regression_statistics_stream as stats_stream
-    from dp.regression import LinearRegression, LogisticRegression
-    from dp.schema import ColumnSpec, TableSchema
+    from dppub.dp.engine import lloyd_statistics_stream, logistic_sums_stream
+    from dppub.dp.engine import regression_statistics_stream as stats_stream
+    from dppub.dp.regression import LinearRegression, LogisticRegression
+    from dppub.dp.schema import ColumnSpec, TableSchema
 
     base = _schema()
     schema = TableSchema(
@@ -73,7 +73,7 @@ def _child(step: str, path: str) -> None:
         parts = (sums.loss, sums.gradient, sums.hessian) if hasattr(sums, "loss") else sums
         out = np.r_[parts[0], parts[1], parts[2].ravel()]
     else:
-        from dp.numerics.domains import FeatureDomain
+        from dppub.dp.numerics.domains import FeatureDomain
 
         domain = FeatureDomain.box([17.0, 1.0], [90.0, 99.0], d=2)
         centres = np.array([[-10.0, -20.0], [0.0, 0.0], [15.0, 20.0]])

@@ -57,7 +57,7 @@ DEMO_TARGET_S = (60, 100)
 
 
 def _schema() -> Any:
-    from dp.schema import ColumnSpec, TableSchema
+    from dppub.dp.schema import ColumnSpec, TableSchema
 
     sys.path.insert(0, str(ROOT / "data"))
     gen = __import__("generate")
@@ -76,10 +76,10 @@ def _child(mode: str, path: str, batch_size: int, workers: int) -> None:
     """Run one measurement in this (fresh) process and print one JSON line."""
     import numpy as np
 
-    from dp.axes import category_axis, numeric_axis
+    from dppub.dp.axes import category_axis, numeric_axis
 
     # Imports happen before the clock starts: the step is timed, not the interpreter start-up.
-    from dp.engine import histogram_stream
+    from dppub.dp.engine import histogram_stream
 
     schema = _schema()
     axes = [
@@ -98,7 +98,7 @@ def _child(mode: str, path: str, batch_size: int, workers: int) -> None:
         client = Client(cluster)
     start = time.perf_counter()
     if mode == "memory":
-        from dp.engine import MemoryBackend
+        from dppub.dp.engine import MemoryBackend
 
         cols = [a.column for a in axes]
         backend = MemoryBackend.load(path, schema, cols, batch_size=batch_size)
@@ -106,7 +106,7 @@ def _child(mode: str, path: str, batch_size: int, workers: int) -> None:
     elif mode == "stream":
         counts = histogram_stream(path, schema, axes, batch_size=batch_size)
     elif mode == "dask":
-        from dp.engine.dask import DaskBackend
+        from dppub.dp.engine.dask import DaskBackend
 
         counts = histogram_stream(path, schema, axes, backend=DaskBackend(batch_size=batch_size))
     seconds = time.perf_counter() - start
@@ -176,7 +176,7 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     """One ``dppub run`` of the demo flow on ``path``; wall seconds, peak RSS and a digest."""
     import yaml
 
-    from dp.pipeline.plan import load_plan
+    from dppub.dp.pipeline.plan import load_plan
 
     work = scratch / f"demo_{rows}_{engine}"
     shutil.rmtree(work, ignore_errors=True)
@@ -189,11 +189,11 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
     resolved = load_plan(cfg, None if engine == "auto" else engine).resolved_engine()
     # The CLI of this checkout (the venv's `dppub` script imports the checkout it was installed
-    # from): `python -m flows.cli` with ROOT as the working directory.
+    # from): `python -m dppub.flows.cli` with ROOT as the working directory.
     cmd = [
         sys.executable,
         "-m",
-        "flows.cli",
+        "dppub.flows.cli",
         "run",
         str(cfg),
         "--ledger",

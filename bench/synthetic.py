@@ -247,8 +247,8 @@ def run_peer(
 def run_dppub(name: str, eps: float, seed: int, **aim: Any) -> dict[str, Any]:
     """dppub's AIM core on the same table: exact 3-way answers, ``run_aim``, its sampled rows."""
     sys.path.insert(0, str(ROOT))
-    from dp.synthetic import cdp_rho, marginal_answers, run_aim, workload_cliques
-    from dp.synthetic.pgm import require_mbi
+    from dppub.dp.synthetic import cdp_rho, marginal_answers, run_aim, workload_cliques
+    from dppub.dp.synthetic.pgm import require_mbi
 
     df, domains = DATASETS[name]()
     real = encode(df, domains)
@@ -314,7 +314,7 @@ def run_cli(name: str, eps: float, seed: int, **aim: Any) -> dict[str, Any]:
         cfg = {"dataset": {**dataset, "columns": columns}, "synthetic": [release]}
         (Path(tmp) / "bench.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         env = {**os.environ, "PREFECT_HOME": str(ROOT / ".state" / "prefect")}
-        cmd = [sys.executable, "-m", "flows.cli", "run", f"{tmp}/bench.yaml"]
+        cmd = [sys.executable, "-m", "dppub.flows.cli", "run", f"{tmp}/bench.yaml"]
         cmd += ["--ledger", f"{tmp}/ledger.sqlite", "--out", f"{tmp}/out"]
         t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -65,13 +65,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from data.generate import make_census  # noqa: E402
-from dp.engine import StreamingBackend  # noqa: E402
-from dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
-from dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
-from dp.pipeline.plan import load_plan  # noqa: E402
-from dp.pipeline.publish import in_order, publish  # noqa: E402
-from dp.schema import ColumnSpec, TableSchema  # noqa: E402
-from dp.tables.keys import (  # noqa: E402
+from dppub.dp.engine import StreamingBackend  # noqa: E402
+from dppub.dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
+from dppub.dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
+from dppub.dp.pipeline.plan import load_plan  # noqa: E402
+from dppub.dp.pipeline.publish import in_order, publish  # noqa: E402
+from dppub.dp.schema import ColumnSpec, TableSchema  # noqa: E402
+from dppub.dp.tables.keys import (  # noqa: E402
     GRID,
     KeyRule,
     KeyWeights,

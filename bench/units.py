@@ -52,11 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import _dataset, watched_run  # noqa: E402
-from dp.axes import Axis, numeric_axis  # noqa: E402
-from dp.engine import HistogramAggregate, StreamingBackend, TableSource  # noqa: E402
-from dp.engine.unit_bounding import BoundingAggregate, UnitBound  # noqa: E402
-from dp.pipeline.units import bounded_source  # noqa: E402
-from dp.schema import ColumnSpec, TableSchema  # noqa: E402
+from dppub.dp.axes import Axis, numeric_axis  # noqa: E402
+from dppub.dp.engine import HistogramAggregate, StreamingBackend, TableSource  # noqa: E402
+from dppub.dp.engine.unit_bounding import BoundingAggregate, UnitBound  # noqa: E402
+from dppub.dp.pipeline.units import bounded_source  # noqa: E402
+from dppub.dp.schema import ColumnSpec, TableSchema  # noqa: E402
 
 BOUNDS = (1, 2, 5, 10)
 SCALE_BOUND = 5
@@ -172,7 +172,7 @@ def accuracy(rows: int, units: int, epsilon: float, scratch: Path) -> dict[str, 
 
 
 def _run(cfg: Path, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg)]
+    cmd = [sys.executable, "-m", "dppub.flows.cli", "run", str(cfg)]
     cmd += ["--ledger", str(work / "ledger.sqlite"), "--out", str(work / "out")]
     with (work / "stderr").open("w") as err:
         run = watched_run(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -192,7 +192,7 @@ def scale(rows: int, units: int, data_dir: Path) -> dict[str, Any]:
     """Part 3: the demo flow on ``rows`` rows, unbounded and bounded per household."""
     import yaml
 
-    from dp.pipeline.plan import load_plan
+    from dppub.dp.pipeline.plan import load_plan
 
     base = _dataset(rows, data_dir, 16)
     data = _with_units(base, data_dir / f"census_{rows}_units_{units}", units, 11)

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.errors import ConfigError, InputError
-from dp.schema import ColumnSpec
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.schema import ColumnSpec
 
 __all__ = [
     "Axis",

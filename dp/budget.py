@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dp.errors import ConfigError
-from dp.validation import check_delta
+from dppub.dp.errors import ConfigError
+from dppub.dp.validation import check_delta
 
 __all__ = [
     "PlannedCost",

@@ -23,8 +23,8 @@ import math
 
 from scipy.special import log_ndtr
 
-from dp.errors import ConfigError, InvariantError
-from dp.validation import check_delta, check_epsilon, check_positive
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.validation import check_delta, check_epsilon, check_positive
 
 __all__ = ["gaussian_delta", "gaussian_sigma", "laplace_scale", "zcdp_gaussian_sigma"]
 

@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from dp.errors import InputError, InvariantError
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp.errors import InputError, InvariantError
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
     "check_source",

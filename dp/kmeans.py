@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InvariantError
-from dp.mechanisms import laplace
-from dp.numerics.domains import (
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.mechanisms import laplace
+from dppub.dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     check_n_features,
@@ -51,7 +51,7 @@ from dp.numerics.domains import (
     feature_domain,
     read_only,
 )
-from dp.numerics.fixedpoint import (
+from dppub.dp.numerics.fixedpoint import (
     CONVERSION_ALLOWANCE,
     FRACTION_BITS,
     ONE,
@@ -63,7 +63,7 @@ from dp.numerics.fixedpoint import (
     quantise,
     to_float,
 )
-from dp.validation import check_epsilon
+from dppub.dp.validation import check_epsilon
 
 __all__ = [
     "COUNT_SENSITIVITY",

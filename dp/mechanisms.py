@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 import opendp.prelude as odp
 
-from dp.calibration import gaussian_sigma, laplace_scale, zcdp_gaussian_sigma
-from dp.errors import ConfigError, InvariantError
-from dp.validation import check_epsilon
+from dppub.dp.calibration import gaussian_sigma, laplace_scale, zcdp_gaussian_sigma
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.validation import check_epsilon
 
 __all__ = [
     "exponential",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = ["LIFETIME", "Period", "next_period_start", "period_label"]
 

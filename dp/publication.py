@@ -27,10 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InvariantError
-from dp.faults import fault_point
-from dp.ledger import Ledger, check_run_id
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.faults import fault_point
+from dppub.dp.ledger import Ledger, check_run_id
 
 __all__ = ["Staging", "sha256_files"]
 

@@ -39,12 +39,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dp.budget import PrivacyCost
-from dp.errors import InvariantError, LedgerError
-from dp.faults import fault_point
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, Reservation
-from dp.ledger.store import Liveness
-from dp.publication import MANIFEST, Staging, sha256_files
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import InvariantError, LedgerError
+from dppub.dp.faults import fault_point
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, Reservation
+from dppub.dp.ledger.store import Liveness
+from dppub.dp.publication import MANIFEST, Staging, sha256_files
 
 __all__ = [
     "Recovered",

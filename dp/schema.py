@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dp.errors import ConfigError
-from dp.validation import check_bounds
+from dppub.dp.errors import ConfigError
+from dppub.dp.validation import check_bounds
 
 __all__ = ["DROP", "ColumnSpec", "ColumnType", "TableSchema"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = [
     "MIN_EPSILON",

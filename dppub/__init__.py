@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dp.errors import (
+from dppub.dp.errors import (
     BudgetExceededError,
     ConfigError,
     DPPubError,
@@ -44,8 +44,8 @@ from dp.errors import (
 )
 
 if TYPE_CHECKING:
-    from dp.pipeline.publish import Publication
-    from flows.commands import Failure
+    from dppub.dp.pipeline.publish import Publication
+    from dppub.flows.commands import Failure
 
 __all__ = [
     "BudgetExceededError",
@@ -93,9 +93,9 @@ def plan(config: PathArg, *, ledger: PathArg | None = None) -> PlanReport:
         ConfigError: the config is invalid, or ``ledger`` is not the config's.
         LedgerError: the ledger cannot be read.
     """
-    from dp.pipeline.environment import environment
-    from dp.pipeline.kinds.base import as_float
-    from flows.commands import plan_payload
+    from dppub.dp.pipeline.environment import environment
+    from dppub.dp.pipeline.kinds.base import as_float
+    from dppub.flows.commands import plan_payload
 
     environment()
     details = plan_payload(Path(config), _location(ledger))
@@ -141,14 +141,14 @@ def publish(
             aborted, nothing was spent``, or ``charged`` once noise was drawn).
         KeyboardInterrupt: Ctrl-C, re-raised once the run is settled.
     """
-    from dp.pipeline.environment import environment
-    from flows.server import STATE, prefect_env
+    from dppub.dp.pipeline.environment import environment
+    from dppub.flows.server import STATE, prefect_env
 
     timeout = environment().ledger_timeout
     if "prefect" not in sys.modules:
         prefect_env()
-    from flows.commands import execute_opened, open_run
-    from flows.interrupts import Signals
+    from dppub.flows.commands import execute_opened, open_run
+    from dppub.flows.interrupts import Signals
 
     path, target = Path(config), Path(out) if out is not None else STATE / "published"
     signals = Signals()  # no handlers here: Ctrl-C stays Python's KeyboardInterrupt
@@ -156,7 +156,7 @@ def publish(
     failure = execute_opened(opened, path, target, engine, signals=signals)
     if failure is not None:
         raise _raised(failure)
-    from dp.pipeline.publish import Publication
+    from dppub.dp.pipeline.publish import Publication
 
     final = opened.run.staging.final
     manifest = json.loads((final / "manifest.json").read_text(encoding="utf-8"))
@@ -185,11 +185,11 @@ def _raised(failure: Failure) -> BaseException:
 def __getattr__(name: str) -> Any:
     """``publish_flow`` and ``Publication``, imported on first use (Prefect, the pipeline)."""
     if name == "publish_flow":
-        from flows.publish import publish as flow
+        from dppub.flows.publish import publish as flow
 
         return flow
     if name == "Publication":
-        from dp.pipeline.publish import Publication
+        from dppub.dp.pipeline.publish import Publication
 
         return Publication
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

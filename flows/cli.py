@@ -18,8 +18,8 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from flows.interrupts import Interrupted, catching, ignore_from_now
-from flows.server import STATE, prefect_env
+from dppub.flows.interrupts import Interrupted, catching, ignore_from_now
+from dppub.flows.server import STATE, prefect_env
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -70,7 +70,7 @@ def _before_any_command(show_version: VersionOpt = False) -> None:
     dppub's Prefect settings are made before any command can import Prefect: it reads them
     once, when first imported. Nothing this module imports up front imports Prefect
     (tests/flows/test_cli.py checks)."""
-    from dp.pipeline.environment import environment
+    from dppub.dp.pipeline.environment import environment
 
     _guard(environment)
     prefect_env()
@@ -78,7 +78,7 @@ def _before_any_command(show_version: VersionOpt = False) -> None:
 
 def _ledger_timeout() -> float:
     """Seconds to wait for another process holding the ledger's write lock."""
-    from dp.pipeline.environment import environment
+    from dppub.dp.pipeline.environment import environment
 
     return environment().ledger_timeout
 
@@ -93,8 +93,8 @@ def _fail(message: str, code: int) -> None:
 def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run ``fn``; turn dppub's own errors and the machine's I/O errors into one line and an
     exit code."""
-    from dp.errors import BudgetExceededError, DPPubError
-    from flows.commands import io_error_line
+    from dppub.dp.errors import BudgetExceededError, DPPubError
+    from dppub.flows.commands import io_error_line
 
     try:
         return fn(*args, **kwargs)
@@ -113,7 +113,7 @@ def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False)
 
     Exits 3, after the plan, with run's refusal when the ledger would refuse the run.
     """
-    from flows.commands import plan_payload
+    from dppub.flows.commands import plan_payload
 
     payload = _guard(plan_payload, config, ledger)
     if as_json:
@@ -125,7 +125,7 @@ def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False)
 
 
 def _plan_text(payload: dict[str, Any]) -> None:
-    from dp.pipeline.registry import kind_of
+    from dppub.dp.pipeline.registry import kind_of
 
     typer.echo(f"dataset {payload['dataset']}")
     if payload["privacy_unit"] is None:
@@ -181,7 +181,7 @@ def run(
     nothing and publishes nothing. SIGTERM and Ctrl-C settle the run (a published run is
     committed, one that drew noise is charged) and exit 143 / 130.
     """
-    from flows.commands import execute_opened, open_run
+    from dppub.flows.commands import execute_opened, open_run
 
     with catching() as signals, _stdout_to_stderr():
         try:
@@ -189,7 +189,7 @@ def run(
         except Interrupted:
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
         if opened.api is None:
-            from flows.local import NOT_RECORDED
+            from dppub.flows.local import NOT_RECORDED
 
             typer.echo(NOT_RECORDED, err=True)
         failure = execute_opened(opened, config, out, engine, signals=signals)
@@ -205,7 +205,7 @@ def recover(
     dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
 ) -> None:
     """Settle runs that died: commit the published, charge those that drew noise, abort the rest."""
-    from flows.commands import settle_dead
+    from dppub.flows.commands import settle_dead
 
     done = _guard(settle_dead, ledger, dataset)
     for r in done:
@@ -223,7 +223,7 @@ def audit(
     ] = None,
 ) -> None:
     """Verify the ledger's hash chain and report spending per dataset."""
-    from flows.commands import audit_lines, audit_payload, write_audit_page
+    from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
 
     payload = _guard(audit_payload, ledger, dataset)
     if html_file is not None:
@@ -253,7 +253,7 @@ def budget_amend(
     The ledger refuses runs whose config disagrees with what it recorded; this is the one way
     to change it, and the change (who, when, why, what) is a ledger entry that audits show.
     """
-    from flows.commands import amend
+    from dppub.flows.commands import amend
 
     done = _guard(amend, config, ledger, reason, _ledger_timeout())
     typer.echo(f"recorded: dataset {done.name!r} ({done.path}): {done.policy.describe()}")
@@ -267,7 +267,7 @@ def serve(configs: list[Path], ledger: ConfigLedgerOpt = None, out: OutOpt = DEF
     otherwise starts one on loopback. Prints the command that starts a run now. Ctrl-C stops
     it: exit 130.
     """
-    from flows.commands import serve_schedules
+    from dppub.flows.commands import serve_schedules
 
     try:
         _guard(serve_schedules, configs, ledger, out, lambda line: typer.echo(line, err=True))
@@ -287,7 +287,7 @@ def deploy(
     them. The config, ledger and output folder are fixed here: a run whose parameters name
     others fails. Prints, per deployment, the command that starts a run now.
     """
-    from flows.deploy import deploy_configs
+    from dppub.flows.deploy import deploy_configs
 
     for d in _guard(deploy_configs, configs, pool, ledger, out):
         typer.echo(f"deployed {d.name} to work pool {pool!r}; to run it now: {d.command}")

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dp.errors import ConfigError, DPPubError
-from dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
-from dp.ledger.summary import spending_summary
-from flows.interrupts import Interrupted, Signals
+from dppub.dp.errors import ConfigError, DPPubError
+from dppub.dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
+from dppub.dp.ledger.summary import spending_summary
+from dppub.flows.interrupts import Interrupted, Signals
 
 if TYPE_CHECKING:
-    from dp.pipeline.config import PipelineConfig
-    from dp.pipeline.kinds import JSON
-    from dp.pipeline.plan import Plan
-    from dp.pipeline.publish import Publication
-    from dp.runs import Recovered, Run
+    from dppub.dp.pipeline.config import PipelineConfig
+    from dppub.dp.pipeline.kinds import JSON
+    from dppub.dp.pipeline.plan import Plan
+    from dppub.dp.pipeline.publish import Publication
+    from dppub.dp.runs import Recovered, Run
 
 # The pipeline (and with it the engines, the estimators and their solvers, ~1.3 s) is imported
 # by the commands that plan, the run protocol (pandas) by those that run or settle: `dppub
@@ -76,10 +76,10 @@ def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
 
 def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
-    from dp.budget import PrivacyCost
-    from dp.errors import BudgetExceededError
-    from dp.ledger.book import admit
-    from dp.pipeline.plan import load_plan
+    from dppub.dp.budget import PrivacyCost
+    from dppub.dp.errors import BudgetExceededError
+    from dppub.dp.ledger.book import admit
+    from dppub.dp.pipeline.plan import load_plan
 
     plan = load_plan(config)
     cfg = plan.config
@@ -171,8 +171,8 @@ def open_run(
     on, a signal is only noted: :func:`execute_opened` delivers it once it holds the run, so an
     interrupted run is always settled (here, aborted at no cost).
     """
-    from dp.pipeline.plan import load_plan
-    from flows.server import check_api, configured_api
+    from dppub.dp.pipeline.plan import load_plan
+    from dppub.flows.server import check_api, configured_api
 
     plan = load_plan(config, engine)
     api = configured_api()
@@ -187,11 +187,11 @@ def publish_opened(opened: Opened, config: Path, out: Path, engine: str | None) 
     """Publish an opened run in this process, as the Prefect flow (recorded at ``opened.api``)
     or without Prefect. The caller holds the run and settles it (:func:`execute_opened`)."""
     if opened.api is None:
-        from flows.local import publish_locally
+        from dppub.flows.local import publish_locally
 
         return publish_locally(opened.plan, opened.run).publication(opened.plan)
-    from flows.publish import Handed
-    from flows.runner import flow_for
+    from dppub.flows.publish import Handed
+    from dppub.flows.runner import flow_for
 
     return flow_for(opened.plan)(
         str(config.resolve()),
@@ -275,7 +275,7 @@ def _prefect_api_failed(exc: Exception) -> bool:
 
 def settle_dead(ledger: str, dataset: str | None) -> list[Recovered]:
     """Settle every pending run of a dead process (of one dataset, or all)."""
-    from dp.runs import recover
+    from dppub.dp.runs import recover
 
     book = Ledger(ledger, create=False)
     keys = [d.key for d in book.declarations() if dataset in (None, d.name)]
@@ -317,7 +317,7 @@ def audit_lines(payload: Mapping[str, Any]) -> list[str]:
 
 def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> None:
     """The self-contained audit page."""
-    from dp.pipeline.audit_page import render_audit_html
+    from dppub.dp.pipeline.audit_page import render_audit_html
 
     history = Ledger(ledger, create=False).history()
     try:
@@ -328,7 +328,7 @@ def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> Non
 
 def amend(config: Path, ledger: str | None, reason: str, timeout: float) -> Declaration:
     """Record the config's budget, name and source for its data (``budget amend``)."""
-    from dp.pipeline.plan import load_plan
+    from dppub.dp.pipeline.plan import load_plan
 
     cfg = load_plan(config).config
     book = Ledger(ledger_for(cfg, ledger), timeout=timeout, create=False)
@@ -345,8 +345,8 @@ def serve_schedules(
     as ``KeyboardInterrupt`` once the runner has stopped."""
     import asyncio
 
-    from flows.deploy import bind, deployment_of, run_command
-    from flows.server import (
+    from dppub.flows.deploy import bind, deployment_of, run_command
+    from dppub.flows.server import (
         STATE,
         check_api,
         configured_api,

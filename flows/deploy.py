@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from dp.errors import ConfigError
-from dp.pipeline.plan import Plan, load_plan
-from flows.server import check_api, configured_api
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.plan import Plan, load_plan
+from dppub.flows.server import check_api, configured_api
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Schedule
 
-    from dp.pipeline.config import ScheduleModel
+    from dppub.dp.pipeline.config import ScheduleModel
 
 __all__ = [
     "Bound",
@@ -64,7 +64,7 @@ def bind(configs: list[Path], ledger: str | None, out: Path) -> list[Bound]:
         ConfigError: a config without a schedule, or a ``--ledger`` it refuses (checked for
             every config before anything is registered).
     """
-    from flows.commands import ledger_for
+    from dppub.flows.commands import ledger_for
 
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
@@ -87,7 +87,7 @@ def bind(configs: list[Path], ledger: str | None, out: Path) -> list[Bound]:
 def deployment_of(bound: Bound, **options: Any) -> RunnerDeployment:
     """The deployment of one config: named after its dataset, on its schedule, with its
     config, ledger and output folder as the parameters."""
-    from flows.runner import flow_for
+    from dppub.flows.runner import flow_for
 
     sched = bound.plan.config.schedule
     if sched is None:

@@ -20,14 +20,14 @@ from concurrent.futures import wait as wait_all
 from contextlib import contextmanager
 from typing import Any
 
-from dp.engine import TableSource
-from dp.pipeline import publish as steps
-from dp.pipeline.kinds import ReleaseSummary
-from dp.pipeline.plan import Plan
-from dp.pipeline.publish import Published, Release, Steps
-from dp.runs import Run
-from flows.runner import dask_cluster
-from tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS, retryable
+from dppub.dp.engine import TableSource
+from dppub.dp.pipeline import publish as steps
+from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.publish import Published, Release, Steps
+from dppub.dp.runs import Run
+from dppub.flows.runner import dask_cluster
+from dppub.tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS, retryable
 
 __all__ = ["NOT_RECORDED", "publish_locally"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from dp.errors import DPPubError
-from flows.interrupts import Interrupted, arrived
+from dppub.dp.errors import DPPubError
+from dppub.flows.interrupts import Interrupted, arrived
 
 __all__ = ["quiet_expected_errors"]
 

@@ -18,16 +18,16 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import PrefectFuture, wait
 from prefect.runtime import deployment
 
-from dp.pipeline.kinds import ReleaseSummary
-from dp.pipeline.plan import Plan, load_plan
-from dp.pipeline.publish import Publication, Published, Release, Steps
-from dp.pipeline.publish import publish as publication
-from dp.pipeline.report import budget_rows
-from dp.runs import Run
-from flows.commands import ledger_for
-from flows.logs import quiet_expected_errors
-from flows.server import check_served
-from tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
+from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.plan import Plan, load_plan
+from dppub.dp.pipeline.publish import Publication, Published, Release, Steps
+from dppub.dp.pipeline.publish import publish as publication
+from dppub.dp.pipeline.report import budget_rows
+from dppub.dp.runs import Run
+from dppub.flows.commands import ledger_for
+from dppub.flows.logs import quiet_expected_errors
+from dppub.flows.server import check_served
+from dppub.tasks.releases import bound_units, compose, compute_release, read_source, shared_scan
 
 __all__ = ["Handed", "publish"]
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dp.pipeline.plan import Plan
-from dp.pipeline.publish import Publication
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.publish import Publication
 
 if TYPE_CHECKING:
     from prefect import Flow
@@ -33,7 +33,7 @@ __all__ = ["dask_cluster", "flow_for", "task_runner"]
 
 def flow_for(plan: Plan) -> Flow[..., Publication]:
     """The publish flow with the task runner of the plan's engine."""
-    from flows.publish import publish
+    from dppub.flows.publish import publish
 
     runner = task_runner(plan)
     return publish if runner is None else publish.with_options(task_runner=runner)

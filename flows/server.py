@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = [
     "STATE",
@@ -131,7 +131,7 @@ def check_served(parameters: dict[str, str | None]) -> None:
     Raises:
         ConfigError: the run's parameters differ from the registration.
     """
-    from flows.deploy import registered_parameters
+    from dppub.flows.deploy import registered_parameters
 
     given = {k: v for k, v in parameters.items() if v is not None}
     served = os.environ.get(_SERVED)

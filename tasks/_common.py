@@ -17,7 +17,7 @@ from prefect import get_run_logger
 from prefect.cache_policies import NONE
 from prefect.exceptions import MissingContextError
 
-from tasks.retries import retryable
+from dppub.tasks.retries import retryable
 
 PRIVATE: dict[str, Any] = {"cache_policy": NONE, "persist_result": False, "retries": 0}
 

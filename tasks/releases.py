@@ -11,15 +11,15 @@ from typing import Any
 
 from prefect import task
 
-from dp.engine import TableSource
-from dp.pipeline import publish as steps
-from dp.pipeline.execute import Filters
-from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
-from dp.pipeline.plan import Plan
-from dp.publication import Staging
-from dp.runs import Run
-from tasks._common import PRIVATE, retry_on_io_error, run_logger
-from tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS
+from dppub.dp.engine import TableSource
+from dppub.dp.pipeline import publish as steps
+from dppub.dp.pipeline.execute import Filters
+from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.publication import Staging
+from dppub.dp.runs import Run
+from dppub.tasks._common import PRIVATE, retry_on_io_error, run_logger
+from dppub.tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS
 
 __all__ = ["bound_units", "compose", "compute_release", "read_source", "shared_scan"]
 

@@ -5,7 +5,7 @@ run without Prefect (:mod:`flows.local`) both take it from here."""
 
 from __future__ import annotations
 
-from dp.errors import DPPubError
+from dppub.dp.errors import DPPubError
 
 __all__ = ["READ_RETRIES", "READ_RETRY_DELAY_SECONDS", "retryable"]
 

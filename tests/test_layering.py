@@ -32,7 +32,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "reference": ("dp.reference",),
     "tasks": ("tasks",),
     "flows": ("flows",),
+    "api": ("api",),
 }
+TOPS = ("dp", "flows", "tasks")
 DP = ("foundations", "privacy core", "synthetic", "data access", "operations", "pipeline")
 # layer -> the layers (its own included) and third-party roots it may import from.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -47,6 +49,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "reference": frozenset({"foundations", "privacy core", "data access", "reference"}),
     "tasks": frozenset({*DP, "tasks", "prefect"}),
     "flows": frozenset({*DP, "tasks", "flows", "prefect"}),
+    # `import dppub`: the Python API over the commands and the flow.
+    "api": frozenset({*DP, "tasks", "flows", "api"}),
 }
 # Third-party roots only the layers that name them may import.
 GUARDED = frozenset({"prefect", "mbi", "jax"})
@@ -74,17 +78,21 @@ def _imports(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module, "a relative import"
             names.add(node.module)
-            if node.module == "dp":
+            if node.module in ("dp", "dppub.dp"):
                 names |= {f"dp.{a.name}" for a in node.names}
-    return names
+    # The code imports its own modules under the installed package: `dppub.dp.x` is `dp.x`.
+    return {n.removeprefix("dppub.") for n in names}
 
 
 @functools.cache
 def _sources() -> dict[str, frozenset[str]]:
-    """Module -> what it imports, for every module of dp/, tasks/ and flows/."""
+    """Module -> what it imports, for every module of dp/, tasks/ and flows/, and the API
+    (`dppub/__init__.py`, named `api` here: its own subpackages are the other layers)."""
     paths = sorted(p for top in ("dp", "tasks", "flows") for p in (ROOT / top).rglob("*.py"))
     assert paths
-    return {_module(p): frozenset(_imports(p.read_text())) for p in paths}
+    sources = {_module(p): frozenset(_imports(p.read_text())) for p in paths}
+    sources["api"] = frozenset(_imports((ROOT / "dppub" / "__init__.py").read_text()))
+    return sources
 
 
 def violations(sources: dict[str, frozenset[str]]) -> list[str]:
@@ -116,16 +124,20 @@ def test_every_layer_holds_modules() -> None:
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
     [
-        ("dp.budget", "from dp.ledger import Ledger", "dp.budget (foundations)"),
-        ("dp.matrix.error", "from dp.engine import TableSource", "dp.matrix.error (privacy"),
-        ("dp.ledger.chain", "import dp.mechanisms", "dp.ledger.chain (operations)"),
-        ("dp.engine.memory", "from dp import pipeline", "dp.engine.memory (data"),
+        ("dp.budget", "from dppub.dp.ledger import Ledger", "dp.budget (foundations)"),
+        ("dp.matrix.error", "from dppub.dp.engine import TableSource", "dp.matrix.error (privacy"),
+        ("dp.ledger.chain", "import dppub.dp.mechanisms", "dp.ledger.chain (operations)"),
+        ("dp.engine.memory", "from dppub.dp import pipeline", "dp.engine.memory (data"),
         ("dp.pipeline.plan", "from prefect import flow", "dp.pipeline.plan (pipeline)"),
         ("dp.pipeline.plan", "import mbi", "dp.pipeline.plan (pipeline)"),
-        ("dp.synthetic.aim", "from dp.engine import TableSource", "dp.synthetic.aim (synthetic)"),
-        ("dp.pipeline.plan", "import dp.reference.histogram", "dp.pipeline.plan (pipeline)"),
-        ("tasks.releases", "from flows import publish", "tasks.releases (tasks)"),
-        ("dp.io", "if True:\n    import tasks.releases", "dp.io (data access)"),
+        (
+            "dp.synthetic.aim",
+            "from dppub.dp.engine import TableSource",
+            "dp.synthetic.aim (synthetic)",
+        ),
+        ("dp.pipeline.plan", "import dppub.dp.reference.histogram", "dp.pipeline.plan (pipeline)"),
+        ("tasks.releases", "from dppub.flows import publish", "tasks.releases (tasks)"),
+        ("dp.io", "if True:\n    import dppub.tasks.releases", "dp.io (data access)"),
         ("dp.newpackage.module", "import numpy", "dp.newpackage.module is in no layer"),
     ],
 )
@@ -139,6 +151,24 @@ def test_an_import_against_the_table_fails(module: str, line: str, broken: str) 
 @pytest.mark.slow  # a fresh interpreter importing all of dp: seconds of CPU
 def test_importing_all_of_dp_loads_no_prefect() -> None:
     modules = [m for m in _sources() if m.split(".")[0] == "dp"]
-    code = "import sys\n" + "".join(f"import {m}\n" for m in modules)
+    code = "import sys\n" + "".join(f"import dppub.{m}\n" for m in modules)
     code += "assert not [m for m in sys.modules if m.split('.')[0] == 'prefect']\n"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_own_modules_are_imported_through_the_installed_package() -> None:
+    """Installed, the code is `dppub.dp`, `dppub.flows`, `dppub.tasks`: a bare `import dp...`
+    works only from the repository's root, so it must not appear anywhere."""
+    bare = []
+    for top in ("dp", "tasks", "flows", "dppub", "tests", "bench"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else []
+                )
+                bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in TOPS]
+    assert not bare, "\n".join(bare)

@@ -7,7 +7,7 @@ generalized columns only through hierarchy axes with levels fixed in the config
 in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
 """
 
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import METRICS
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.metrics import METRICS
 
 __all__ = ["METRICS", "Hierarchy"]

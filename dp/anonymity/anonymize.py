@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.anonymity.classes import CodedTable, LDiversity, NodeClasses
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import (
+from dppub.dp.anonymity.classes import CodedTable, LDiversity, NodeClasses
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.metrics import (
     ARX_METRICS,
     METRICS,
     MetricTables,
@@ -30,13 +30,13 @@ from dp.anonymity.metrics import (
     class_size_summary,
     wsum,
 )
-from dp.anonymity.result import (
+from dppub.dp.anonymity.result import (
     Generalization,
     empty_generalization,
 )
-from dp.anonymity.search import Outcome, greedy, optimal
-from dp.errors import ConfigError, InputError
-from dp.validation import check_probability
+from dppub.dp.anonymity.search import Outcome, greedy, optimal
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.validation import check_probability
 
 __all__ = [
     "EXACT_MAX_NODES",

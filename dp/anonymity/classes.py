@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.anonymity.hierarchy import Hierarchy
-from dp.errors import InvariantError
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.errors import InvariantError
 
 __all__ = ["CodedTable", "LDiversity", "NodeClasses"]
 

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.errors import ConfigError, InputError
+from dppub.dp.errors import ConfigError, InputError
 
 __all__ = ["Hierarchy"]
 

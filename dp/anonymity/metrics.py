@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.anonymity.classes import CodedTable, NodeClasses
-from dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.classes import CodedTable, NodeClasses
+from dppub.dp.anonymity.hierarchy import Hierarchy
 
 __all__ = [
     "ARX_METRICS",

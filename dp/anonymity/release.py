@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.hierarchy import Hierarchy
 
 __all__ = ["InputDigest", "release_rows"]
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import class_size_summary
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.metrics import class_size_summary
 
 __all__ = [
     "AnonymizationReport",

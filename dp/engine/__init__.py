@@ -9,25 +9,25 @@ written batch by batch (:func:`anonymize_stream`). Every function returns *exact
 noise is added once by the caller, never here.
 """
 
-from dp.engine.aggregate import Aggregate, Fused, StreamingBackend, with_progress
-from dp.engine.anonymity_counts import (
+from dppub.dp.engine.aggregate import Aggregate, Fused, StreamingBackend, with_progress
+from dppub.dp.engine.anonymity_counts import (
     DistinctValuesAggregate,
     LeafCountsAggregate,
     distinct_values_stream,
     leaf_counts_stream,
     node_class_sizes,
 )
-from dp.engine.anonymize import anonymize_stream
-from dp.engine.batches import DEFAULT_BATCH_SIZE
-from dp.engine.dask import DaskBackend
-from dp.engine.histogram_counts import HistogramAggregate, histogram_stream
-from dp.engine.lloyd_cache import Projection, ProjectionAggregate
-from dp.engine.lloyd_sums import lloyd_statistics_stream, projected_lloyd_step
-from dp.engine.logistic_sums import LogisticLossAggregate, logistic_sums_stream
-from dp.engine.marginal_counts import MarginalsAggregate
-from dp.engine.memory import MemoryBackend, estimate_bytes
-from dp.engine.regression_sums import StatisticsAggregate, regression_statistics_stream
-from dp.engine.source import TableSource
+from dppub.dp.engine.anonymize import anonymize_stream
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.engine.histogram_counts import HistogramAggregate, histogram_stream
+from dppub.dp.engine.lloyd_cache import Projection, ProjectionAggregate
+from dppub.dp.engine.lloyd_sums import lloyd_statistics_stream, projected_lloyd_step
+from dppub.dp.engine.logistic_sums import LogisticLossAggregate, logistic_sums_stream
+from dppub.dp.engine.marginal_counts import MarginalsAggregate
+from dppub.dp.engine.memory import MemoryBackend, estimate_bytes
+from dppub.dp.engine.regression_sums import StatisticsAggregate, regression_statistics_stream
+from dppub.dp.engine.source import TableSource
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import pyarrow.dataset as pads
 
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, Scan, iter_batches, open_scan
-from dp.schema import TableSchema
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, Scan, iter_batches, open_scan
+from dppub.dp.schema import TableSchema
 
 __all__ = [
     "Aggregate",

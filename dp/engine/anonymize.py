@@ -30,16 +30,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dp.anonymity.anonymize import anonymize_counts
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.release import InputDigest, release_rows
-from dp.anonymity.result import AnonymizationReport
-from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.anonymity_counts import IntArray, batch_leaf_codes, leaf_counts_stream
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, batch_frame
-from dp.errors import ConfigError, InputError
-from dp.io import empty_frame
-from dp.schema import TableSchema
+from dppub.dp.anonymity.anonymize import anonymize_counts
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.release import InputDigest, release_rows
+from dppub.dp.anonymity.result import AnonymizationReport
+from dppub.dp.engine.aggregate import Backend, StreamingBackend
+from dppub.dp.engine.anonymity_counts import IntArray, batch_leaf_codes, leaf_counts_stream
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, batch_frame
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.io import empty_frame
+from dppub.dp.schema import TableSchema
 
 __all__ = ["anonymize_stream"]
 

@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from dp.errors import ConfigError, InputError, InvariantError
-from dp.io import check_source, clamp_numeric, fragments
-from dp.schema import DROP, ColumnSpec, TableSchema
+from dppub.dp.errors import ConfigError, InputError, InvariantError
+from dppub.dp.io import check_source, clamp_numeric, fragments
+from dppub.dp.schema import DROP, ColumnSpec, TableSchema
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dp.engine.aggregate import Aggregate, StreamingBackend, fragment_partial, merge_partials
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, open_scan
-from dp.errors import ConfigError
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Aggregate, StreamingBackend, fragment_partial, merge_partials
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, open_scan
+from dppub.dp.errors import ConfigError
+from dppub.dp.schema import TableSchema
 
 __all__ = ["DaskBackend"]
 

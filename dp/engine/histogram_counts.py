@@ -20,11 +20,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp.axes import Axis
-from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
-from dp.errors import ConfigError, InvariantError
-from dp.schema import TableSchema
+from dppub.dp.axes import Axis
+from dppub.dp.engine.aggregate import Backend, StreamingBackend
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.schema import TableSchema
 
 __all__ = ["HistogramAggregate", "axis_codes", "histogram_stream"]
 

@@ -24,10 +24,10 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from dp.engine.batches import Batch
-from dp.engine.unit_bounding import UnitBound
-from dp.errors import ConfigError, InvariantError
-from dp.tables.keys import GRID, KeyWeights, unit_weight
+from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.unit_bounding import UnitBound
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.tables.keys import GRID, KeyWeights, unit_weight
 
 __all__ = ["KEY_SEPARATOR", "KeyWeightsAggregate", "key_labels"]
 

@@ -17,11 +17,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.engine.batches import Batch
-from dp.engine.key_weights import key_labels
-from dp.engine.table_sums import GroupSums
-from dp.errors import ConfigError, InvariantError
-from dp.numerics.fixedpoint import FRACTION_BITS, ONE, check_rows, quantise, to_float
+from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.key_weights import key_labels
+from dppub.dp.engine.table_sums import GroupSums
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.numerics.fixedpoint import FRACTION_BITS, ONE, check_rows, quantise, to_float
 
 __all__ = ["KeyedSums", "KeyedSumsAggregate"]
 

@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from dp.engine.batches import Batch, NumericArray
-from dp.errors import ConfigError
+from dppub.dp.engine.batches import Batch, NumericArray
+from dppub.dp.errors import ConfigError
 
 __all__ = ["PROJECTION_ROWS", "Projection", "ProjectionAggregate"]
 

@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
-from dp.engine.lloyd_cache import Projection
-from dp.errors import ConfigError
-from dp.kmeans import lloyd_finish, lloyd_partial
-from dp.numerics.domains import FeatureDomain
-from dp.numerics.fixedpoint import IntArray, int_zeros
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Backend, StreamingBackend
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch
+from dppub.dp.engine.lloyd_cache import Projection
+from dppub.dp.errors import ConfigError
+from dppub.dp.kmeans import lloyd_finish, lloyd_partial
+from dppub.dp.numerics.domains import FeatureDomain
+from dppub.dp.numerics.fixedpoint import IntArray, int_zeros
+from dppub.dp.schema import TableSchema
 
 __all__ = ["LloydAggregate", "lloyd_statistics_stream", "projected_lloyd_step"]
 

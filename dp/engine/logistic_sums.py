@@ -22,14 +22,18 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
-from dp.engine.regression_sums import check_design_columns, check_regression_columns, design_rows
-from dp.errors import ConfigError
-from dp.regression.logistic import normalised_rows
-from dp.regression.losssums import LossPartial, LossSums, loss_partial
-from dp.regression.statistics import Design
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Backend, StreamingBackend
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
+from dppub.dp.engine.regression_sums import (
+    check_design_columns,
+    check_regression_columns,
+    design_rows,
+)
+from dppub.dp.errors import ConfigError
+from dppub.dp.regression.logistic import normalised_rows
+from dppub.dp.regression.losssums import LossPartial, LossSums, loss_partial
+from dppub.dp.regression.statistics import Design
+from dppub.dp.schema import TableSchema
 
 __all__ = ["LogisticLossAggregate", "logistic_sums_stream"]
 

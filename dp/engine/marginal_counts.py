@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.axes import Axis
-from dp.engine.batches import Batch
-from dp.engine.histogram_counts import axis_codes
-from dp.errors import ConfigError
+from dppub.dp.axes import Axis
+from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.histogram_counts import axis_codes
+from dppub.dp.errors import ConfigError
 
 __all__ = ["MarginalsAggregate"]
 

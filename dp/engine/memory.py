@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from dp.engine.aggregate import Aggregate, Progress, fold_batches, fold_fragments
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
-from dp.errors import InvariantError
-from dp.io import fragments
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Aggregate, Progress, fold_batches, fold_fragments
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
+from dppub.dp.errors import InvariantError
+from dppub.dp.io import fragments
+from dppub.dp.schema import TableSchema
 
 __all__ = ["MemoryBackend", "estimate_bytes"]
 

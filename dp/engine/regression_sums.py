@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dp.engine.aggregate import Backend, StreamingBackend
-from dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
-from dp.errors import ConfigError, InvariantError
-from dp.regression.statistics import Design, ExactMoments, SufficientStatistics, exact_moments
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Backend, StreamingBackend
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, binary_labels
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.regression.statistics import Design, ExactMoments, SufficientStatistics, exact_moments
+from dppub.dp.schema import TableSchema
 
 __all__ = [
     "Response",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dp.engine.aggregate import Backend
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Backend
+from dppub.dp.schema import TableSchema
 
 __all__ = ["TableSource"]
 

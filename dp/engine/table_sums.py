@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.axes import Axis
-from dp.engine.batches import Batch
-from dp.engine.histogram_counts import axis_codes
-from dp.errors import ConfigError, InvariantError
-from dp.numerics.fixedpoint import (
+from dppub.dp.axes import Axis
+from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.histogram_counts import axis_codes
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.numerics.fixedpoint import (
     FRACTION_BITS,
     ONE,
     IntArray,

@@ -39,10 +39,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.engine.aggregate import Aggregate, Backend, fold
-from dp.engine.batches import Batch, Mask
-from dp.errors import InvariantError
-from dp.schema import TableSchema
+from dppub.dp.engine.aggregate import Aggregate, Backend, fold
+from dppub.dp.engine.batches import Batch, Mask
+from dppub.dp.errors import InvariantError
+from dppub.dp.schema import TableSchema
 
 __all__ = [
     "SPILL_ROWS",

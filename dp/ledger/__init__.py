@@ -30,17 +30,17 @@ that runs on several hosts share (a ``postgresql://`` URL); both keep the same r
 behind one store interface (:mod:`dp.ledger.store`).
 """
 
-from dp.ledger.book import Ledger
-from dp.ledger.chain import GENESIS
-from dp.ledger.policy import PERIOD_FIELD, BudgetPolicy, DataIdentity
-from dp.ledger.records import (
+from dppub.dp.ledger.book import Ledger
+from dppub.dp.ledger.chain import GENESIS
+from dppub.dp.ledger.policy import PERIOD_FIELD, BudgetPolicy, DataIdentity
+from dppub.dp.ledger.records import (
     ChainReport,
     Declaration,
     ReleaseRecord,
     Reservation,
     check_run_id,
 )
-from dp.ledger.store import NoLedgerError, ledger_location
+from dppub.dp.ledger.store import NoLedgerError, ledger_location
 
 __all__ = [
     "GENESIS",

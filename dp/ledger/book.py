@@ -12,22 +12,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
-from dp.ledger.chain import MAX_EPSILON, TERMINAL, partition_text
-from dp.ledger.datasets import (
+from dppub.dp.budget import PlannedCost, PrivacyCost, compose
+from dppub.dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
+from dppub.dp.ledger.chain import MAX_EPSILON, TERMINAL, partition_text
+from dppub.dp.ledger.datasets import (
     Append,
     amendment_row,
     check_declared,
     current_declarations,
     identity_key,
 )
-from dp.ledger.history import STATES, history_rows, published_neighbours, run_rows
-from dp.ledger.log import ChainedLog
-from dp.ledger.policy import BudgetPolicy, DataIdentity
-from dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
-from dp.ledger.store import Connection, Row, Store, open_store
-from dp.periods import next_period_start, period_label
+from dppub.dp.ledger.history import STATES, history_rows, published_neighbours, run_rows
+from dppub.dp.ledger.log import ChainedLog
+from dppub.dp.ledger.policy import BudgetPolicy, DataIdentity
+from dppub.dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
+from dppub.dp.ledger.store import Connection, Row, Store, open_store
+from dppub.dp.periods import next_period_start, period_label
 
 __all__ = ["Ledger"]
 

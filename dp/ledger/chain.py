@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from dp.ledger.records import ChainReport
+from dppub.dp.ledger.records import ChainReport
 
 __all__ = [
     "EVENTS",

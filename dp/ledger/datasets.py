@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from dp.errors import ConfigError, LedgerError
-from dp.ledger.policy import BudgetPolicy, DataIdentity
-from dp.ledger.records import Declaration
-from dp.ledger.store import Connection
+from dppub.dp.errors import ConfigError, LedgerError
+from dppub.dp.ledger.policy import BudgetPolicy, DataIdentity
+from dppub.dp.ledger.records import Declaration
+from dppub.dp.ledger.store import Connection
 
 __all__ = ["amendment_row", "check_declared", "current_declarations", "identity_key", "note"]
 

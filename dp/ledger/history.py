@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dp.ledger.chain import TERMINAL
-from dp.ledger.store import Store
+from dppub.dp.ledger.chain import TERMINAL
+from dppub.dp.ledger.store import Store
 
 __all__ = ["STATES", "history_rows", "published_neighbours", "run_rows"]
 

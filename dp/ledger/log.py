@@ -18,10 +18,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from dp.errors import ConfigError, LedgerError
-from dp.ledger.chain import FIELDS, GENESIS, MAX_EPSILON, REALS, now, row_hash, verify_rows
-from dp.ledger.records import ChainReport
-from dp.ledger.store import Connection, Store
+from dppub.dp.errors import ConfigError, LedgerError
+from dppub.dp.ledger.chain import FIELDS, GENESIS, MAX_EPSILON, REALS, now, row_hash, verify_rows
+from dppub.dp.ledger.records import ChainReport
+from dppub.dp.ledger.store import Connection, Store
 
 __all__ = ["COLUMNS", "ChainedLog"]
 

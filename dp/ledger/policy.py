@@ -21,9 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.periods import LIFETIME, Period, period_label
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.periods import LIFETIME, Period, period_label
 
 __all__ = ["PERIOD_FIELD", "BudgetPolicy", "DataIdentity"]
 

@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
-from dp.errors import LedgerError
-from dp.ledger.chain import schema
-from dp.ledger.store import Connection, NoLedgerError, check_format, display_url
+from dppub.dp.errors import LedgerError
+from dppub.dp.ledger.chain import schema
+from dppub.dp.ledger.store import Connection, NoLedgerError, check_format, display_url
 
 __all__ = ["PostgresStore"]
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.ledger.policy import BudgetPolicy
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger.policy import BudgetPolicy
 
 __all__ = ["ChainReport", "Declaration", "ReleaseRecord", "Reservation", "check_run_id"]
 

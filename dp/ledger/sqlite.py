@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dp.errors import LedgerError
-from dp.ledger.chain import schema
-from dp.ledger.store import Connection, NoLedgerError, check_file_path, check_format
+from dppub.dp.errors import LedgerError
+from dppub.dp.ledger.chain import schema
+from dppub.dp.ledger.store import Connection, NoLedgerError, check_file_path, check_format
 
 __all__ = ["SqliteStore"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from dp.errors import LedgerError
-from dp.ledger.chain import FORMAT
+from dppub.dp.errors import LedgerError
+from dppub.dp.ledger.chain import FORMAT
 
 __all__ = [
     "URL_SCHEMES",
@@ -204,9 +204,9 @@ def open_store(location: str | Path, *, timeout: float = 30.0, create: bool = Tr
         LedgerError: the ledger cannot be opened or created, or is not a dppub ledger.
     """
     if _is_url(location):
-        from dp.ledger.postgres import PostgresStore  # psycopg is imported only when used
+        from dppub.dp.ledger.postgres import PostgresStore  # psycopg is imported only when used
 
         return PostgresStore(str(location), timeout=timeout, create=create)
-    from dp.ledger.sqlite import SqliteStore
+    from dppub.dp.ledger.sqlite import SqliteStore
 
     return SqliteStore(location, timeout=timeout, create=create)

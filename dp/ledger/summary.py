@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from dp.budget import PrivacyCost
-from dp.ledger.book import Ledger
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger.book import Ledger
 
 __all__ = ["spending_summary"]
 

@@ -2,7 +2,7 @@
 
 Typical use::
 
-    from dp.matrix import all_range, answer
+    from dppub.dp.matrix import all_range, answer
     result = answer(all_range(1024), histogram, epsilon=0.5)
     result.answers, result.estimate, result.expected_rmse
 
@@ -12,13 +12,18 @@ ICDE 2010 (Privelet); McKenna, Miklau, Hay & Machanavajjhala, HDMM, VLDB 2018; Z
 Ektelo, SIGMOD 2018.
 """
 
-from dp.matrix.error import expected_rmse, expected_rmse_gaussian, expected_tse, svd_bound_rmse
-from dp.matrix.marginal_basis import MarginalsStrategy, marginals_strategy, pattern_weights
-from dp.matrix.measure import Measurement, measure, measure_gaussian, zcdp_cost, zcdp_rho
-from dp.matrix.opt_blocks import opt_blocks
-from dp.matrix.opt_marginals import opt_marginals
-from dp.matrix.optimize import PIdentity, opt0, p_identity, tuned_hierarchy
-from dp.matrix.product import (
+from dppub.dp.matrix.error import (
+    expected_rmse,
+    expected_rmse_gaussian,
+    expected_tse,
+    svd_bound_rmse,
+)
+from dppub.dp.matrix.marginal_basis import MarginalsStrategy, marginals_strategy, pattern_weights
+from dppub.dp.matrix.measure import Measurement, measure, measure_gaussian, zcdp_cost, zcdp_rho
+from dppub.dp.matrix.opt_blocks import opt_blocks
+from dppub.dp.matrix.opt_marginals import opt_marginals
+from dppub.dp.matrix.optimize import PIdentity, opt0, p_identity, tuned_hierarchy
+from dppub.dp.matrix.product import (
     Kron,
     Marginals,
     RangeBoxes,
@@ -28,11 +33,11 @@ from dp.matrix.product import (
     range_boxes,
     union,
 )
-from dp.matrix.project import workload_projection
-from dp.matrix.reconstruct import RECONSTRUCTIONS, l1_fit, least_squares, reconstruct
-from dp.matrix.release import WorkloadAnswer, answer
-from dp.matrix.residual import ResidualStrategy, residual_planner
-from dp.matrix.select import (
+from dppub.dp.matrix.project import workload_projection
+from dppub.dp.matrix.reconstruct import RECONSTRUCTIONS, l1_fit, least_squares, reconstruct
+from dppub.dp.matrix.release import WorkloadAnswer, answer
+from dppub.dp.matrix.residual import ResidualStrategy, residual_planner
+from dppub.dp.matrix.select import (
     KronStrategy,
     WorkloadStrategy,
     candidate_strategies,
@@ -40,15 +45,15 @@ from dp.matrix.select import (
     select_strategy,
     workload_strategy,
 )
-from dp.matrix.strategy import (
+from dppub.dp.matrix.strategy import (
     Strategy,
     Tree,
     hierarchical,
     identity_strategy,
     nested_blocks,
 )
-from dp.matrix.wavelet import Wavelet, wavelet
-from dp.matrix.workload import (
+from dppub.dp.matrix.wavelet import Wavelet, wavelet
+from dppub.dp.matrix.workload import (
     AllRange,
     Identity,
     Prefix,

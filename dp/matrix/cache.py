@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import scipy
 
-from dp.matrix.select import select_strategy
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import Workload
+from dppub.dp.matrix.select import select_strategy
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import Workload
 
 __all__ = ["CACHE_ENV", "cache_dir", "cache_key", "cached_select_strategy", "code_version"]
 

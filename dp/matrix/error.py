@@ -8,8 +8,8 @@ L1 form used here). Both are reported per query as RMSEs so they compare across 
 Under Gaussian noise of standard deviation ``sigma`` per answer the TSE is
 ``sigma^2 ||W A^+||_F^2``, with ``sigma`` proportional to the L2 sensitivity ``||A||_{1->2}``.
 
->>> from dp.matrix.workload import identity
->>> from dp.matrix.strategy import identity_strategy
+>>> from dppub.dp.matrix.workload import identity
+>>> from dppub.dp.matrix.strategy import identity_strategy
 >>> round(expected_rmse(identity(4), identity_strategy(4), 1.0), 6)
 1.414214
 >>> round(svd_bound_rmse(identity(4), 1.0), 6)
@@ -22,12 +22,12 @@ import math
 
 import numpy as np
 
-from dp.calibration import gaussian_sigma
-from dp.errors import ConfigError
-from dp.matrix.marginal_basis import marginal_spectrum
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import Workload
-from dp.validation import check_epsilon
+from dppub.dp.calibration import gaussian_sigma
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.marginal_basis import marginal_spectrum
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import Workload
+from dppub.dp.validation import check_epsilon
 
 __all__ = ["expected_rmse", "expected_rmse_gaussian", "expected_tse", "svd_bound_rmse"]
 

@@ -28,8 +28,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from dp.matrix.optimize import single_threaded_blas
-from dp.matrix.workload import FloatArray
+from dppub.dp.matrix.optimize import single_threaded_blas
+from dppub.dp.matrix.workload import FloatArray
 
 __all__ = ["interior_nnls"]
 

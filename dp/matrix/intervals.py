@@ -45,8 +45,8 @@ involved (Dwork & Roth 2014, Prop. 2.1).
   (a solver error) falls back to the same widths: that depends on the replicate noise, i.e.
   on the released estimate only (post-processing), and the method says so too.
 
->>> from dp.matrix.workload import identity
->>> from dp.matrix.strategy import identity_strategy
+>>> from dppub.dp.matrix.workload import identity
+>>> from dppub.dp.matrix.strategy import identity_strategy
 >>> iv = least_squares_intervals(identity(2), identity_strategy(2), np.array([5.0, 9.0]),
 ...                              noise_scale=1.0)
 >>> np.round(iv.ci_high - iv.ci_low, 4).tolist(), iv.method
@@ -65,13 +65,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError, SolverError
-from dp.matrix.measure import Measurement
-from dp.matrix.reconstruct import check_reconstruction, linear_program_variables, reconstruct
-from dp.matrix.strategy import Strategy
-from dp.matrix.variance import query_noise_moments
-from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
-from dp.validation import check_level, check_positive
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.measure import Measurement
+from dppub.dp.matrix.reconstruct import check_reconstruction, linear_program_variables, reconstruct
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.variance import query_noise_moments
+from dppub.dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
+from dppub.dp.validation import check_level, check_positive
 
 __all__ = [
     "AnswerIntervals",
@@ -168,8 +168,8 @@ def bootstrap_replicates(workload: Workload, strategy: Strategy, reconstruction:
     :data:`WORK_BUDGET` allows fewer (at least 50), or 0 (no bootstrap: the exact
     least-squares widths) -- a function of public sizes only.
 
-    >>> from dp.matrix.workload import prefix
-    >>> from dp.matrix.strategy import hierarchical
+    >>> from dppub.dp.matrix.workload import prefix
+    >>> from dppub.dp.matrix.strategy import hierarchical
     >>> bootstrap_replicates(prefix(74), hierarchical(74, 2), "nonneg-l1")
     200
     """

@@ -21,8 +21,8 @@ Conditions on several axes are joined with ``&``; a query with none is ``total``
 clamped into the declared numeric bounds on read, so ``age <= 30`` on ages 17-90 counts every
 row whose (clamped) age is at most 30.
 
->>> from dp.schema import ColumnSpec
->>> from dp.axes import category_axis, numeric_axis
+>>> from dppub.dp.schema import ColumnSpec
+>>> from dppub.dp.axes import category_axis, numeric_axis
 >>> age = numeric_axis(ColumnSpec(name="age", type="int", bounds=(17, 19)))
 >>> query_labels("prefix", [age])
 ['age <= 17', 'age <= 18', 'age <= 19']
@@ -37,8 +37,8 @@ import itertools
 import re
 from collections.abc import Sequence
 
-from dp.axes import Axis
-from dp.errors import ConfigError
+from dppub.dp.axes import Axis
+from dppub.dp.errors import ConfigError
 
 __all__ = ["WORKLOAD_KINDS", "query_labels"]
 

@@ -26,10 +26,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from dp.errors import ConfigError
-from dp.matrix.product import Kron, Union
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import FloatArray, Identity, Total, Workload
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.product import Kron, Union
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import FloatArray, Identity, Total, Workload
 
 __all__ = [
     "MarginalsStrategy",

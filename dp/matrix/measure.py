@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost, zcdp_to_dp
-from dp.calibration import gaussian_sigma, zcdp_gaussian_sigma
-from dp.errors import ConfigError
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import FloatArray
-from dp.mechanisms import gaussian, laplace
-from dp.validation import check_delta, check_epsilon, check_positive
+from dppub.dp.budget import PrivacyCost, zcdp_to_dp
+from dppub.dp.calibration import gaussian_sigma, zcdp_gaussian_sigma
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import FloatArray
+from dppub.dp.mechanisms import gaussian, laplace
+from dppub.dp.validation import check_delta, check_epsilon, check_positive
 
 __all__ = [
     "Measurement",

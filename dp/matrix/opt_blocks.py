@@ -26,10 +26,10 @@ import scipy.linalg as sla
 import scipy.optimize as sopt
 import scipy.sparse as sp
 
-from dp.errors import ConfigError, SolverError
-from dp.matrix.optimize import PIdentity, single_threaded_blas, tuned_hierarchy
-from dp.matrix.strategy import IntArray, Tree, nested_blocks
-from dp.matrix.workload import FloatArray, Workload
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.optimize import PIdentity, single_threaded_blas, tuned_hierarchy
+from dppub.dp.matrix.strategy import IntArray, Tree, nested_blocks
+from dppub.dp.matrix.workload import FloatArray, Workload
 
 __all__ = ["block_start", "opt_blocks"]
 

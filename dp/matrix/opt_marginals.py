@@ -19,16 +19,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize as sopt
 
-from dp.errors import ConfigError
-from dp.matrix.marginal_basis import (
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.marginal_basis import (
     MarginalsStrategy,
     complement_sizes,
     pattern_weights,
     subset_sum,
     superset_sum,
 )
-from dp.matrix.optimize import single_threaded_blas
-from dp.matrix.workload import FloatArray, Workload
+from dppub.dp.matrix.optimize import single_threaded_blas
+from dppub.dp.matrix.workload import FloatArray, Workload
 
 __all__ = ["MAX_ATTRIBUTES", "descend", "marginals_loss", "opt_marginals"]
 

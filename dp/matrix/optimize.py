@@ -24,9 +24,9 @@ import scipy.linalg as sla
 import scipy.optimize as sopt
 import scipy.sparse as sp
 
-from dp.errors import ConfigError, SolverError
-from dp.matrix.strategy import Strategy, Tree, gram_diag, nested_blocks, quad_forms
-from dp.matrix.workload import FloatArray, Workload
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.strategy import Strategy, Tree, gram_diag, nested_blocks, quad_forms
+from dppub.dp.matrix.workload import FloatArray, Workload
 
 __all__ = ["PIdentity", "lbfgs", "opt0", "p_identity", "tuned_hierarchy"]
 

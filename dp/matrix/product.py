@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError
-from dp.matrix.workload import FloatArray, Identity, Total, Workload, check_size
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.workload import FloatArray, Identity, Total, Workload, check_size
 
 __all__ = ["Kron", "Marginals", "RangeBoxes", "Union", "kron", "marginals", "range_boxes", "union"]
 

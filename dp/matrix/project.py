@@ -42,11 +42,11 @@ import numpy as np
 import scipy.optimize as sopt
 import scipy.sparse as sp
 
-from dp.errors import ConfigError, SolverError
-from dp.matrix.interior import interior_nnls
-from dp.matrix.optimize import single_threaded_blas
-from dp.matrix.product import Kron, Union
-from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Total, Workload
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.interior import interior_nnls
+from dppub.dp.matrix.optimize import single_threaded_blas
+from dppub.dp.matrix.product import Kron, Union
+from dppub.dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Total, Workload
 
 __all__ = [
     "MAX_DENSE_CELLS",

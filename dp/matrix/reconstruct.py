@@ -33,19 +33,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dp.errors import ConfigError, SolverError
-from dp.matrix.measure import Measurement
-from dp.matrix.product import Kron, Union
-from dp.matrix.project import (
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.measure import Measurement
+from dppub.dp.matrix.product import Kron, Union
+from dppub.dp.matrix.project import (
     certify,
     check_projection,
     sparse_workload,
     workload_factor,
     workload_projection,
 )
-from dp.matrix.strategy import Strategy, Tree
-from dp.matrix.tiebreak import generic_cost, lexicographic_l1
-from dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
+from dppub.dp.matrix.strategy import Strategy, Tree
+from dppub.dp.matrix.tiebreak import generic_cost, lexicographic_l1
+from dppub.dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
 
 
 @functools.cache

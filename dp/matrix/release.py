@@ -8,7 +8,7 @@ Everything after the measurement is post-processing of the noisy answers, so the
 Dwork & Roth 2014, Prop. 2.1).
 
 >>> import numpy as np
->>> from dp.matrix.workload import prefix
+>>> from dppub.dp.matrix.workload import prefix
 >>> res = answer(prefix(4), [3, 0, 1, 2], epsilon=1.0, rng=np.random.default_rng(0))
 >>> res.answers.shape, res.estimate.shape, bool(np.all(res.estimate >= 0))
 ((4,), (4,), True)
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.matrix.error import svd_bound_rmse
-from dp.matrix.measure import check_histogram, measure, measure_gaussian
-from dp.matrix.reconstruct import check_reconstruction, reconstruct
-from dp.matrix.select import cached_error_factor, select_strategy
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import FloatArray, Workload
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.error import svd_bound_rmse
+from dppub.dp.matrix.measure import check_histogram, measure, measure_gaussian
+from dppub.dp.matrix.reconstruct import check_reconstruction, reconstruct
+from dppub.dp.matrix.select import cached_error_factor, select_strategy
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import FloatArray, Workload
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = ["WorkloadAnswer", "answer"]
 

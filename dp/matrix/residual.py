@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dp.errors import ConfigError
-from dp.matrix.marginal_basis import diagonal_error_factor, multiplicities, pattern_weights
-from dp.matrix.strategy import Strategy
-from dp.matrix.workload import FloatArray, Workload
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.marginal_basis import diagonal_error_factor, multiplicities, pattern_weights
+from dppub.dp.matrix.strategy import Strategy
+from dppub.dp.matrix.workload import FloatArray, Workload
 
 __all__ = ["ResidualStrategy", "helmert", "residual_planner"]
 

@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from dp.errors import ConfigError
-from dp.matrix.marginal_basis import marginal_spectrum, pattern_weights
-from dp.matrix.opt_blocks import block_start, opt_blocks
-from dp.matrix.opt_marginals import opt_marginals
-from dp.matrix.optimize import opt0, tuned_hierarchy
-from dp.matrix.product import Kron, Marginals, Union, along_axes
-from dp.matrix.residual import residual_planner
-from dp.matrix.strategy import Strategy, hierarchical, identity_strategy
-from dp.matrix.wavelet import wavelet
-from dp.matrix.workload import FloatArray, Workload
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.marginal_basis import marginal_spectrum, pattern_weights
+from dppub.dp.matrix.opt_blocks import block_start, opt_blocks
+from dppub.dp.matrix.opt_marginals import opt_marginals
+from dppub.dp.matrix.optimize import opt0, tuned_hierarchy
+from dppub.dp.matrix.product import Kron, Marginals, Union, along_axes
+from dppub.dp.matrix.residual import residual_planner
+from dppub.dp.matrix.strategy import Strategy, hierarchical, identity_strategy
+from dppub.dp.matrix.wavelet import wavelet
+from dppub.dp.matrix.workload import FloatArray, Workload
 
 __all__ = [
     "NOISES",

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from dp.errors import ConfigError
-from dp.matrix.workload import FloatArray, LinearOperator, Workload, as_columns, check_size
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.workload import FloatArray, LinearOperator, Workload, as_columns, check_size
 
 __all__ = [
     "Strategy",

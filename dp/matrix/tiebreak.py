@@ -26,8 +26,8 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from dp.errors import SolverError
-from dp.matrix.workload import FloatArray
+from dppub.dp.errors import SolverError
+from dppub.dp.matrix.workload import FloatArray
 
 __all__ = ["generic_cost", "lexicographic_l1"]
 

@@ -22,8 +22,8 @@ computes both without forming ``W A^+`` (the fourth moments from blocks of its r
 
 Anything else falls back to dense matrices on domains of at most 4,096 cells.
 
->>> from dp.matrix.workload import identity
->>> from dp.matrix.strategy import identity_strategy
+>>> from dppub.dp.matrix.workload import identity
+>>> from dppub.dp.matrix.strategy import identity_strategy
 >>> query_variance_factors(identity(3), identity_strategy(3)).tolist()
 [1.0, 1.0, 1.0]
 """
@@ -39,13 +39,13 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.linalg as sla
 
-from dp.errors import ConfigError
-from dp.matrix.optimize import PIdentity
-from dp.matrix.product import Kron, Union, along_axes
-from dp.matrix.select import KronStrategy, WorkloadStrategy
-from dp.matrix.strategy import Strategy, Tree
-from dp.matrix.wavelet import Wavelet
-from dp.matrix.workload import (
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.optimize import PIdentity
+from dppub.dp.matrix.product import Kron, Union, along_axes
+from dppub.dp.matrix.select import KronStrategy, WorkloadStrategy
+from dppub.dp.matrix.strategy import Strategy, Tree
+from dppub.dp.matrix.wavelet import Wavelet
+from dppub.dp.matrix.workload import (
     AllRange,
     FloatArray,
     Identity,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dp.matrix.strategy import SparseStrategy, check_1d, intervals, quad_forms
-from dp.matrix.workload import FloatArray, Workload, check_size
+from dppub.dp.matrix.strategy import SparseStrategy, check_1d, intervals, quad_forms
+from dppub.dp.matrix.workload import FloatArray, Workload, check_size
 
 __all__ = ["Wavelet", "wavelet"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = [
     "AllRange",

@@ -23,8 +23,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError
-from dp.validation import check_bounds, check_positive
+from dppub.dp.errors import ConfigError
+from dppub.dp.validation import check_bounds, check_positive
 
 __all__ = ["FeatureDomain", "TargetDomain", "check_n_features", "read_only"]
 

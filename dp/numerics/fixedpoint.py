@@ -41,7 +41,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InputError, InvariantError
+from dppub.dp.errors import InputError, InvariantError
 
 __all__ = [
     "CONVERSION_ALLOWANCE",

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from dp.pipeline.html import render_page
-from dp.pipeline.html.figures import style
-from dp.pipeline.html.spending_chart import RunPoint, Series, spending_chart
+from dppub.dp.pipeline.html import render_page
+from dppub.dp.pipeline.html.figures import style
+from dppub.dp.pipeline.html.spending_chart import RunPoint, Series, spending_chart
 
 __all__ = ["MAX_RELEASE_ROWS", "dataset_runs", "release_labels", "render_audit_html"]
 

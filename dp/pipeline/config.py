@@ -25,11 +25,11 @@ from pydantic import (
     model_validator,
 )
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.ledger import PERIOD_FIELD, BudgetPolicy, DataIdentity
-from dp.periods import Period
-from dp.pipeline.limits import (
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import PERIOD_FIELD, BudgetPolicy, DataIdentity
+from dppub.dp.periods import Period
+from dppub.dp.pipeline.limits import (
     MAX_CRON_LENGTH,
     MAX_INTERVAL_SECONDS,
     MAX_NAME_LENGTH,
@@ -39,7 +39,7 @@ from dp.pipeline.limits import (
     check_cron,
     check_rho,
 )
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
     "NAME_PATTERN",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dp.anonymity import Hierarchy
-from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
-from dp.errors import ConfigError
-from dp.pipeline.config import PipelineConfig
-from dp.pipeline.limits import (
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.limits import (
     MAX_DOMAIN_CELLS,
     MAX_HIERARCHY_BYTES,
     MAX_HIERARCHY_ROWS,

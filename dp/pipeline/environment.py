@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dp.errors import ConfigError
-from dp.faults import ACTIONS, POINTS
+from dppub.dp.errors import ConfigError
+from dppub.dp.faults import ACTIONS, POINTS
 
 __all__ = ["DEFAULT_LEDGER_TIMEOUT", "Environment", "environment"]
 

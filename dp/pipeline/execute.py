@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dp.engine import Aggregate, Fused, TableSource
-from dp.engine.unit_bounding import UnitFilter
-from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
-from dp.pipeline.registry import kind_of
-from dp.pipeline.units import Bounded, bounded_source
-from dp.publication import Staging
+from dppub.dp.engine import Aggregate, Fused, TableSource
+from dppub.dp.engine.unit_bounding import UnitFilter
+from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
+from dppub.dp.pipeline.registry import kind_of
+from dppub.dp.pipeline.units import Bounded, bounded_source
+from dppub.dp.publication import Staging
 
 __all__ = ["compute_release", "shared_scan"]
 

@@ -14,9 +14,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = [
     "MAX_BOUND",

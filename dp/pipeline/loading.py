@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from dp.errors import ConfigError
-from dp.pipeline.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, check_regular_file
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, check_regular_file
 
 __all__ = ["read_config"]
 

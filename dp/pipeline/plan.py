@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.engine import (
+from dppub.dp.budget import PlannedCost, PrivacyCost, compose
+from dppub.dp.engine import (
     DEFAULT_BATCH_SIZE,
     DaskBackend,
     MemoryBackend,
@@ -25,17 +25,17 @@ from dp.engine import (
     TableSource,
     estimate_bytes,
 )
-from dp.errors import ConfigError
-from dp.io import check_source
-from dp.ledger import Ledger
-from dp.pipeline.config import PipelineConfig
-from dp.pipeline.domains import checked_leaves
-from dp.pipeline.environment import environment
-from dp.pipeline.kinds import ReleasePlan
-from dp.pipeline.limits import check_planned_total
-from dp.pipeline.loading import read_config
-from dp.pipeline.registry import AnyKind, config_model, kind_of, registered
-from dp.runs import Run, RunPlan
+from dppub.dp.errors import ConfigError
+from dppub.dp.io import check_source
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.domains import checked_leaves
+from dppub.dp.pipeline.environment import environment
+from dppub.dp.pipeline.kinds import ReleasePlan
+from dppub.dp.pipeline.limits import check_planned_total
+from dppub.dp.pipeline.loading import read_config
+from dppub.dp.pipeline.registry import AnyKind, config_model, kind_of, registered
+from dppub.dp.runs import Run, RunPlan
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET_MB",

@@ -17,17 +17,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dp.budget import PrivacyCost
-from dp.engine import TableSource, with_progress
-from dp.faults import fault_point
-from dp.pipeline import execute
-from dp.pipeline.execute import Filters
-from dp.pipeline.kinds import ReleasePlan, ReleaseSummary
-from dp.pipeline.plan import Plan
-from dp.pipeline.report_html import RunReports, write_reports
-from dp.pipeline.units import unit_filters
-from dp.publication import Staging
-from dp.runs import Run
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.engine import TableSource, with_progress
+from dppub.dp.faults import fault_point
+from dppub.dp.pipeline import execute
+from dppub.dp.pipeline.execute import Filters
+from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.report_html import RunReports, write_reports
+from dppub.dp.pipeline.units import unit_filters
+from dppub.dp.publication import Staging
+from dppub.dp.runs import Run
 
 __all__ = [
     "Exact",

@@ -13,15 +13,15 @@ from typing import Any
 
 from pydantic import create_model
 
-from dp.errors import InvariantError
-from dp.pipeline.config import PipelineConfig
-from dp.pipeline.kinds.base import ReleaseKind
-from dp.pipeline.kinds.clustering import ClusteringKind
-from dp.pipeline.kinds.k_anonymity import KAnonymityKind
-from dp.pipeline.kinds.regression import RegressionKind
-from dp.pipeline.kinds.synthetic import SyntheticKind
-from dp.pipeline.kinds.tables import TableKind
-from dp.pipeline.kinds.workload import WorkloadKind
+from dppub.dp.errors import InvariantError
+from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.kinds.base import ReleaseKind
+from dppub.dp.pipeline.kinds.clustering import ClusteringKind
+from dppub.dp.pipeline.kinds.k_anonymity import KAnonymityKind
+from dppub.dp.pipeline.kinds.regression import RegressionKind
+from dppub.dp.pipeline.kinds.synthetic import SyntheticKind
+from dppub.dp.pipeline.kinds.tables import TableKind
+from dppub.dp.pipeline.kinds.workload import WorkloadKind
 
 __all__ = ["KINDS", "AnyKind", "config_model", "kind_of", "registered"]
 

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
-from dp.ledger import Reservation
-from dp.pipeline.kinds import JSON, ReleaseSummary
-from dp.pipeline.kinds.base import as_float_or_none
-from dp.pipeline.plan import Plan
-from dp.pipeline.registry import kind_of
+from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
+from dppub.dp.ledger import Reservation
+from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
+from dppub.dp.pipeline.kinds.base import as_float_or_none
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.registry import kind_of
 
 __all__ = [
     "accounting",
@@ -101,7 +101,7 @@ def tightest_epsilon(
     delta (Bun & Steinke 2016, Prop. 1.3), and the epsilon to state: the smaller of that and
     basic composition -- both are proven, so the report never states less than either.
 
-    >>> from dp.pipeline.kinds import ReleaseSummary as S
+    >>> from dppub.dp.pipeline.kinds import ReleaseSummary as S
     >>> def s(eps, rho): return S(name="r", kind="workload", mechanism="m", is_dp=True,
     ...     cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(), files=(),
     ...     output_hash="", details={"zcdp_rho": rho})

@@ -16,18 +16,18 @@ from typing import Any
 
 from markupsafe import Markup
 
-from dp.budget import PrivacyCost
-from dp.ledger import BudgetPolicy
-from dp.pipeline.html import render_page
-from dp.pipeline.html.figures import BAND, BUDGET, INK, MUTED, new_figure, style, to_svg
-from dp.pipeline.html.markdown import markdown_html
-from dp.pipeline.html.sections import Section, release_section
-from dp.pipeline.kinds import JSON, ReleaseSummary
-from dp.pipeline.kinds.base import as_float, as_object, as_str
-from dp.pipeline.plan import Plan
-from dp.pipeline.registry import kind_of
-from dp.pipeline.report import budget_rows, budget_table, manifest, render_report, zcdp_lines
-from dp.runs import Run
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger import BudgetPolicy
+from dppub.dp.pipeline.html import render_page
+from dppub.dp.pipeline.html.figures import BAND, BUDGET, INK, MUTED, new_figure, style, to_svg
+from dppub.dp.pipeline.html.markdown import markdown_html
+from dppub.dp.pipeline.html.sections import Section, release_section
+from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
+from dppub.dp.pipeline.kinds.base import as_float, as_object, as_str
+from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.registry import kind_of
+from dppub.dp.pipeline.report import budget_rows, budget_table, manifest, render_report, zcdp_lines
+from dppub.dp.runs import Run
 
 __all__ = ["BudgetContext", "RunReports", "budget_context", "render_report_html", "write_reports"]
 

@@ -25,19 +25,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dp.budget import PrivacyCost
-from dp.engine import TableSource
-from dp.engine.unit_bounding import (
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.engine import TableSource
+from dppub.dp.engine.unit_bounding import (
     Bounded,
     BoundedBackend,
     BoundingAggregate,
     UnitBound,
     UnitFilter,
 )
-from dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.config import PipelineConfig
 
 if TYPE_CHECKING:
-    from dp.pipeline.kinds.base import JSON
+    from dppub.dp.pipeline.kinds.base import JSON
 
 __all__ = [
     "Bounded",
@@ -118,7 +118,7 @@ def unit_filters(
 ) -> dict[tuple[str | None, str | None], UnitFilter]:
     """One bounding pass over ``source`` for every distinct row selection the releases need;
     ``columns``: the run's columns, whose values key each row's priority."""
-    from dp.engine import Fused
+    from dppub.dp.engine import Fused
 
     wanted: dict[tuple[str | None, str | None], UnitBound] = {}
     for b in boundings:

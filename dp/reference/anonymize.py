@@ -18,12 +18,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.anonymity.anonymize import check_search, search
-from dp.anonymity.classes import CodedTable, LDiversity
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.release import InputDigest, release_rows
-from dp.anonymity.result import AnonymizationReport
-from dp.errors import ConfigError, InputError
+from dppub.dp.anonymity.anonymize import check_search, search
+from dppub.dp.anonymity.classes import CodedTable, LDiversity
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.release import InputDigest, release_rows
+from dppub.dp.anonymity.result import AnonymizationReport
+from dppub.dp.errors import ConfigError, InputError
 
 __all__ = ["AnonymizationResult", "anonymize", "encode_columns"]
 

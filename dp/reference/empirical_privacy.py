@@ -42,7 +42,7 @@ uses the same discrete construction as the release path). :func:`looped` adapts 
 mechanism ``M(dataset, rng)`` for mechanisms that cannot be batched.
 
 >>> import numpy as np
->>> from dp.mechanisms import laplace
+>>> from dppub.dp.mechanisms import laplace
 >>> def sampler(x: float, n: int, rng: np.random.Generator) -> np.ndarray:
 ...     return laplace(np.full(n, x), sensitivity=1.0, epsilon=1.0, rng=rng)
 >>> res = audit(sampler, dataset=0.0, neighbour=1.0, epsilon=1.0, rng=np.random.default_rng(0))
@@ -60,8 +60,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import beta
 
-from dp.errors import ConfigError, InputError
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = [
     "AuditResult",

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dp.engine.batches import batch_frame, iter_batches, open_scan
-from dp.io import empty_frame
-from dp.schema import TableSchema
+from dppub.dp.engine.batches import batch_frame, iter_batches, open_scan
+from dppub.dp.io import empty_frame
+from dppub.dp.schema import TableSchema
 
 __all__ = ["ReadResult", "complete_rows", "read_table"]
 

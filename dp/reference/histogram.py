@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.axes import Axis
-from dp.errors import ConfigError, InvariantError
+from dppub.dp.axes import Axis
+from dppub.dp.errors import ConfigError, InvariantError
 
 __all__ = ["histogram"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dp import kmeans
-from dp.errors import InputError
-from dp.kmeans import KMeansFit, lloyd_step, nearest
+from dppub.dp import kmeans
+from dppub.dp.errors import InputError
+from dppub.dp.kmeans import KMeansFit, lloyd_step, nearest
 
 __all__ = ["KMeans", "predict"]
 

@@ -27,11 +27,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.anonymity.classes import CodedTable
-from dp.anonymity.hierarchy import Hierarchy
-from dp.anonymity.metrics import class_size_summary, genil_loss
-from dp.errors import ConfigError, InputError
-from dp.reference.anonymize import encode_columns
+from dppub.dp.anonymity.classes import CodedTable
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.anonymity.metrics import class_size_summary, genil_loss
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.anonymize import encode_columns
 
 __all__ = ["LocalRecodingResult", "mondrian"]
 

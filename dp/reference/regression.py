@@ -27,14 +27,14 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
-from dp.errors import ConfigError, InputError
-from dp.regression import linear, logistic, trace
-from dp.regression.linear import LinearFit
-from dp.regression.logistic import LogisticFit, normalised_rows
-from dp.regression.losssums import logistic_sums
-from dp.regression.objective import ObjectiveRelease, minimise_objective
-from dp.regression.statistics import Design, SufficientStatistics, exact_moments
-from dp.regression.trace import TraceFit
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.regression import linear, logistic, trace
+from dppub.dp.regression.linear import LinearFit
+from dppub.dp.regression.logistic import LogisticFit, normalised_rows
+from dppub.dp.regression.losssums import logistic_sums
+from dppub.dp.regression.objective import ObjectiveRelease, minimise_objective
+from dppub.dp.regression.statistics import Design, SufficientStatistics, exact_moments
+from dppub.dp.regression.trace import TraceFit
 
 __all__ = [
     "LinearRegression",

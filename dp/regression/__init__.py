@@ -13,11 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dp.regression.encoding import FeatureEncoding
-    from dp.regression.linear import LinearRegression
-    from dp.regression.logistic import LogisticRegression
-    from dp.regression.sensitivity import l1_sensitivity, l2_sensitivity
-    from dp.regression.trace import TraceRegression
+    from dppub.dp.regression.encoding import FeatureEncoding
+    from dppub.dp.regression.linear import LinearRegression
+    from dppub.dp.regression.logistic import LogisticRegression
+    from dppub.dp.regression.sensitivity import l1_sensitivity, l2_sensitivity
+    from dppub.dp.regression.trace import TraceRegression
 
 _HOME = {
     "FeatureEncoding": "encoding",
@@ -41,8 +41,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
-        raise AttributeError(f"module 'dp.regression' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"dp.regression.{home}"), name)
+        raise AttributeError(f"module 'dppub.dp.regression' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dppub.dp.regression.{home}"), name)
     globals()[name] = value  # later look-ups skip this hook
     return value
 

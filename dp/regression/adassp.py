@@ -39,13 +39,13 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from dp.calibration import gaussian_sigma
-from dp.mechanisms import gaussian
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
-from dp.regression.eigen import certified_min_eigenvalue
-from dp.regression.functional import trimmed_solve
-from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
-from dp.regression.statistics import Design, SufficientStatistics
+from dppub.dp.calibration import gaussian_sigma
+from dppub.dp.mechanisms import gaussian
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.regression.eigen import certified_min_eigenvalue
+from dppub.dp.regression.functional import trimmed_solve
+from dppub.dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
+from dppub.dp.regression.statistics import Design, SufficientStatistics
 
 __all__ = ["COUNT_WEIGHT", "AdaSSPRelease", "AdaSSPStatistics", "adassp_fit", "adassp_release"]
 

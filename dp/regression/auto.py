@@ -51,13 +51,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.calibration import gaussian_sigma
-from dp.errors import InvariantError
-from dp.regression.adassp import COUNT_WEIGHT
-from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, budget_shares, eigenvalue_floor
-from dp.regression.sensitivity import PARTS, l1_sensitivity, l2_sensitivity
-from dp.regression.shrinkage import shrink_spectrum
-from dp.regression.statistics import Design, SufficientStatistics
+from dppub.dp.calibration import gaussian_sigma
+from dppub.dp.errors import InvariantError
+from dppub.dp.regression.adassp import COUNT_WEIGHT
+from dppub.dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, budget_shares, eigenvalue_floor
+from dppub.dp.regression.sensitivity import PARTS, l1_sensitivity, l2_sensitivity
+from dppub.dp.regression.shrinkage import shrink_spectrum
+from dppub.dp.regression.statistics import Design, SufficientStatistics
 
 __all__ = [
     "INTERCEPT_SHARE",

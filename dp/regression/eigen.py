@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InvariantError
+from dppub.dp.errors import InvariantError
 
 __all__ = ["certified_min_eigenvalue"]
 

@@ -35,14 +35,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.errors import ConfigError, InputError
-from dp.numerics.domains import (
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     check_n_features,
     declared_feature_bounds,
 )
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 __all__ = ["FeatureEncoding", "check_encoding", "declared_features", "resolve_d"]
 

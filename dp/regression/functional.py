@@ -62,10 +62,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InvariantError
-from dp.mechanisms import laplace
-from dp.regression.sensitivity import PARTS, BlockSensitivity, l1_sensitivity
-from dp.regression.statistics import Design, SufficientStatistics
+from dppub.dp.errors import InvariantError
+from dppub.dp.mechanisms import laplace
+from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity, l1_sensitivity
+from dppub.dp.regression.statistics import Design, SufficientStatistics
 
 __all__ = [
     "SHRUNK_QUADRATIC_WEIGHT",
@@ -124,7 +124,7 @@ def budget_shares(
     when the slopes are shrunk towards zero (:mod:`dp.regression.auto`) the noisy mean is the
     model, and the first-order split, which assumes the slopes are kept, starves it.
 
-    >>> from dp.numerics.domains import FeatureDomain, TargetDomain
+    >>> from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
     >>> dsg = Design(features=FeatureDomain.ball(1.0, d=10),
     ...              target=TargetDomain(lower=-1.0, upper=1.0), fit_intercept=True)
     >>> s = l1_sensitivity(dsg.shifted_features, dsg.shifted_target, fit_intercept=True)

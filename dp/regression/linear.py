@@ -30,19 +30,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
-from dp.calibration import gaussian_sigma
-from dp.errors import ConfigError
-from dp.numerics.domains import (
+from dppub.dp.budget import PrivacyCost, zcdp_of_gaussian, zcdp_of_pure
+from dppub.dp.calibration import gaussian_sigma
+from dppub.dp.errors import ConfigError
+from dppub.dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
     feature_domain,
     read_only,
 )
-from dp.numerics.fixedpoint import fixed_point_record
-from dp.regression.adassp import adassp_fit, adassp_release
-from dp.regression.auto import (
+from dppub.dp.numerics.fixedpoint import fixed_point_record
+from dppub.dp.regression.adassp import adassp_fit, adassp_release
+from dppub.dp.regression.auto import (
     INTERCEPT_SHARE,
     NoiseVariances,
     ReleaseChoice,
@@ -50,20 +50,20 @@ from dp.regression.auto import (
     choose_release,
     variance_floor,
 )
-from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.functional import (
+from dppub.dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
+from dppub.dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     eigenvalue_floor,
     functional_release,
 )
-from dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
-from dp.regression.shrinkage import shrunk_solve
-from dp.regression.statistics import (
+from dppub.dp.regression.sensitivity import NEIGHBOURS, PARTS, BlockSensitivity
+from dppub.dp.regression.shrinkage import shrunk_solve
+from dppub.dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
 )
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = ["LinearFit", "LinearRegression"]
 

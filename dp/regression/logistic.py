@@ -35,25 +35,25 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError
-from dp.numerics.domains import (
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.numerics.domains import (
     BoundLike,
     TargetDomain,
     feature_domain,
     read_only,
 )
-from dp.numerics.fixedpoint import ONE, check_norms, fixed_point_record, quantise
-from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
-from dp.regression.objective import LossSumsAt, ObjectiveRelease, minimise_objective
-from dp.regression.sensitivity import NEIGHBOURS, PARTS
-from dp.regression.statistics import (
+from dppub.dp.numerics.fixedpoint import ONE, check_norms, fixed_point_record, quantise
+from dppub.dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
+from dppub.dp.regression.functional import eigenvalue_floor, functional_release, trimmed_solve
+from dppub.dp.regression.objective import LossSumsAt, ObjectiveRelease, minimise_objective
+from dppub.dp.regression.sensitivity import NEIGHBOURS, PARTS
+from dppub.dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
 )
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = ["LogisticFit", "LogisticRegression", "normalised_rows", "row_norm_bound"]
 

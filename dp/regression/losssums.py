@@ -41,8 +41,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
-from dp.errors import InvariantError
-from dp.numerics.fixedpoint import (
+from dppub.dp.errors import InvariantError
+from dppub.dp.numerics.fixedpoint import (
     FRACTION_BITS,
     ONE,
     IntArray,

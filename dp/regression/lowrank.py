@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import SolverError
+from dppub.dp.errors import SolverError
 
 __all__ = ["SOLVER", "refit_in_subspace", "solve_nuclear"]
 

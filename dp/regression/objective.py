@@ -76,9 +76,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InvariantError, SolverError
-from dp.mechanisms import gaussian, laplace
-from dp.regression.losssums import LossSums, gradient_error
+from dppub.dp.errors import InvariantError, SolverError
+from dppub.dp.mechanisms import gaussian, laplace
+from dppub.dp.regression.losssums import LossSums, gradient_error
 
 __all__ = [
     "CURVATURE_SHARE",

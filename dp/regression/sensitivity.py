@@ -63,8 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 
 __all__ = ["NEIGHBOURS", "PARTS", "BlockSensitivity", "l1_sensitivity", "l2_sensitivity"]
 

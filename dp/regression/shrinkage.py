@@ -51,8 +51,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InvariantError
-from dp.regression.statistics import SufficientStatistics
+from dppub.dp.errors import InvariantError
+from dppub.dp.regression.statistics import SufficientStatistics
 
 __all__ = ["ShrunkSpectrum", "shrink_spectrum", "shrunk_solve"]
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InputError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.fixedpoint import (
+from dppub.dp.errors import InputError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.fixedpoint import (
     FRACTION_BITS,
     ONE,
     IntArray,
@@ -45,7 +45,7 @@ from dp.numerics.fixedpoint import (
     quantise,
     to_float,
 )
-from dp.regression.encoding import FeatureEncoding
+from dppub.dp.regression.encoding import FeatureEncoding
 
 __all__ = [
     "Design",

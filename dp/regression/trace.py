@@ -58,32 +58,32 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import PlannedCost, PrivacyCost, parallel
-from dp.errors import ConfigError, InputError
-from dp.numerics.domains import (
+from dppub.dp.budget import PlannedCost, PrivacyCost, parallel
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.numerics.domains import (
     BoundLike,
     FeatureDomain,
     TargetDomain,
     feature_domain,
     read_only,
 )
-from dp.numerics.fixedpoint import fixed_point_record
-from dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
-from dp.regression.functional import (
+from dppub.dp.numerics.fixedpoint import fixed_point_record
+from dppub.dp.regression.encoding import FeatureEncoding, declared_features, resolve_d
+from dppub.dp.regression.functional import (
     SHRUNK_QUADRATIC_WEIGHT,
     FunctionalRelease,
     eigenvalue_floor,
     functional_release,
 )
-from dp.regression.lowrank import SOLVER, refit_in_subspace, solve_nuclear
-from dp.regression.sensitivity import NEIGHBOURS
-from dp.regression.shrinkage import shrink_spectrum
-from dp.regression.statistics import (
+from dppub.dp.regression.lowrank import SOLVER, refit_in_subspace, solve_nuclear
+from dppub.dp.regression.sensitivity import NEIGHBOURS
+from dppub.dp.regression.shrinkage import shrink_spectrum
+from dppub.dp.regression.statistics import (
     Design,
     SufficientStatistics,
     check_statistics,
 )
-from dp.validation import check_epsilon, check_positive
+from dppub.dp.validation import check_epsilon, check_positive
 
 __all__ = ["TraceFit", "TraceRegression"]
 

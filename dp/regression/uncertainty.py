@@ -56,12 +56,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp.errors import ConfigError, InputError
-from dp.regression.linear import LinearFit
-from dp.regression.logistic import LogisticFit
-from dp.regression.statistics import SufficientStatistics
-from dp.regression.trace import TraceFit
-from dp.validation import check_level, check_positive
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.regression.linear import LinearFit
+from dppub.dp.regression.logistic import LogisticFit
+from dppub.dp.regression.statistics import SufficientStatistics
+from dppub.dp.regression.trace import TraceFit
+from dppub.dp.validation import check_level, check_positive
 
 __all__ = [
     "DEFAULT_REPLICATES",

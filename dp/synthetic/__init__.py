@@ -4,8 +4,8 @@
 hides mbi (imported on first use). Nothing here reads data or knows about ledgers.
 """
 
-from dp.synthetic.accounting import cdp_delta, cdp_epsilon, cdp_rho
-from dp.synthetic.aim import (
+from dppub.dp.synthetic.accounting import cdp_delta, cdp_epsilon, cdp_rho
+from dppub.dp.synthetic.aim import (
     AimResult,
     Measurement,
     candidates,

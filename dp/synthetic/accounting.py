@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = ["cdp_delta", "cdp_epsilon", "cdp_rho"]
 

@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.calibration import zcdp_gaussian_sigma
-from dp.errors import ConfigError, InvariantError
-from dp.mechanisms import exponential, gaussian
-from dp.synthetic import pgm
-from dp.synthetic.pgm import Clique
+from dppub.dp.calibration import zcdp_gaussian_sigma
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.mechanisms import exponential, gaussian
+from dppub.dp.synthetic import pgm
+from dppub.dp.synthetic.pgm import Clique
 
 __all__ = [
     "AimResult",

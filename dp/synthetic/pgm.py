@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = ["Clique", "fit", "model_marginal", "model_size", "require_mbi", "sample"]
 

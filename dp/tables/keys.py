@@ -53,10 +53,10 @@ import numpy.typing as npt
 import opendp.prelude as odp
 from scipy.special import ndtr, ndtri
 
-from dp.calibration import gaussian_delta, gaussian_sigma
-from dp.errors import ConfigError, InvariantError
-from dp.mechanisms import gaussian
-from dp.validation import check_delta, check_epsilon
+from dppub.dp.calibration import gaussian_delta, gaussian_sigma
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.mechanisms import gaussian
+from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = [
     "GRID",

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp import matrix
-from dp.matrix.intervals import least_squares_intervals
-from dp.matrix.measure import Measurement
-from dp.matrix.reconstruct import reconstruct
-from dp.mechanisms import laplace
+from dppub.dp import matrix
+from dppub.dp.matrix.intervals import least_squares_intervals
+from dppub.dp.matrix.measure import Measurement
+from dppub.dp.matrix.reconstruct import reconstruct
+from dppub.dp.mechanisms import laplace
 
 __all__ = ["Linear", "measure_count_and_sum", "measure_linear"]
 

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from dp import matrix
-from dp.errors import ConfigError
+from dppub.dp import matrix
+from dppub.dp.errors import ConfigError
 
 __all__ = ["STAR", "Dimension", "Published", "published_rows"]
 

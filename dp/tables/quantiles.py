@@ -49,10 +49,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import isotonic_regression
 
-from dp import matrix
-from dp.matrix.intervals import laplace_multiplier
-from dp.matrix.variance import query_noise_moments
-from dp.mechanisms import laplace, noisy_max
+from dppub.dp import matrix
+from dppub.dp.matrix.intervals import laplace_multiplier
+from dppub.dp.matrix.variance import query_noise_moments
+from dppub.dp.mechanisms import laplace, noisy_max
 
 __all__ = [
     "Quantiles",

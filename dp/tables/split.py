@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from dp.errors import ConfigError
+from dppub.dp.errors import ConfigError
 
 __all__ = ["Component", "Measure", "split_epsilon"]
 

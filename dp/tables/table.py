@@ -28,15 +28,15 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dp import matrix
-from dp.matrix.cache import cached_select_strategy
-from dp.matrix.intervals import laplace_multiplier
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
-from dp.tables.linear import Linear, measure_count_and_sum, measure_linear
-from dp.tables.margins import Dimension, Published, published_rows
-from dp.tables.quantiles import cdf_strategy, measure_quantiles
-from dp.tables.rounding import round_integer
-from dp.tables.split import Component, Measure
+from dppub.dp import matrix
+from dppub.dp.matrix.cache import cached_select_strategy
+from dppub.dp.matrix.intervals import laplace_multiplier
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
+from dppub.dp.tables.margins import Dimension, Published, published_rows
+from dppub.dp.tables.quantiles import cdf_strategy, measure_quantiles
+from dppub.dp.tables.rounding import round_integer
+from dppub.dp.tables.split import Component, Measure
 
 __all__ = ["TableDesign", "TableRelease", "release_table", "table_strategy"]
 

@@ -61,7 +61,13 @@ def test_the_dashboard_shows_the_deployment_and_the_server_dies_with_serve(
     log = tmp_path / "serve.log"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     env.pop("PREFECT_API_URL", None)
-    command = [sys.executable, "-m", "flows.cli", "serve", str(_config(tmp_path, census_small))]
+    command = [
+        sys.executable,
+        "-m",
+        "dppub.flows.cli",
+        "serve",
+        str(_config(tmp_path, census_small)),
+    ]
     command += ["--ledger", str(tmp_path / "ledger.sqlite"), "--out", str(tmp_path / "out")]
     with log.open("w") as sink:
         serve = subprocess.Popen(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dp.ledger import Ledger
+from dppub.dp.ledger import Ledger
 from tests.pg import PostgresServer, postgres  # noqa: F401 (the fixture)
 
 

@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp.axes import category_axis, numeric_axis
-from dp.errors import ConfigError, InputError
-from dp.reference.histogram import histogram
-from dp.schema import ColumnSpec
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.histogram import histogram
+from dppub.dp.schema import ColumnSpec
 
 AGE = ColumnSpec(name="age", type="int", bounds=(0, 9))
 INC = ColumnSpec(name="inc", type="float", bounds=(0, 100))

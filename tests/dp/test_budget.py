@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp.budget import PlannedCost, PrivacyCost, compose, parallel, sequential
-from dp.errors import ConfigError
-from dp.validation import check_bounds, check_delta, check_epsilon
+from dppub.dp.budget import PlannedCost, PrivacyCost, compose, parallel, sequential
+from dppub.dp.errors import ConfigError
+from dppub.dp.validation import check_bounds, check_delta, check_epsilon
 
 costs = st.builds(
     PrivacyCost,

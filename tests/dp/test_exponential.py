@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dp.errors import ConfigError
-from dp.mechanisms import exponential, noisy_max
+from dppub.dp.errors import ConfigError
+from dppub.dp.mechanisms import exponential, noisy_max
 
 SCORES = [0.0, 1.0, 3.0]
 RHO = 0.125  # epsilon = sqrt(8 rho) = 1

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dp import io
-from dp.errors import ConfigError, InputError
-from dp.io import check_source
-from dp.reference.frame import complete_rows, read_table
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp import io
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.io import check_source
+from dppub.dp.reference.frame import complete_rows, read_table
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 SCHEMA = TableSchema(
     columns=(

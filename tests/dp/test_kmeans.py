@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError, InvariantError
-from dp.kmeans import COUNT_SENSITIVITY, lloyd_step, sum_sensitivity
-from dp.numerics.domains import FeatureDomain
-from dp.reference.kmeans import KMeans, predict
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InputError, InvariantError
+from dppub.dp.kmeans import COUNT_SENSITIVITY, lloyd_step, sum_sensitivity
+from dppub.dp.numerics.domains import FeatureDomain
+from dppub.dp.reference.kmeans import KMeans, predict
 
 
 def test_config_messages() -> None:

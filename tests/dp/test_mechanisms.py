@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from dp import mechanisms
-from dp.calibration import gaussian_delta, gaussian_sigma, laplace_scale
-from dp.errors import ConfigError
-from dp.mechanisms import (
+from dppub.dp import mechanisms
+from dppub.dp.calibration import gaussian_delta, gaussian_sigma, laplace_scale
+from dppub.dp.errors import ConfigError
+from dppub.dp.mechanisms import (
     gaussian,
     laplace,
     randomized_response,

@@ -4,10 +4,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InvariantError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger
-from dp.publication import Staging, sha256_files
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dppub.dp.publication import Staging, sha256_files
 
 
 def test_publish_is_a_single_rename(tmp_path: Path) -> None:

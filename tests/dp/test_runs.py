@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-import dp.publication
-import dp.runs
-from dp.budget import PrivacyCost
-from dp.errors import BudgetExceededError, InvariantError, LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
-from dp.ledger.summary import spending_summary
-from dp.periods import next_period_start
-from dp.runs import Run, RunPlan, recover
+import dppub.dp.publication
+import dppub.dp.runs
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import BudgetExceededError, InvariantError, LedgerError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
+from dppub.dp.ledger.summary import spending_summary
+from dppub.dp.periods import next_period_start
+from dppub.dp.runs import Run, RunPlan, recover
 from tests.dp.conftest import LedgerFactory
 from tests.pg import PostgresServer
 
@@ -74,7 +74,7 @@ def test_a_fault_after_the_rename_commits_never_refunds(
                 raise OSError(errno.EIO, "Input/output error")
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(dp.publication, "fault_point", fail_after_rename)
+    monkeypatch.setattr(dppub.dp.publication, "fault_point", fail_after_rename)
     led = ledger_factory()
     with (
         pytest.raises(OSError if fault == "eio" else KeyboardInterrupt),
@@ -135,10 +135,10 @@ def test_a_run_whose_staging_folder_cannot_be_made_is_settled(
     led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
 
-    def full(self: dp.publication.Staging) -> None:
+    def full(self: dppub.dp.publication.Staging) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(self.dir))
 
-    monkeypatch.setattr(dp.publication.Staging, "create", full)
+    monkeypatch.setattr(dppub.dp.publication.Staging, "create", full)
     with pytest.raises(OSError, match="No space left"), run:
         pytest.fail("the block must not start")
     assert led.reservation(run.run_id).state == "aborted"
@@ -250,8 +250,8 @@ def test_settle_is_idempotent(tmp_path: Path, ledger_factory: LedgerFactory) -> 
     led = ledger_factory()
     run = Run.open(led, tmp_path / "out", _plan())
     run.staging.create()
-    assert dp.runs.settle(led, run.staging) == "aborted"
-    assert dp.runs.settle(led, run.staging) == "none"
+    assert dppub.dp.runs.settle(led, run.staging) == "aborted"
+    assert dppub.dp.runs.settle(led, run.staging) == "none"
     run.close()
 
 
@@ -284,8 +284,8 @@ def test_ctrl_c_during_settlement_waits_until_the_run_is_settled(
         if step in ("drawn", "settling"):
             signal.raise_signal(signal.SIGINT)
 
-    monkeypatch.setattr(dp.runs, "fault_point", ctrl_c_at)
-    monkeypatch.setattr(dp.publication, "fault_point", ctrl_c_at)
+    monkeypatch.setattr(dppub.dp.runs, "fault_point", ctrl_c_at)
+    monkeypatch.setattr(dppub.dp.publication, "fault_point", ctrl_c_at)
     with pytest.raises(KeyboardInterrupt), Run.open(led, tmp_path / "out", _plan()) as run:
         _record(run, "a", 0.4)  # Ctrl-C right after the draw is recorded
     assert led.reservation(run.run_id).state == "charged"

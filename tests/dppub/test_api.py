@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import dppub
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 from tests.flows.conftest import small_config
 
 # A user's script, run from a folder of its own: the package, not the checkout, is imported.

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import dppub
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 from tests.flows.conftest import small_config
 
 pytestmark = pytest.mark.slow

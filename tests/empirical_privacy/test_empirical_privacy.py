@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.errors import ConfigError, InputError
-from dp.reference.empirical_privacy import audit, clopper_pearson, looped, loss_lower_bound
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.empirical_privacy import audit, clopper_pearson, looped, loss_lower_bound
 
 
 def test_clopper_pearson_matches_closed_forms() -> None:

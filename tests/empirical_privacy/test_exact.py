@@ -28,8 +28,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.reference.empirical_privacy import AuditResult, audit
-from dp.regression.objective import OUTPUT_SHARE, OutputNoise, parameters, perturb_output
+from dppub.dp.reference.empirical_privacy import AuditResult, audit
+from dppub.dp.regression.objective import OUTPUT_SHARE, OutputNoise, parameters, perturb_output
 
 EPS = 25.0  # the output share (1 / 50) is then 0.5, a level the auditor resolves well
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2_contingency
 
-from dp.mechanisms import laplace
+from dppub.dp.mechanisms import laplace
 
 ALPHA = 1e-4
 SCALE = 1.0  # sensitivity 1, epsilon 1

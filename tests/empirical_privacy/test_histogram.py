@@ -15,11 +15,11 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.axes import category_axis, numeric_axis
-from dp.mechanisms import laplace
-from dp.reference.empirical_privacy import audit
-from dp.reference.histogram import histogram
-from dp.schema import ColumnSpec
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.mechanisms import laplace
+from dppub.dp.reference.empirical_privacy import audit
+from dppub.dp.reference.histogram import histogram
+from dppub.dp.schema import ColumnSpec
 
 AGE = ColumnSpec(name="age", type="int", bounds=(0, 9))
 INC = ColumnSpec(name="inc", type="float", bounds=(0, 100))

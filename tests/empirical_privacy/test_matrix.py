@@ -19,9 +19,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import dp.matrix as mx
-from dp.mechanisms import laplace
-from dp.reference.empirical_privacy import audit
+import dppub.dp.matrix as mx
+from dppub.dp.mechanisms import laplace
+from dppub.dp.reference.empirical_privacy import audit
 
 EPS = 1.0
 SEED = 2026

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.mechanisms import gaussian, laplace, randomized_response
-from dp.reference.empirical_privacy import audit
+from dppub.dp.mechanisms import gaussian, laplace, randomized_response
+from dppub.dp.reference.empirical_privacy import audit
 
 SEEDS = (11, 12, 13)
 EPS = 1.0

@@ -67,22 +67,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-import dp.mechanisms
-from dp.mechanisms import gaussian, laplace
-from dp.reference import regression as reference_module
-from dp.reference.empirical_privacy import AuditResult, audit, looped
-from dp.reference.regression import (
+import dppub.dp.mechanisms
+from dppub.dp.mechanisms import gaussian, laplace
+from dppub.dp.reference import regression as reference_module
+from dppub.dp.reference.empirical_privacy import AuditResult, audit, looped
+from dppub.dp.reference.regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     objective_perturbation,
 )
-from dp.regression import adassp as adassp_module
-from dp.regression import functional as functional_module
-from dp.regression.linear import LinearFit
-from dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE
-from dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
-from dp.regression.trace import TraceFit
+from dppub.dp.regression import adassp as adassp_module
+from dppub.dp.regression import functional as functional_module
+from dppub.dp.regression.linear import LinearFit
+from dppub.dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE
+from dppub.dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
+from dppub.dp.regression.trace import TraceFit
 
 Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
@@ -168,9 +168,9 @@ def test_objective_perturbation_end_to_end(monkeypatch: pytest.MonkeyPatch) -> N
     # gaussian_sigma is a pure function re-solved (200 bisections) on every noise_vector call;
     # memoising it changes no draw and makes a sample ~4x cheaper.
     monkeypatch.setattr(
-        dp.mechanisms,
+        dppub.dp.mechanisms,
         "gaussian_sigma",
-        functools.lru_cache(maxsize=None)(dp.mechanisms.gaussian_sigma),
+        functools.lru_cache(maxsize=None)(dppub.dp.mechanisms.gaussian_sigma),
     )
     Z, (y,), kw = _objective_call(OBJ_X, OBJ_Y, epsilon=OBJ_EPS, intercept=False)
     Z_nb, (y_nb,), _ = _objective_call(OBJ_X_NB, OBJ_Y_NB, epsilon=OBJ_EPS, intercept=False)

@@ -30,17 +30,17 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
-from dp.mechanisms import laplace
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.reference.empirical_privacy import audit, looped
-from dp.reference.regression import sufficient_statistics
-from dp.regression.auto import INTERCEPT_SHARE
-from dp.regression.encoding import FeatureEncoding
-from dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
-from dp.regression.sensitivity import PARTS
-from dp.regression.statistics import Design, SufficientStatistics
-from dp.schema import ColumnSpec
+from dppub.dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
+from dppub.dp.mechanisms import laplace
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.reference.empirical_privacy import audit, looped
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression.auto import INTERCEPT_SHARE
+from dppub.dp.regression.encoding import FeatureEncoding
+from dppub.dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release
+from dppub.dp.regression.sensitivity import PARTS
+from dppub.dp.regression.statistics import Design, SufficientStatistics
+from dppub.dp.schema import ColumnSpec
 
 EPS = 1.0
 DESIGNS = {

@@ -35,8 +35,8 @@ def small_config(directory: Path, data: Path, *, budget: float = 4.0, **override
 def publish_here(config: str | Path, ledger: str | Path, out: str | Path) -> str:
     """A publication opened as ``dppub run`` opens one, published without Prefect (what a run
     does when no Prefect API is configured); returns the run id."""
-    from dp.pipeline.plan import load_plan
-    from flows.local import publish_locally
+    from dppub.dp.pipeline.plan import load_plan
+    from dppub.flows.local import publish_locally
 
     plan = load_plan(config)
     with plan.open_run(ledger, out) as run:

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def dppub(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -156,7 +156,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
     unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_PROFILES_PATH")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(config), "--out", str(out)],
+        [sys.executable, "-m", "dppub.flows.cli", "run", str(config), "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -164,7 +164,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
         env={**env, "HOME": str(home), "DPPUB_HOME": str(state)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    from flows.local import NOT_RECORDED
+    from dppub.flows.local import NOT_RECORDED
 
     assert [ln for ln in done.stderr.splitlines() if "Prefect" in ln] == [NOT_RECORDED]
     assert done.stdout.strip() == _published(out)[0]  # published, and stdout is the run id
@@ -306,8 +306,8 @@ def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
 
 
 def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
-    from dp.budget import PrivacyCost
-    from dp.ledger import BudgetPolicy, DataIdentity
+    from dppub.dp.budget import PrivacyCost
+    from dppub.dp.ledger import BudgetPolicy, DataIdentity
 
     ledger = tmp_path / "ledger.sqlite"
     book = Ledger(str(ledger))

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from flows import cli
+from dppub.flows import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())

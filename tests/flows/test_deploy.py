@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 
 pytestmark = pytest.mark.slow
 
@@ -159,7 +159,7 @@ def _dppub(
     *args: str, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "dppub.flows.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -219,7 +219,7 @@ def test_a_deployed_config_runs_on_the_worker_with_its_report_in_the_ui(
 ) -> None:
     deployment = _get(f"{server.api}/deployments/name/{DEPLOYMENT}")
     assert deployment["work_pool_name"] == POOL
-    assert deployment["entrypoint"] == "flows.publish.publish"  # the installed package's
+    assert deployment["entrypoint"] == "dppub.flows.publish.publish"  # the installed package's
     assert deployment["pull_steps"] == []
     assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 0 1 1 *"]
     assert deployment["parameters"] == {
@@ -280,7 +280,15 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
     env = {**server.env, "PREFECT_API_URL": server.api}
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "serve", str(config), "--out", str(server.tmp)],
+            [
+                sys.executable,
+                "-m",
+                "dppub.flows.cli",
+                "serve",
+                str(config),
+                "--out",
+                str(server.tmp),
+            ],
             cwd=ROOT,
             env=env,
             stdout=sink,
@@ -309,7 +317,7 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
 
 def test_prefect_yaml_registers_what_dppub_deploy_would(server: Server) -> None:
     # Last in the module: it re-registers the demo's deployment name.
-    from dp.pipeline.plan import load_plan
+    from dppub.dp.pipeline.plan import load_plan
 
     done = subprocess.run(
         [BIN / "prefect", "--no-prompt", "deploy", "--all", "--pool", POOL],
@@ -321,7 +329,7 @@ def test_prefect_yaml_registers_what_dppub_deploy_would(server: Server) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     deployment = _get(f"{server.api}/deployments/name/{DEPLOYMENT}")
-    assert deployment["entrypoint"] == "flows.publish.publish"
+    assert deployment["entrypoint"] == "dppub.flows.publish.publish"
     assert deployment["pull_steps"] == [] and deployment["work_pool_name"] == POOL
     assert deployment["parameters"] == {
         "config_path": str(ROOT / "configs" / "demo.yaml"),

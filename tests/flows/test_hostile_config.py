@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows import cli
+from dppub.flows import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -260,7 +260,7 @@ def test_config_values_plan_and_run_used_to_accept_are_refused(
     started = time.monotonic()
     _one_line(_invoke("plan", config, "--ledger", tmp_path / "l.sqlite"), 2, message, started)
     # A ledger that exists is not touched either.
-    from dp.ledger import Ledger
+    from dppub.dp.ledger import Ledger
 
     ledger = tmp_path / "existing.sqlite"
     Ledger(ledger)
@@ -297,8 +297,8 @@ def test_a_cron_loads_exactly_when_prefect_accepts_it(tmp_path: Path, cron: str)
     from prefect.client.schemas.schedules import CronSchedule
     from pydantic import ValidationError
 
-    from dp.errors import ConfigError
-    from dp.pipeline.plan import load_config
+    from dppub.dp.errors import ConfigError
+    from dppub.dp.pipeline.plan import load_config
 
     try:
         CronSchedule(cron=cron, timezone="Europe/Berlin")

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dp.ledger import Ledger
-from flows import cli
+from dppub.dp.ledger import Ledger
+from dppub.flows import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

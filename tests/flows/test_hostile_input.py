@@ -16,9 +16,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
-from flows import cli
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
+from dppub.flows import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

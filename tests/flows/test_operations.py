@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.faults import STEPS
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.faults import STEPS
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ class _Run:
         self.out_path, self.err_path = logs / "stdout", logs / "stderr"
         with self.out_path.open("w") as out, self.err_path.open("w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "flows.cli", *map(str, args)],
+                [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=out,
@@ -128,7 +128,7 @@ def test_kill_at_every_step_never_undercounts(
     assert spent >= charged - 1e-12  # the ledger never under-counts what was published
 
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "recover", "--ledger", ledger],
+        [sys.executable, "-m", "dppub.flows.cli", "recover", "--ledger", ledger],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,10 +7,10 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from dp.budget import PrivacyCost
-from dp.ledger import Ledger
-from dp.pipeline.plan import load_config
-from flows import cli
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.plan import load_config
+from dppub.flows import cli
 from tests.flows.conftest import small_config
 
 DEMO_COST = 1.5  # what the demo plan costs

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
-from flows.local import NOT_RECORDED
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
+from dppub.flows.local import NOT_RECORDED
 from tests.flows.conftest import PrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def _dppub(
     unless ``env`` or ``unset`` say otherwise."""
     base = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", *unset)}
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

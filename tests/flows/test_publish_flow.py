@@ -18,21 +18,21 @@ from prefect.client.schemas.filters import (
 )
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from dp import matrix
-from dp.axes import category_axis
-from dp.budget import PrivacyCost
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger
-from dp.ledger.summary import spending_summary
-from dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
-from dp.pipeline.execute import compute_release
-from dp.pipeline.kinds import ReleasePlan
-from dp.pipeline.kinds.workload import WorkloadSpec
-from dp.pipeline.plan import load_config, load_plan
-from dp.publication import Staging
-from dp.reference.anonymize import anonymize
-from dp.reference.frame import read_table
-from dp.schema import ColumnSpec
-from flows.publish import publish
+from dppub.dp import matrix
+from dppub.dp.axes import category_axis
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dppub.dp.ledger.summary import spending_summary
+from dppub.dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
+from dppub.dp.pipeline.execute import compute_release
+from dppub.dp.pipeline.kinds import ReleasePlan
+from dppub.dp.pipeline.kinds.workload import WorkloadSpec
+from dppub.dp.pipeline.plan import load_config, load_plan
+from dppub.dp.publication import Staging
+from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.frame import read_table
+from dppub.dp.schema import ColumnSpec
+from dppub.flows.publish import publish
 from tests.flows.conftest import PrefectServer
 
 
@@ -128,7 +128,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
     def unreadable(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr("dp.pipeline.plan.Plan.source", unreadable)
+    monkeypatch.setattr("dppub.dp.pipeline.plan.Plan.source", unreadable)
     with pytest.raises(OSError, match="Input/output error"):
         publish(str(config), str(ledger), str(out))
     assert spending_summary(Ledger(ledger))["census_demo"]["aborted_runs"] == 1
@@ -138,7 +138,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
         raise RuntimeError("a flaky model fit")
 
     # The regressions fail after their draws were recorded.
-    monkeypatch.setattr("dp.pipeline.kinds.regression.RegressionKind.execute", flaky)
+    monkeypatch.setattr("dppub.dp.pipeline.kinds.regression.RegressionKind.execute", flaky)
     with pytest.raises(RuntimeError, match="flaky"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
@@ -292,7 +292,7 @@ def test_streaming_engines_load_no_whole_column(
     def no_frame(*args: object, **kwargs: object) -> None:
         raise AssertionError("a whole column was read")
 
-    monkeypatch.setattr("dp.engine.memory.MemoryBackend.load", no_frame)
+    monkeypatch.setattr("dppub.dp.engine.memory.MemoryBackend.load", no_frame)
     run_id = publish(
         str(config), str(tmp_path / "l.sqlite"), str(tmp_path / "out"), engine="stream"
     ).run_id

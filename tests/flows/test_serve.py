@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from dp.ledger import Ledger
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger import Ledger
+from dppub.dp.ledger.summary import spending_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,7 @@ def test_schedule_fires_refuses_and_resumes_with_the_next_period(
             [
                 sys.executable,
                 "-m",
-                "flows.cli",
+                "dppub.flows.cli",
                 "serve",
                 str(config),
                 "--ledger",
@@ -114,7 +114,7 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
     env.pop("PREFECT_API_URL", None)
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "serve", str(config), "--out", str(out)],
+            [sys.executable, "-m", "dppub.flows.cli", "serve", str(config), "--out", str(out)],
             cwd=ROOT,
             env=env,
             stdout=sink,

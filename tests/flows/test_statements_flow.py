@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dp.budget import zcdp_of_pure
-from flows import cli
+from dppub.dp.budget import zcdp_of_pure
+from dppub.flows import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ import yaml
 from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
 
-from flows import cli
-from flows.server import prefect_env
+from dppub.flows import cli
+from dppub.flows.server import prefect_env
 from tests.dp.pipeline.kinds.test_tables_private import BIG, config, visits
 
 pytestmark = pytest.mark.slow

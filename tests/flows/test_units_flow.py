@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.ledger import Ledger
-from dp.pipeline.plan import load_plan
-from dp.pipeline.units import row_level_cost
-from flows.commands import audit_lines, audit_payload, write_audit_page
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.units import row_level_cost
+from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
 from tests.flows.conftest import publish_here
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_removing_one_unit_moves_published_counts_by_at_most_the_bound(
     # Both runs draw the same row-selection key (a run draws a fresh one from the OS): under
     # one key every other household keeps exactly the rows it kept.
     # not os.urandom: Prefect uses it
-    monkeypatch.setattr("dp.engine.unit_bounding.fresh_key", lambda: 7)
+    monkeypatch.setattr("dppub.dp.engine.unit_bounding.fresh_key", lambda: 7)
     frame = _households(census_frame.head(3_000), seed=2)
     victim = frame["household"].value_counts().index[0]  # the heaviest household
     m = 2
@@ -158,7 +158,7 @@ def test_group_privacy_turns_a_unit_level_cost_into_the_mechanism_cost() -> None
 def test_plan_shows_the_unit_its_bounds_and_their_price(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from flows import cli
+    from dppub.flows import cli
 
     config = _config(tmp_path, tmp_path / "not-read.parquet", 4)
     result = CliRunner().invoke(

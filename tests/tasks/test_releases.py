@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from dp.errors import DPPubError, InputError
+from dppub.dp.errors import DPPubError, InputError
 
 
 def test_every_task_is_uncached_unpersisted_and_only_reading_retries() -> None:
     from prefect import Task
     from prefect.cache_policies import NONE
 
-    import tasks.releases
+    import dppub.tasks.releases
 
-    found = {name: t for name, t in vars(tasks.releases).items() if isinstance(t, Task)}
-    assert set(found) == set(tasks.releases.__all__)
+    found = {name: t for name, t in vars(dppub.tasks.releases).items() if isinstance(t, Task)}
+    assert set(found) == set(dppub.tasks.releases.__all__)
     for name, t in found.items():
         assert isinstance(t.cache_policy, type(NONE)), name
         assert t.persist_result is False, name
@@ -41,7 +41,7 @@ class _DPPubOSError(DPPubError, OSError):
 
 
 def test_only_os_errors_that_dppub_did_not_raise_on_purpose_are_retried() -> None:
-    from tasks._common import retry_on_io_error
+    from dppub.tasks._common import retry_on_io_error
 
     assert retry_on_io_error(None, None, _Failed(OSError("transient")))
     assert retry_on_io_error(None, None, _Failed(TimeoutError("slow disk")))

@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from dp.pipeline.html.markdown import markdown_html
+from dppub.dp.pipeline.html.markdown import markdown_html
 
 __all__ = ["render_page"]
 
@@ -24,7 +24,7 @@ def _env() -> Environment:
     global _ENV
     if _ENV is None:
         _ENV = Environment(
-            loader=PackageLoader("dp.pipeline.html", "templates"),
+            loader=PackageLoader("dppub.dp.pipeline.html", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
             undefined=StrictUndefined,  # a missing value is a bug, not an empty cell
             trim_blocks=True,

@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp.pipeline.html.figures import INK, MUTED, PALETTE, WARN, label_inches, new_figure, to_svg
-from dp.pipeline.html.sections import (
+from dppub.dp.pipeline.html.figures import (
+    INK,
+    MUTED,
+    PALETTE,
+    WARN,
+    label_inches,
+    new_figure,
+    to_svg,
+)
+from dppub.dp.pipeline.html.sections import (
     INTERVAL_COLUMNS,
     Section,
     Table,
@@ -25,8 +33,8 @@ from dp.pipeline.html.sections import (
     frame_table,
     read_json,
 )
-from dp.pipeline.kinds.base import ReleaseSummary
-from dp.pipeline.kinds.regression import RegressionResult
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.regression import RegressionResult
 
 __all__ = ["clustering_plot", "coefficient_frame", "k_anonymity_plot", "regression_plot"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
 
 __all__ = [
     "INTERVAL_COLUMNS",

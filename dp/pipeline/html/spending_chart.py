@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup
 
-from dp.pipeline.html.figures import BUDGET, INK, MUTED, WARN, new_figure, to_svg
+from dppub.dp.pipeline.html.figures import BUDGET, INK, MUTED, WARN, new_figure, to_svg
 
 __all__ = ["RunPoint", "Series", "chart_limits", "spending_chart"]
 

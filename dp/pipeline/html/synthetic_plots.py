@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp.pipeline.html.figures import INK, WARN, label_inches, new_figure, to_svg
-from dp.pipeline.html.sections import Section, find_table, frame_table
-from dp.pipeline.kinds.base import ReleaseSummary, as_float
-from dp.publication import RELEASE_MARKER
+from dppub.dp.pipeline.html.figures import INK, WARN, label_inches, new_figure, to_svg
+from dppub.dp.pipeline.html.sections import Section, find_table, frame_table
+from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_float
+from dppub.dp.publication import RELEASE_MARKER
 
 __all__ = ["k_anonymous_errors", "synthetic_plot"]
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp.pipeline.html.figures import INK, label_inches, new_figure, to_svg
-from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dp.pipeline.kinds.base import ReleaseSummary, as_strs
+from dppub.dp.pipeline.html.figures import INK, label_inches, new_figure, to_svg
+from dppub.dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
+from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_strs
 
 __all__ = ["table_plot"]
 

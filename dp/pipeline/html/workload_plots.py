@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dp.pipeline.html.figures import BAND, INK, label_inches, new_figure, to_svg
-from dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dp.pipeline.kinds.base import ReleaseSummary
-from dp.pipeline.kinds.workload import WorkloadResult
+from dppub.dp.pipeline.html.figures import BAND, INK, label_inches, new_figure, to_svg
+from dppub.dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.workload import WorkloadResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

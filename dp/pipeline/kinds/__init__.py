@@ -10,7 +10,7 @@
 They are registered, in run order, in :data:`dp.pipeline.registry.KINDS`.
 """
 
-from dp.pipeline.kinds.base import (
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Never, Protocol, TypeAlias, TypeVar, cast
 
-from dp.budget import PlannedCost, PrivacyCost, compose
-from dp.engine import TableSource
-from dp.engine.batches import Batch
-from dp.errors import InvariantError
-from dp.ledger import ReleaseRecord
-from dp.pipeline.units import Bounding
-from dp.publication import Staging
+from dppub.dp.budget import PlannedCost, PrivacyCost, compose
+from dppub.dp.engine import TableSource
+from dppub.dp.engine.batches import Batch
+from dppub.dp.errors import InvariantError
+from dppub.dp.ledger import ReleaseRecord
+from dppub.dp.pipeline.units import Bounding
+from dppub.dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.config import Model, PipelineConfig
-    from dp.pipeline.html.sections import Section
+    from dppub.dp.pipeline.config import Model, PipelineConfig
+    from dppub.dp.pipeline.html.sections import Section
 
 __all__ = [
     "JSON",
@@ -381,6 +381,6 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         """Its plots and tables in ``report.html``, from its files published in ``folder``
         (the run folder); none by default."""
-        from dp.pipeline.html.sections import Section
+        from dppub.dp.pipeline.html.sections import Section
 
         return Section()

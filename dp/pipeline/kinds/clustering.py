@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import Field
 
-from dp.engine import (
+from dppub.dp.engine import (
     Projection,
     ProjectionAggregate,
     TableSource,
     lloyd_statistics_stream,
     projected_lloyd_step,
 )
-from dp.errors import ConfigError
-from dp.kmeans import KMeans, Step
-from dp.pipeline.config import Cost, Integer, Name, PipelineConfig
-from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds.base import (
+from dppub.dp.errors import ConfigError
+from dppub.dp.kmeans import KMeans, Step
+from dppub.dp.pipeline.config import Cost, Integer, Name, PipelineConfig
+from dppub.dp.pipeline.domains import declared_columns
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     EstimatorSpec,
     Executed,
@@ -49,13 +49,13 @@ from dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
-from dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
-from dp.pipeline.units import bounding_for, unit_statement
-from dp.publication import Staging
+from dppub.dp.pipeline.limits import MAX_CLUSTERS, MAX_ITERATIONS
+from dppub.dp.pipeline.units import bounding_for, unit_statement
+from dppub.dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
-from dp.regression.uncertainty import cluster_table
+    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.regression.uncertainty import cluster_table
 
 __all__ = ["ClusteringKind", "ClusteringModel", "ClusteringResult", "ClusteringSpec"]
 
@@ -209,7 +209,7 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
         ]
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.model_plots import (
+        from dppub.dp.pipeline.html.model_plots import (
             clustering_plot,  # matplotlib: only when a report is drawn
         )
 

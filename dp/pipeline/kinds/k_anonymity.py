@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from dp.anonymity import Hierarchy
-from dp.budget import PrivacyCost
-from dp.engine import DistinctValuesAggregate, TableSource, anonymize_stream
-from dp.errors import ConfigError
-from dp.pipeline.config import Flag, Integer, Model, Name, Number, PipelineConfig
-from dp.pipeline.domains import (
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.engine import DistinctValuesAggregate, TableSource, anonymize_stream
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.config import Flag, Integer, Model, Name, Number, PipelineConfig
+from dppub.dp.pipeline.domains import (
     declared_columns,
     declared_hierarchy,
     hierarchy_from_values,
     leaves_from_data,
 )
-from dp.pipeline.kinds.base import (
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,
@@ -40,11 +40,11 @@ from dp.pipeline.kinds.base import (
     as_str,
     scan_each,
 )
-from dp.pipeline.units import Bounding
-from dp.publication import Staging
+from dppub.dp.pipeline.units import Bounding
+from dppub.dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
+    from dppub.dp.pipeline.html.sections import Section
 
 __all__ = ["KAnonymityKind", "KAnonymityModel", "KAnonymityResult", "KAnonymitySpec"]
 
@@ -182,7 +182,7 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
         return _NOT_COVERED
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.model_plots import (
+        from dppub.dp.pipeline.html.model_plots import (
             k_anonymity_plot,  # matplotlib: only when a report is drawn
         )
 

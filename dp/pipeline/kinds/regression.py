@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from dp.budget import PlannedCost, PrivacyCost
-from dp.engine import StatisticsAggregate, TableSource, logistic_sums_stream
-from dp.errors import ConfigError, InvariantError
-from dp.pipeline.config import Cost, Flag, Name, Number, PipelineConfig
-from dp.pipeline.domains import declared_columns
-from dp.pipeline.kinds.base import (
+from dppub.dp.budget import PlannedCost, PrivacyCost
+from dppub.dp.engine import StatisticsAggregate, TableSource, logistic_sums_stream
+from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.pipeline.config import Cost, Flag, Name, Number, PipelineConfig
+from dppub.dp.pipeline.domains import declared_columns
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     EstimatorSpec,
     Executed,
@@ -45,15 +45,20 @@ from dp.pipeline.kinds.base import (
     as_strs,
     scan_each,
 )
-from dp.pipeline.units import bounding_for, unit_statement
-from dp.publication import Staging
+from dppub.dp.pipeline.units import bounding_for, unit_statement
+from dppub.dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
-from dp.regression import FeatureEncoding, LinearRegression, LogisticRegression, TraceRegression
-from dp.regression.linear import LinearFit
-from dp.regression.statistics import SufficientStatistics
-from dp.regression.uncertainty import (
+    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.regression import (
+    FeatureEncoding,
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+)
+from dppub.dp.regression.linear import LinearFit
+from dppub.dp.regression.statistics import SufficientStatistics
+from dppub.dp.regression.uncertainty import (
     DEFAULT_REPLICATES,
     CoefficientTable,
     Fit,
@@ -387,7 +392,7 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         return lines
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.model_plots import (
+        from dppub.dp.pipeline.html.model_plots import (
             regression_plot,  # matplotlib: only when a report is drawn
         )
 

@@ -28,12 +28,12 @@ import numpy.typing as npt
 import pandas as pd
 from pydantic import Field, model_validator
 
-from dp.axes import Axis
-from dp.engine import MarginalsAggregate, TableSource
-from dp.errors import ConfigError
-from dp.pipeline.config import Cost, Integer, Model, Name, Number, PipelineConfig
-from dp.pipeline.domains import declared_columns, histogram_axis
-from dp.pipeline.kinds.base import (
+from dppub.dp.axes import Axis
+from dppub.dp.engine import MarginalsAggregate, TableSource
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.config import Cost, Integer, Model, Name, Number, PipelineConfig
+from dppub.dp.pipeline.domains import declared_columns, histogram_axis
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,
@@ -48,15 +48,15 @@ from dp.pipeline.kinds.base import (
     as_str,
     as_strs,
 )
-from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
-from dp.pipeline.units import bounding_for, unit_statement
-from dp.publication import Staging
-from dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
-from dp.synthetic.aim import Measurement
-from dp.synthetic.pgm import Clique
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dppub.dp.pipeline.units import bounding_for, unit_statement
+from dppub.dp.publication import Staging
+from dppub.dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
+from dppub.dp.synthetic.aim import Measurement
+from dppub.dp.synthetic.pgm import Clique
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
+    from dppub.dp.pipeline.html.sections import Section
 
 __all__ = [
     "SyntheticKind",
@@ -453,7 +453,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
         ]
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.synthetic_plots import (
+        from dppub.dp.pipeline.html.synthetic_plots import (
             synthetic_plot,  # matplotlib: only when a report is drawn
         )
 

@@ -35,18 +35,18 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from dp import matrix
-from dp.axes import Axis, numeric_axis
-from dp.engine import TableSource
-from dp.engine.key_weights import KeyWeightsAggregate
-from dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
-from dp.engine.table_sums import GroupSums, TableSumsAggregate
-from dp.engine.unit_bounding import UnitBound
-from dp.errors import ConfigError
-from dp.matrix.reconstruct import check_reconstruction
-from dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
-from dp.pipeline.domains import declared_columns, declared_hierarchy, histogram_axis
-from dp.pipeline.kinds.base import (
+from dppub.dp import matrix
+from dppub.dp.axes import Axis, numeric_axis
+from dppub.dp.engine import TableSource
+from dppub.dp.engine.key_weights import KeyWeightsAggregate
+from dppub.dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
+from dppub.dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dppub.dp.engine.unit_bounding import UnitBound
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.reconstruct import check_reconstruction
+from dppub.dp.pipeline.config import Cost, Flag, Integer, Model, Name, Number, PipelineConfig
+from dppub.dp.pipeline.domains import declared_columns, declared_hierarchy, histogram_axis
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,
@@ -62,15 +62,15 @@ from dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
-from dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
-from dp.pipeline.units import Bounding, bounding_for
-from dp.publication import Staging
-from dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
-from dp.tables.margins import Dimension, published_rows
-from dp.tables.quantiles import quantile_method
-from dp.tables.rounding import MAX_ROUNDED_CELLS
-from dp.tables.split import Measure, split_epsilon
-from dp.tables.table import (
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dppub.dp.pipeline.units import Bounding, bounding_for
+from dppub.dp.publication import Staging
+from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
+from dppub.dp.tables.margins import Dimension, published_rows
+from dppub.dp.tables.quantiles import quantile_method
+from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
+from dppub.dp.tables.split import Measure, split_epsilon
+from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
     TableDesign,
     TableRelease,
@@ -79,7 +79,7 @@ from dp.tables.table import (
 )
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
+    from dppub.dp.pipeline.html.sections import Section
 
 __all__ = ["TableKind", "TableModel", "TableResult", "TableSpec"]
 
@@ -437,7 +437,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         ]
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.table_plots import table_plot  # matplotlib: only for a report
+        from dppub.dp.pipeline.html.table_plots import table_plot  # matplotlib: only for a report
 
         section: Section = table_plot(summary, folder)
         return section

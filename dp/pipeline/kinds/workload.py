@@ -23,19 +23,19 @@ import numpy.typing as npt
 import pandas as pd
 from pydantic import Field, model_validator
 
-from dp import matrix
-from dp.axes import Axis
-from dp.budget import PrivacyCost
-from dp.calibration import zcdp_gaussian_sigma
-from dp.engine import HistogramAggregate, TableSource
-from dp.errors import ConfigError
-from dp.matrix.cache import cached_select_strategy
-from dp.matrix.intervals import AnswerIntervals, answer_intervals
-from dp.matrix.labels import query_labels
-from dp.matrix.reconstruct import check_reconstruction
-from dp.pipeline.config import Cost, Integer, Model, Name, PipelineConfig, Rho
-from dp.pipeline.domains import histogram_axis
-from dp.pipeline.kinds.base import (
+from dppub.dp import matrix
+from dppub.dp.axes import Axis
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.calibration import zcdp_gaussian_sigma
+from dppub.dp.engine import HistogramAggregate, TableSource
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.cache import cached_select_strategy
+from dppub.dp.matrix.intervals import AnswerIntervals, answer_intervals
+from dppub.dp.matrix.labels import query_labels
+from dppub.dp.matrix.reconstruct import check_reconstruction
+from dppub.dp.pipeline.config import Cost, Integer, Model, Name, PipelineConfig, Rho
+from dppub.dp.pipeline.domains import histogram_axis
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,
@@ -49,12 +49,12 @@ from dp.pipeline.kinds.base import (
     as_str_or_none,
     scan_one,
 )
-from dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
-from dp.pipeline.units import bounding_for
-from dp.publication import Staging
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
+from dppub.dp.pipeline.units import bounding_for
+from dppub.dp.publication import Staging
 
 if TYPE_CHECKING:
-    from dp.pipeline.html.sections import Section
+    from dppub.dp.pipeline.html.sections import Section
 
 __all__ = ["AxisModel", "WorkloadKind", "WorkloadModel", "WorkloadResult", "WorkloadSpec"]
 
@@ -414,7 +414,7 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
         ]
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dp.pipeline.html.workload_plots import (
+        from dppub.dp.pipeline.html.workload_plots import (
             workload_plot,  # matplotlib: only when a report is drawn
         )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
+from dppub.dp.anonymity import Hierarchy
 from tests.dp.anonymity.oracle import small_table
 
 ADULT = Path(__file__).resolve().parents[4] / "shared" / "bench" / "adult"

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp.anonymity import Hierarchy
+from dppub.dp.anonymity import Hierarchy
 
 Table = dict[tuple[int, ...], dict[int, dict[str, Any]]]
 

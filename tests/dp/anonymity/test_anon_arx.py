@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.anonymity.search import exhaustive, optimal
-from dp.errors import InputError
-from dp.reference.anonymize import anonymize
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.anonymity.search import exhaustive, optimal
+from dppub.dp.errors import InputError
+from dppub.dp.reference.anonymize import anonymize
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
 FARS = Path(__file__).resolve().parents[4] / "shared" / "bench" / "fars"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.errors import ConfigError, InputError
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.errors import ConfigError, InputError
 
 from .conftest import ADULT
 

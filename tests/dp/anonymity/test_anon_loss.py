@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.anonymity.classes import CodedTable
-from dp.anonymity.metrics import MetricTables
-from dp.reference.anonymize import anonymize, encode_columns
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.anonymity.classes import CodedTable
+from dppub.dp.anonymity.metrics import MetricTables
+from dppub.dp.reference.anonymize import anonymize, encode_columns
 
 # Leaf 4 is listed twice (as FARS's age file lists 99 twice); leaf 6 is absent from the data.
 AGE = "1;1-2;*\n2;1-2;*\n3;3-4;*\n4;3-4;*\n4;3-4;*\n5;5-6;*\n6;5-6;*\n"

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.errors import ConfigError, InputError
-from dp.reference.anonymize import AnonymizationResult, anonymize
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.anonymize import AnonymizationResult, anonymize
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dp.anonymity import METRICS, Hierarchy
-from dp.anonymity.classes import CodedTable, LDiversity
-from dp.anonymity.metrics import MetricTables
-from dp.anonymity.search import exhaustive, optimal
-from dp.errors import InputError
-from dp.reference.anonymize import anonymize, encode_columns
+from dppub.dp.anonymity import METRICS, Hierarchy
+from dppub.dp.anonymity.classes import CodedTable, LDiversity
+from dppub.dp.anonymity.metrics import MetricTables
+from dppub.dp.anonymity.search import exhaustive, optimal
+from dppub.dp.errors import InputError
+from dppub.dp.reference.anonymize import anonymize, encode_columns
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
 KS = [2, 3, 5, 10]

@@ -12,10 +12,10 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-import dp.engine.aggregate as aggregate_module
-from dp.anonymity.hierarchy import Hierarchy
-from dp.engine.batches import Batch, Scan, iter_batches
-from dp.schema import ColumnSpec, TableSchema
+import dppub.dp.engine.aggregate as aggregate_module
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.engine.batches import Batch, Scan, iter_batches
+from dppub.dp.schema import ColumnSpec, TableSchema
 from tests.conftest import generate
 
 SCHEMA = TableSchema(

@@ -8,19 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp.anonymity.hierarchy import Hierarchy
-from dp.axes import category_axis, hierarchy_axis, numeric_axis
-from dp.engine import (
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.axes import category_axis, hierarchy_axis, numeric_axis
+from dppub.dp.engine import (
     histogram_stream,
     leaf_counts_stream,
     logistic_sums_stream,
     regression_statistics_stream,
 )
-from dp.engine.dask import DaskBackend
-from dp.errors import InputError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.regression import LogisticRegression
-from dp.regression.statistics import Design
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.errors import InputError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.regression import LogisticRegression
+from dppub.dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 

@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp.anonymity.classes import CodedTable
-from dp.anonymity.hierarchy import Hierarchy
-from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
-from dp.engine import histogram_stream, leaf_counts_stream, node_class_sizes
-from dp.engine import regression_statistics_stream as stats_stream
-from dp.engine.batches import iter_batches, open_scan
-from dp.errors import ConfigError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.reference.frame import read_table
-from dp.reference.histogram import histogram
-from dp.reference.regression import sufficient_statistics
-from dp.regression.statistics import Design
+from dppub.dp.anonymity.classes import CodedTable
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
+from dppub.dp.engine import histogram_stream, leaf_counts_stream, node_class_sizes
+from dppub.dp.engine import regression_statistics_stream as stats_stream
+from dppub.dp.engine.batches import iter_batches, open_scan
+from dppub.dp.errors import ConfigError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.histogram import histogram
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression.statistics import Design
 from tests.dp.engine.conftest import SCHEMA
 
 # Float sums differ from the whole-table ones only in addition order: ~1e-15 relative here.

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp.axes import category_axis, numeric_axis
-from dp.engine import histogram_stream
-from dp.errors import ConfigError, InputError
-from dp.reference.frame import read_table
-from dp.reference.histogram import histogram
-from dp.schema import TableSchema
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.engine import histogram_stream
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.histogram import histogram
+from dppub.dp.schema import TableSchema
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 

@@ -10,11 +10,11 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.engine import StreamingBackend
-from dp.engine.key_weights import KeyWeightsAggregate
-from dp.engine.unit_bounding import UnitBound
-from dp.schema import ColumnSpec, TableSchema
-from dp.tables.keys import GRID, KeyWeights
+from dppub.dp.engine import StreamingBackend
+from dppub.dp.engine.key_weights import KeyWeightsAggregate
+from dppub.dp.engine.unit_bounding import UnitBound
+from dppub.dp.schema import ColumnSpec, TableSchema
+from dppub.dp.tables.keys import GRID, KeyWeights
 
 SCHEMA = TableSchema(
     columns=(

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.engine.lloyd_cache as projection_module
-from dp.engine import (
+import dppub.dp.engine.lloyd_cache as projection_module
+from dppub.dp.engine import (
     MemoryBackend,
     Projection,
     ProjectionAggregate,
@@ -21,10 +21,10 @@ from dp.engine import (
     lloyd_statistics_stream,
     projected_lloyd_step,
 )
-from dp.errors import ConfigError, InputError
-from dp.kmeans import KMeans, lloyd_partial
-from dp.numerics.fixedpoint import MAX_ROWS
-from dp.reference.frame import read_table
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.kmeans import KMeans, lloyd_partial
+from dppub.dp.numerics.fixedpoint import MAX_ROWS
+from dppub.dp.reference.frame import read_table
 from tests.dp.engine.conftest import SCHEMA
 
 FEATURES = ("age", "hours")

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dp.engine import LogisticLossAggregate, logistic_sums_stream
-from dp.engine.dask import DaskBackend
-from dp.errors import ConfigError
-from dp.reference.frame import read_table
-from dp.reference.regression import LogisticRegression
-from dp.regression.logistic import normalised_rows, row_norm_bound
-from dp.regression.losssums import logistic_sums
+from dppub.dp.engine import LogisticLossAggregate, logistic_sums_stream
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.errors import ConfigError
+from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.regression import LogisticRegression
+from dppub.dp.regression.logistic import normalised_rows, row_norm_bound
+from dppub.dp.regression.losssums import logistic_sums
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 

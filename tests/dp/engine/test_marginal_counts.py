@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp.anonymity.hierarchy import Hierarchy
-from dp.axes import category_axis, hierarchy_axis, numeric_axis
-from dp.engine import MarginalsAggregate, StreamingBackend, histogram_stream
-from dp.errors import ConfigError
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.axes import category_axis, hierarchy_axis, numeric_axis
+from dppub.dp.engine import MarginalsAggregate, StreamingBackend, histogram_stream
+from dppub.dp.errors import ConfigError
 from tests.dp.engine.conftest import SCHEMA
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dp.axes import category_axis, numeric_axis
-from dp.engine import histogram_stream, regression_statistics_stream
-from dp.engine.batches import iter_batches, open_scan
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.regression.statistics import Design
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.engine import histogram_stream, regression_statistics_stream
+from dppub.dp.engine.batches import iter_batches, open_scan
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.regression.statistics import Design
 from tests.dp.engine.conftest import SCHEMA
 
 

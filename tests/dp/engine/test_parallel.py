@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow.dataset as pads
 import pytest
 
-import dp.engine.aggregate as aggregate_module
-from dp.anonymity.hierarchy import Hierarchy
-from dp.axes import category_axis, numeric_axis
-from dp.engine import (
+import dppub.dp.engine.aggregate as aggregate_module
+from dppub.dp.anonymity.hierarchy import Hierarchy
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.engine import (
     Fused,
     HistogramAggregate,
     LeafCountsAggregate,
@@ -24,9 +24,9 @@ from dp.engine import (
     StreamingBackend,
     with_progress,
 )
-from dp.engine.batches import Batch, Scan, iter_batches
-from dp.engine.dask import DaskBackend
-from dp.errors import InputError
+from dppub.dp.engine.batches import Batch, Scan, iter_batches
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.errors import InputError
 from tests.dp.engine.conftest import SCHEMA
 
 

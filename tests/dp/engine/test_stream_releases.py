@@ -13,24 +13,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.anonymity.classes import CodedTable
-from dp.engine import (
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.anonymity.classes import CodedTable
+from dppub.dp.engine import (
     anonymize_stream,
     distinct_values_stream,
     leaf_counts_stream,
     lloyd_statistics_stream,
 )
-from dp.engine import regression_statistics_stream as stats_stream
-from dp.engine.dask import DaskBackend
-from dp.errors import InputError
-from dp.kmeans import lloyd_step
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.reference.anonymize import anonymize
-from dp.reference.frame import read_table
-from dp.reference.kmeans import KMeans
-from dp.reference.regression import sufficient_statistics
-from dp.regression.statistics import Design
+from dppub.dp.engine import regression_statistics_stream as stats_stream
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.errors import InputError
+from dppub.dp.kmeans import lloyd_step
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.kmeans import KMeans
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 
@@ -94,7 +94,7 @@ def test_a_full_disk_mid_file_leaves_no_file(
                 raise OSError(errno.ENOSPC, "No space left on device")
             super().write_table(table, *args, **kwargs)
 
-    monkeypatch.setattr("dp.engine.anonymize.pq.ParquetWriter", FillingDisk)
+    monkeypatch.setattr("dppub.dp.engine.anonymize.pq.ParquetWriter", FillingDisk)
     with pytest.raises(OSError, match="No space left"):
         anonymize_stream(
             folder,
@@ -112,7 +112,7 @@ def test_a_full_disk_mid_file_leaves_no_file(
 def test_a_source_changed_between_the_passes_releases_nothing(
     tmp_path: Path, hierarchies: dict[str, Hierarchy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dp.engine.anonymize as module
+    import dppub.dp.engine.anonymize as module
 
     folder = tmp_path / "data"
     folder.mkdir()

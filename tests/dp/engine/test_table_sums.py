@@ -11,13 +11,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.axes import category_axis, numeric_axis
-from dp.engine import MemoryBackend, StreamingBackend
-from dp.engine.batches import Batch
-from dp.engine.dask import DaskBackend
-from dp.engine.table_sums import GroupSums, TableSumsAggregate
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
-from dp.reference.frame import read_table
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.engine import MemoryBackend, StreamingBackend
+from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.reference.frame import read_table
 from tests.dp.engine.conftest import SCHEMA
 
 AXES = (category_axis(SCHEMA["race"]), numeric_axis(SCHEMA["age"], bins=4))

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.engine.unit_bounding as units_module
-from dp.axes import category_axis, numeric_axis
-from dp.engine import Fused, HistogramAggregate, MemoryBackend, StreamingBackend
-from dp.engine.dask import DaskBackend
-from dp.engine.unit_bounding import Bounded, BoundingAggregate, UnitBound
-from dp.schema import ColumnSpec, TableSchema
+import dppub.dp.engine.unit_bounding as units_module
+from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.engine import Fused, HistogramAggregate, MemoryBackend, StreamingBackend
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.engine.unit_bounding import Bounded, BoundingAggregate, UnitBound
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 SCHEMA = TableSchema(
     columns=(
@@ -322,8 +322,8 @@ def test_a_pass_killed_midway_leaves_no_spill_file(tmp_path: Path) -> None:
     spill.mkdir()
     script = f"""
 import os, signal, tempfile
-import dp.engine.unit_bounding as units
-from dp.engine import StreamingBackend
+import dppub.dp.engine.unit_bounding as units
+from dppub.dp.engine import StreamingBackend
 from tests.dp.engine.test_unit_bounding import SCHEMA, COLUMNS
 tempfile.tempdir = {str(spill)!r}
 units.SPILL_ROWS = 100

@@ -20,9 +20,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dp.budget import PrivacyCost
-from dp.errors import LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import LedgerError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from tests.dp.ledger.disk import SmallDisk, mounted_small_disk
 from tests.pg import PostgresServer
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.budget import PrivacyCost
-from dp.errors import BudgetExceededError, ConfigError, LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, chain
-from dp.ledger.summary import spending_summary
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import BudgetExceededError, ConfigError, LedgerError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord, chain
+from dppub.dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
 
 ONE = PrivacyCost(epsilon=1.0)

@@ -8,10 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import dp.ledger.log
-from dp.budget import PrivacyCost
-from dp.errors import BudgetExceededError, LedgerError
-from dp.ledger import (
+import dppub.dp.ledger.log
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import BudgetExceededError, LedgerError
+from dppub.dp.ledger import (
     GENESIS,
     BudgetPolicy,
     DataIdentity,
@@ -20,8 +20,8 @@ from dp.ledger import (
     ReleaseRecord,
     ledger_location,
 )
-from dp.ledger.store import display_url
-from dp.ledger.summary import spending_summary
+from dppub.dp.ledger.store import display_url
+from dppub.dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
 from tests.pg import PostgresServer
 
@@ -352,7 +352,7 @@ def _events(led: Ledger) -> None:
 def test_the_same_events_hash_the_same_on_both_back_ends(
     tmp_path: Path, postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dp.ledger.log, "now", lambda: "2026-11-25T00:00:00.000000+00:00")
+    monkeypatch.setattr(dppub.dp.ledger.log, "now", lambda: "2026-11-25T00:00:00.000000+00:00")
     lite, pg = Ledger(tmp_path / "l.sqlite"), Ledger(postgres.schema_url())
     for led in (lite, pg):
         _events(led)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dp.budget import PrivacyCost
-from dp.errors import LedgerError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ledger_location
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import LedgerError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ledger_location
 
 DATA = DataIdentity(name="d", source="/data/d.parquet")
 

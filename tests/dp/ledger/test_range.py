@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
-from dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
-from dp.ledger.chain import FIELDS, MAX_EPSILON, now, row_hash
-from dp.ledger.summary import spending_summary
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord
+from dppub.dp.ledger.chain import FIELDS, MAX_EPSILON, now, row_hash
+from dppub.dp.ledger.summary import spending_summary
 from tests.dp.conftest import LedgerFactory
 
 DATA = DataIdentity(name="d", source="/data/d.parquet")

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import dp.matrix as mx
-from dp.matrix.select import candidate_strategies
+import dppub.dp.matrix as mx
+from dppub.dp.matrix.select import candidate_strategies
 
-cache = importlib.import_module("dp.matrix.cache")
+cache = importlib.import_module("dppub.dp.matrix.cache")
 
 W = mx.prefix(48)
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-import dp.matrix as mx
-from dp.errors import ConfigError
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError
 
 
 def test_seed_example_total_squared_error() -> None:

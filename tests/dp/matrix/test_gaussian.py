@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.matrix as mx
-from dp.budget import PrivacyCost, zcdp_to_dp
-from dp.calibration import gaussian_sigma
-from dp.errors import ConfigError
-from dp.matrix.residual import helmert
+import dppub.dp.matrix as mx
+from dppub.dp.budget import PrivacyCost, zcdp_to_dp
+from dppub.dp.calibration import gaussian_sigma
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.residual import helmert
 
 
 def _max_col_l2(a: np.ndarray) -> float:

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from dp import matrix
-from dp.errors import ConfigError
-from dp.matrix import intervals as iv
-from dp.matrix.measure import Measurement
-from dp.matrix.reconstruct import reconstruct
-from dp.matrix.variance import query_noise_moments, query_variance_factors
+from dppub.dp import matrix
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix import intervals as iv
+from dppub.dp.matrix.measure import Measurement
+from dppub.dp.matrix.reconstruct import reconstruct
+from dppub.dp.matrix.variance import query_noise_moments, query_variance_factors
 
 
 def _dense_factors(w: matrix.Workload, a: matrix.Strategy, power: int = 2) -> np.ndarray:
@@ -248,7 +248,7 @@ def test_gaussian_bootstrap_redraws_gaussian_noise() -> None:
 
 
 def test_a_failed_replicate_falls_back_to_the_exact_widths(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dp.errors import SolverError
+    from dppub.dp.errors import SolverError
 
     w, a = matrix.prefix(16), matrix.identity_strategy(16)
     estimate = np.arange(16, dtype=float)

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp import matrix
-from dp.anonymity import Hierarchy
-from dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
-from dp.errors import ConfigError
-from dp.matrix.labels import query_labels
-from dp.reference.histogram import histogram
-from dp.schema import ColumnSpec
+from dppub.dp import matrix
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.axes import Axis, category_axis, hierarchy_axis, numeric_axis
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.labels import query_labels
+from dppub.dp.reference.histogram import histogram
+from dppub.dp.schema import ColumnSpec
 
 EDUCATION = {"Preschool": "Primary", "HS-grad": "Secondary", "Masters": "Higher", "PhD": "Higher"}
 

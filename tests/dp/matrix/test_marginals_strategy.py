@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.matrix as mx
-from dp.errors import ConfigError
-from dp.matrix.marginal_basis import (
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.marginal_basis import (
     complement_sizes,
     marginal_spectrum,
     subset_sum,
     superset_mobius,
     superset_sum,
 )
-from dp.matrix.opt_marginals import marginals_loss
+from dppub.dp.matrix.opt_marginals import marginals_loss
 
 # The demo's 2-way marginals: age in 5-year bands over [17, 90] (15), sex, race, education,
 # marital status.

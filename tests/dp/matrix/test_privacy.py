@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import dp.matrix as mx
-from dp.mechanisms import laplace
+import dppub.dp.matrix as mx
+from dppub.dp.mechanisms import laplace
 
 pytestmark = pytest.mark.slow  # seeded privacy audits
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import dp.matrix as mx
-from dp.errors import ConfigError, SolverError
-from dp.matrix.interior import interior_nnls
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.interior import interior_nnls
 
-proj = importlib.import_module("dp.matrix.project")
-rec = importlib.import_module("dp.matrix.reconstruct")
+proj = importlib.import_module("dppub.dp.matrix.project")
+rec = importlib.import_module("dppub.dp.matrix.reconstruct")
 
 # 2-way marginals over 2,880 cells (263 queries): above MAX_DENSE_CELLS, so the interior-point
 # method and the certificate do the work, as for the demo's 3,600- and 72,000-cell workloads.
@@ -171,10 +171,10 @@ def test_an_uncertified_interior_point_falls_back_to_the_exact_active_set(
     certificate, so ``dppub run`` failed after its draw (and was charged)."""
     import pandas as pd
 
-    from dp.pipeline.domains import histogram_axis
-    from dp.pipeline.kinds.workload import WorkloadModel, workload_operator
-    from dp.pipeline.plan import load_config
-    from dp.reference.histogram import histogram
+    from dppub.dp.pipeline.domains import histogram_axis
+    from dppub.dp.pipeline.kinds.workload import WorkloadModel, workload_operator
+    from dppub.dp.pipeline.plan import load_config
+    from dppub.dp.reference.histogram import histogram
     from tests.conftest import generate
 
     cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "demo.yaml")

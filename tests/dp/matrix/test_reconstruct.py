@@ -12,12 +12,12 @@ import scipy.optimize as sopt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.matrix as mx
-from dp.errors import ConfigError, SolverError
-from dp.matrix.tiebreak import lexicographic_l1
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.tiebreak import lexicographic_l1
 
 # The package re-exports the function ``reconstruct``, which shadows the module attribute.
-rec = importlib.import_module("dp.matrix.reconstruct")
+rec = importlib.import_module("dppub.dp.matrix.reconstruct")
 
 
 def _exact(strategy: mx.Strategy, x: np.ndarray) -> mx.Measurement:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import dp.matrix as mx
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError
+import dppub.dp.matrix as mx
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError
 
 
 def test_answer_returns_a_consistent_frozen_result() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.matrix as mx
-from dp.errors import ConfigError
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError
 
 
 def _dense_sensitivity(a: np.ndarray) -> float:
@@ -134,7 +134,7 @@ def test_invalid_strategies_raise_config_error(build: object, message: str) -> N
 
 
 def test_opt0_gradient_matches_finite_differences() -> None:
-    from dp.matrix.optimize import _opt0_loss
+    from dppub.dp.matrix.optimize import _opt0_loss
 
     w = mx.all_range(9)
     theta = np.random.default_rng(3).uniform(0, 1, (3, 9))
@@ -165,8 +165,8 @@ def test_block_opt0_loss_and_gradient_match_the_dense_formula(which: str, n: int
     # generic one. n = 200 has partial blocks and windows clipped at both ends.
     import scipy.sparse as sp
 
-    from dp.matrix.opt_blocks import _index, _loss_grad, _pattern, block_start
-    from dp.matrix.optimize import _opt0_loss
+    from dppub.dp.matrix.opt_blocks import _index, _loss_grad, _pattern, block_start
+    from dppub.dp.matrix.optimize import _opt0_loss
 
     w = mx.width_range(n, 8) if which == "width_range" else getattr(mx, which)(n)
     tree = mx.nested_blocks(n, [64, 16, 4, 1], [0.6, 0.8, 0.9, 1.0]) if n == 200 else None
@@ -185,7 +185,7 @@ def test_block_opt0_loss_and_gradient_match_the_dense_formula(which: str, n: int
 
 
 def test_block_opt0_gradient_matches_finite_differences() -> None:
-    from dp.matrix.opt_blocks import _index, _loss_grad, _pattern
+    from dppub.dp.matrix.opt_blocks import _index, _loss_grad, _pattern
 
     w = mx.prefix(48)
     pattern, init = _pattern(mx.nested_blocks(48, [16, 4, 1], [0.7, 0.9, 1.0]), 3)
@@ -206,7 +206,7 @@ def test_block_opt0_gradient_matches_finite_differences() -> None:
 def test_block_opt0_needs_contiguous_row_supports() -> None:
     import scipy.sparse as sp
 
-    from dp.matrix.opt_blocks import _index
+    from dppub.dp.matrix.opt_blocks import _index
 
     with pytest.raises(ConfigError, match="contiguous"):
         _index(sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])))
@@ -231,7 +231,7 @@ def test_block_opt0_rejects_a_start_hierarchy_of_another_size() -> None:
 def test_semiseparable_gram_and_sparse_quadratic_forms_match_dense(which: str) -> None:
     import scipy.sparse as sp
 
-    from dp.matrix.strategy import quad_forms
+    from dppub.dp.matrix.strategy import quad_forms
 
     n = 23
     w = getattr(mx, which)(n)
@@ -251,7 +251,7 @@ def test_semiseparable_gram_and_sparse_quadratic_forms_match_dense(which: str) -
 
 def test_block_opt0_windows_are_centred_on_their_blocks() -> None:
     # Centred windows let neighbouring rows overlap across block boundaries, like dense OPT0.
-    from dp.matrix.opt_blocks import _pattern
+    from dppub.dp.matrix.opt_blocks import _pattern
 
     pattern, init = _pattern(mx.nested_blocks(64, [16, 4, 1], [2.0, 1.0, 1.0]), 3)
     first = pattern.indices[pattern.indptr[:-1]]
@@ -266,7 +266,7 @@ def test_block_opt0_windows_are_centred_on_their_blocks() -> None:
 
 
 def test_block_start_splits_a_coarse_finest_level_into_16_cell_blocks() -> None:
-    from dp.matrix.opt_blocks import block_start
+    from dppub.dp.matrix.opt_blocks import block_start
 
     tree = mx.nested_blocks(200, [128, 64, 1], [0.5, 0.7, 1.0])
     start = block_start(tree)

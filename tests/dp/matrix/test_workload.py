@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dp.matrix as mx
-from dp.errors import ConfigError
+import dppub.dp.matrix as mx
+from dppub.dp.errors import ConfigError
 
 
 def _all_range_dense(n: int) -> np.ndarray:

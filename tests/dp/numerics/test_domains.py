@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.errors import ConfigError
-from dp.numerics.domains import FeatureDomain, TargetDomain, declared_feature_bounds
+from dppub.dp.errors import ConfigError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain, declared_feature_bounds
 
 
 def test_box_clip_clamps_and_rounds_one_hot_blocks_to_a_vertex() -> None:

@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp.errors import InputError, InvariantError
-from dp.numerics.fixedpoint import (
+from dppub.dp.errors import InputError, InvariantError
+from dppub.dp.numerics.fixedpoint import (
     CONVERSION_ALLOWANCE,
     MAX_ROWS,
     ONE,

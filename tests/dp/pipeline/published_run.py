@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from dp.budget import PrivacyCost
-from dp.ledger import Ledger
-from dp.pipeline.kinds import ReleaseSummary
-from dp.pipeline.plan import load_plan
-from dp.pipeline.publish import in_order, publish
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.publish import in_order, publish
 
 ROOT = Path(__file__).resolve().parents[3]
 

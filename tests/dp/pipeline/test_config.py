@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.errors import ConfigError
-from dp.pipeline.plan import build_plan, load_config, load_plan
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.plan import build_plan, load_config, load_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -123,7 +123,7 @@ def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
 
 
 def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None:
-    from flows.commands import plan_payload
+    from dppub.flows.commands import plan_payload
 
     payload = plan_payload(DEMO, tmp_path / "no-ledger.sqlite")
     assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
@@ -136,9 +136,9 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
 
 
 def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> None:
-    from dp.budget import PrivacyCost, zcdp_to_dp
-    from dp.pipeline.kinds import ReleaseSummary
-    from dp.pipeline.report import budget_table
+    from dppub.dp.budget import PrivacyCost, zcdp_to_dp
+    from dppub.dp.pipeline.kinds import ReleaseSummary
+    from dppub.dp.pipeline.report import budget_table
 
     def gauss(i: int) -> ReleaseSummary:
         return ReleaseSummary(
@@ -169,7 +169,7 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
 def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     from prefect_dask.task_runners import DaskTaskRunner
 
-    from flows.runner import task_runner
+    from dppub.flows.runner import task_runner
 
     raw = _demo_raw()
     raw["dataset"]["path"] = str(ROOT / "data" / "sample" / "census.parquet")
@@ -216,7 +216,7 @@ def _marginals(**budget: object) -> dict:  # type: ignore[type-arg]
 def test_a_rho_budget_is_charged_as_its_epsilon_delta_and_measured_with_gaussian_noise(
     tmp_path: Path,
 ) -> None:
-    from dp.matrix import zcdp_cost
+    from dppub.dp.matrix import zcdp_cost
 
     plan = build_plan(load_config(_write(tmp_path, _marginals(rho=0.02, delta=1e-6))))
     (release,) = (r for r in plan.releases if r.name == "m")
@@ -246,8 +246,8 @@ def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str)
 def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     tmp_path: Path,
 ) -> None:
-    from dp.pipeline.kinds import ReleaseSummary
-    from dp.pipeline.kinds import workload as workloads
+    from dppub.dp.pipeline.kinds import ReleaseSummary
+    from dppub.dp.pipeline.kinds import workload as workloads
 
     plan = build_plan(load_config(_write(tmp_path, _marginals(epsilon=1.0))))
     (release,) = (r for r in plan.releases if r.name == "m")

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from dp.errors import ConfigError
-from dp.pipeline.environment import DEFAULT_LEDGER_TIMEOUT, environment
-from dp.pipeline.plan import DEFAULT_MEMORY_BUDGET_MB, build_plan, load_config
+from dppub.dp.errors import ConfigError
+from dppub.dp.pipeline.environment import DEFAULT_LEDGER_TIMEOUT, environment
+from dppub.dp.pipeline.plan import DEFAULT_MEMORY_BUDGET_MB, build_plan, load_config
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 

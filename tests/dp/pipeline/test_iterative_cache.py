@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-import dp.pipeline.kinds.clustering as clustering_kind
-from dp.engine import ProjectionAggregate
+import dppub.dp.pipeline.kinds.clustering as clustering_kind
+from dppub.dp.engine import ProjectionAggregate
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 

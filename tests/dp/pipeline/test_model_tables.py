@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.pipeline.kinds import ReleaseSummary
-from dp.publication import sha256_files
-from dp.regression.uncertainty import NO_INTERVALS
+from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.publication import sha256_files
+from dppub.dp.regression.uncertainty import NO_INTERVALS
 from tests.dp.pipeline.published_run import Demo, demo_config, publish_in_process
 
 pytestmark = pytest.mark.slow  # the demo published in process, seconds of CPU

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dp.errors import BudgetExceededError
-from dp.ledger import Ledger
-from dp.pipeline.limits import _prefect_croniter
-from dp.pipeline.plan import load_plan
+from dppub.dp.errors import BudgetExceededError
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.limits import _prefect_croniter
+from dppub.dp.pipeline.plan import load_plan
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.ledger import Ledger
-from dp.pipeline.kinds import ReleaseSummary
-from dp.pipeline.plan import load_plan
-from dp.pipeline.publish import Release, Steps, compute, in_order, publish
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.publish import Release, Steps, compute, in_order, publish
 from tests.dp.pipeline.published_run import demo_config
 
 

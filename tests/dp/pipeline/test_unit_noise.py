@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.calibration import gaussian_sigma
+from dppub.dp.calibration import gaussian_sigma
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 

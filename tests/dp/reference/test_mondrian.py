@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dp.anonymity import Hierarchy
-from dp.errors import ConfigError, InputError
-from dp.reference.anonymize import anonymize
-from dp.reference.mondrian import mondrian
+from dppub.dp.anonymity import Hierarchy
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.mondrian import mondrian
 
 
 def _released_sizes(table: pd.DataFrame, qis: list[str]) -> pd.Series:

@@ -24,13 +24,13 @@ import math
 import numpy as np
 import pytest
 
-from dp.errors import InvariantError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.domains import FeatureDomain as _Domain
-from dp.reference.regression import sufficient_statistics
-from dp.regression import functional as fm
-from dp.regression.sensitivity import PARTS, BlockSensitivity
-from dp.regression.statistics import Design
+from dppub.dp.errors import InvariantError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.domains import FeatureDomain as _Domain
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression import functional as fm
+from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity
+from dppub.dp.regression.statistics import Design
 
 pytestmark = pytest.mark.slow  # seeded privacy audits
 

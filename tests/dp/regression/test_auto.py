@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.reference.regression import LinearRegression, predict
-from dp.regression.auto import (
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.reference.regression import LinearRegression, predict
+from dppub.dp.regression.auto import (
     INTERCEPT_SHARE,
     NoiseVariances,
     choose_release,
     onehot_structure,
 )
-from dp.regression.statistics import Design, SufficientStatistics
+from dppub.dp.regression.statistics import Design, SufficientStatistics
 
 UNIT = TargetDomain(lower=-1.0, upper=1.0)
 
@@ -46,7 +46,7 @@ def test_fit_reads_data_only_through_the_noisy_releases(
 ) -> None:
     # Every noise mechanism replaced by a data-blind oracle: if the solve read anything but
     # the releases (the exact count above all) datasets of different sizes would differ.
-    from dp.regression import adassp, functional
+    from dppub.dp.regression import adassp, functional
 
     def blind(value: object, **_: object) -> np.ndarray:
         return np.full(np.shape(value), 7.0)

@@ -13,23 +13,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.engine import logistic_sums_stream, regression_statistics_stream
-from dp.errors import ConfigError, InputError
-from dp.numerics.domains import TargetDomain
-from dp.reference.regression import (
+from dppub.dp.engine import logistic_sums_stream, regression_statistics_stream
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.numerics.domains import TargetDomain
+from dppub.dp.reference.regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     predict,
     sufficient_statistics,
 )
-from dp.regression import l1_sensitivity, l2_sensitivity
-from dp.regression.encoding import FeatureEncoding
-from dp.regression.logistic import normalised_rows
-from dp.regression.losssums import logistic_sums
-from dp.regression.sensitivity import PARTS
-from dp.regression.statistics import Design
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp.regression import l1_sensitivity, l2_sensitivity
+from dppub.dp.regression.encoding import FeatureEncoding
+from dppub.dp.regression.logistic import normalised_rows
+from dppub.dp.regression.losssums import logistic_sums
+from dppub.dp.regression.sensitivity import PARTS
+from dppub.dp.regression.statistics import Design
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 AGE = ColumnSpec(name="age", type="int", bounds=(20, 60))
 SEX = ColumnSpec(name="sex", type="category", categories=("F", "M"))

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.errors import InputError, InvariantError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE, MAX_ROWS
-from dp.reference.regression import sufficient_statistics
-from dp.regression.eigen import certified_min_eigenvalue
-from dp.regression.statistics import Design, ExactMoments, exact_moments
+from dppub.dp.errors import InputError, InvariantError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE, MAX_ROWS
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression.eigen import certified_min_eigenvalue
+from dppub.dp.regression.statistics import Design, ExactMoments, exact_moments
 
 # --- the regression statistics ----------------------------------------------------------------
 

@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp.engine import regression_statistics_stream
-from dp.errors import ConfigError, InputError
-from dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
-from dp.regression.statistics import SufficientStatistics
-from dp.schema import ColumnSpec, TableSchema
+from dppub.dp.engine import regression_statistics_stream
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
+from dppub.dp.regression.statistics import SufficientStatistics
+from dppub.dp.schema import ColumnSpec, TableSchema
 
 RTOL, ATOL = 1e-9, 1e-12
 TRACE_RTOL, TRACE_ATOL = 1e-6, 1e-8

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError
-from dp.reference.regression import LinearRegression, predict
-from dp.regression.functional import trimmed_solve
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.regression import LinearRegression, predict
+from dppub.dp.regression.functional import trimmed_solve
 
 
 def _ball_data(rng: np.random.Generator, n: int, d: int, noise: float = 0.1):
@@ -244,7 +244,7 @@ def test_fit_reads_data_only_through_the_noisy_releases(
     # Replace every noise mechanism by a data-blind oracle (it ignores the exact value). If the
     # fit read anything else -- the exact row count above all -- two datasets of different sizes
     # would give different models; through the releases alone they must give the same one.
-    from dp.regression import adassp, functional
+    from dppub.dp.regression import adassp, functional
 
     def blind(value: object, **_: object) -> np.ndarray:
         return np.full(np.shape(value), 7.0)

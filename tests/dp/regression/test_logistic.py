@@ -13,20 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit
 
-from dp.budget import PrivacyCost
-from dp.errors import ConfigError, InputError, InvariantError, SolverError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.reference import regression as reference_regression
-from dp.reference.regression import (
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import ConfigError, InputError, InvariantError, SolverError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.reference import regression as reference_regression
+from dppub.dp.reference.regression import (
     LogisticRegression,
     objective_perturbation,
     predict,
     predict_proba,
 )
-from dp.regression import objective as op
-from dp.regression.logistic import normalised_rows, row_norm_bound
-from dp.regression.losssums import SIGMA_ERROR, LossSums, gradient_error, logistic_sums
-from dp.regression.statistics import Design
+from dppub.dp.regression import objective as op
+from dppub.dp.regression.logistic import normalised_rows, row_norm_bound
+from dppub.dp.regression.losssums import SIGMA_ERROR, LossSums, gradient_error, logistic_sums
+from dppub.dp.regression.statistics import Design
 
 METHODS = ["objective", "functional"]
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.errors import ConfigError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.fixedpoint import CONVERSION_ALLOWANCE as A
-from dp.reference.regression import sufficient_statistics
-from dp.regression import l1_sensitivity, l2_sensitivity
-from dp.regression.sensitivity import PARTS
-from dp.regression.statistics import Design
+from dppub.dp.errors import ConfigError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE as A
+from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.regression import l1_sensitivity, l2_sensitivity
+from dppub.dp.regression.sensitivity import PARTS
+from dppub.dp.regression.statistics import Design
 
 UNIT_Y = TargetDomain(lower=-1.0, upper=1.0)
 # Every expected value below is the exact-arithmetic bound plus the float64 rounding allowance

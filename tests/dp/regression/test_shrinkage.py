@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp.errors import InvariantError
-from dp.regression.shrinkage import shrink_spectrum, shrunk_solve
-from dp.regression.statistics import SufficientStatistics
+from dppub.dp.errors import InvariantError
+from dppub.dp.regression.shrinkage import shrink_spectrum, shrunk_solve
+from dppub.dp.regression.statistics import SufficientStatistics
 
 
 def test_noise_free_spread_is_kept_and_the_solve_is_exact() -> None:

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.budget import PrivacyCost, compose
-from dp.errors import ConfigError, InputError, SolverError
-from dp.numerics.domains import FeatureDomain, TargetDomain
-from dp.numerics.fixedpoint import ONE, quantise
-from dp.reference.regression import TraceRegression, predict, sufficient_statistics
-from dp.regression import lowrank
-from dp.regression.statistics import Design
+from dppub.dp.budget import PrivacyCost, compose
+from dppub.dp.errors import ConfigError, InputError, SolverError
+from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
+from dppub.dp.numerics.fixedpoint import ONE, quantise
+from dppub.dp.reference.regression import TraceRegression, predict, sufficient_statistics
+from dppub.dp.regression import lowrank
+from dppub.dp.regression.statistics import Design
 
 
 def _ball(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dp.errors import ConfigError, InputError
-from dp.reference.regression import (
+from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.reference.regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     sufficient_statistics,
 )
-from dp.regression.statistics import SufficientStatistics
-from dp.regression.uncertainty import (
+from dppub.dp.regression.statistics import SufficientStatistics
+from dppub.dp.regression.uncertainty import (
     NO_INTERVALS,
     cluster_table,
     coefficient_table,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.budget import zcdp_to_dp
-from dp.errors import ConfigError
-from dp.synthetic import cdp_delta, cdp_epsilon, cdp_rho
+from dppub.dp.budget import zcdp_to_dp
+from dppub.dp.errors import ConfigError
+from dppub.dp.synthetic import cdp_delta, cdp_epsilon, cdp_rho
 
 
 @settings(max_examples=20, deadline=None)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dp.synthetic import AimResult, cdp_rho, marginal_answers, run_aim, workload_cliques
+from dppub.dp.synthetic import AimResult, cdp_rho, marginal_answers, run_aim, workload_cliques
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from dp.errors import ConfigError
-from dp.synthetic import pgm
+from dppub.dp.errors import ConfigError
+from dppub.dp.synthetic import pgm
 
 
 def test_without_mbi_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.synthetic import candidates, marginal_answers, project_answer, quality, workload_cliques
+from dppub.dp.synthetic import (
+    candidates,
+    marginal_answers,
+    project_answer,
+    quality,
+    workload_cliques,
+)
 
 DOMAIN = {"a": 3, "b": 2, "c": 4, "d": 2}
 

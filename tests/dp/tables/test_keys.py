@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dp.errors import ConfigError
-from dp.tables.keys import (
+from dppub.dp.errors import ConfigError
+from dppub.dp.tables.keys import (
     GRID,
     KeyWeights,
     gaussian_new_key_delta,
@@ -46,7 +46,7 @@ def test_a_unit_in_m_keys_composes_the_threshold_rule_over_its_keys() -> None:
 def test_the_gaussian_rule_spends_at_most_delta_and_its_threshold_is_tight(
     eps: float, m: int
 ) -> None:
-    from dp.calibration import gaussian_delta
+    from dppub.dp.calibration import gaussian_delta
 
     rule = key_rule(eps, 1e-6, m)
     assert rule.kind == "gaussian"

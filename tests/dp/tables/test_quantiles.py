@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.mechanisms import noisy_max
-from dp.tables.quantiles import (
+from dppub.dp.mechanisms import noisy_max
+from dppub.dp.tables.quantiles import (
     em_rank_error,
     expected_rank_error,
     measure_quantiles,

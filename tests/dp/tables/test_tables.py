@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.tables.linear import measure_count_and_sum
-from dp.tables.margins import STAR, Dimension, published_rows
-from dp.tables.rounding import round_integer
-from dp.tables.split import Measure, split_epsilon
-from dp.tables.table import TableDesign, release_table, table_strategy
+from dppub.dp.tables.linear import measure_count_and_sum
+from dppub.dp.tables.margins import STAR, Dimension, published_rows
+from dppub.dp.tables.rounding import round_integer
+from dppub.dp.tables.split import Measure, split_epsilon
+from dppub.dp.tables.table import TableDesign, release_table, table_strategy
 
 
 def test_a_mean_alone_measures_its_count_and_centred_sum_together() -> None:

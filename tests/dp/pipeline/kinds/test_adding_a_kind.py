@@ -21,15 +21,15 @@ import pytest
 import yaml
 from pydantic import Field
 
-from dp.axes import Axis
-from dp.engine import HistogramAggregate, TableSource
-from dp.ledger import Ledger
-from dp.mechanisms import laplace
-from dp.pipeline import registry
-from dp.pipeline.config import Cost, Name, PipelineConfig
-from dp.pipeline.domains import histogram_axis
-from dp.pipeline.html.sections import Section, Table
-from dp.pipeline.kinds.base import (
+from dppub.dp.axes import Axis
+from dppub.dp.engine import HistogramAggregate, TableSource
+from dppub.dp.ledger import Ledger
+from dppub.dp.mechanisms import laplace
+from dppub.dp.pipeline import registry
+from dppub.dp.pipeline.config import Cost, Name, PipelineConfig
+from dppub.dp.pipeline.domains import histogram_axis
+from dppub.dp.pipeline.html.sections import Section, Table
+from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
     ReleaseKind,
@@ -38,9 +38,9 @@ from dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
-from dp.pipeline.plan import load_plan
-from dp.pipeline.units import bounding_for
-from dp.publication import Staging
+from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.units import bounding_for
+from dppub.dp.publication import Staging
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 # ---- the kind's module: everything a new kind writes ------------------------------------------
@@ -125,7 +125,7 @@ def test_a_kind_needs_its_module_and_one_registry_line(
 ) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from dppub.flows.cli import app
 
     plan = load_plan(count_config)
     assert [(r.name, r.kind, r.cost.epsilon) for r in plan.releases] == [("rows", "count", 0.5)]

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.errors import ConfigError
-from dp.ledger import Ledger
-from dp.pipeline.plan import load_plan
-from dp.pipeline.registry import kind_of
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.registry import kind_of
 from tests.dp.pipeline.published_run import ROOT, publish_in_process
 
 
@@ -34,7 +34,7 @@ def test_the_plan_shows_the_workload_and_its_error_range(
 ) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from dppub.flows.cli import app
 
     config = _config(tmp_path, census_small)
     (release,) = [r for r in load_plan(config).releases if r.kind == "synthetic"]

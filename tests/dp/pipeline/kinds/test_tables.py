@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.errors import ConfigError
-from dp.ledger import Ledger
-from dp.pipeline.plan import load_plan
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 TABLES: list[dict[str, Any]] = [
@@ -57,7 +57,7 @@ def test_tables_are_planned_published_recorded_and_reported(
 ) -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from dppub.flows.cli import app
 
     config = _config(tmp_path, census_small, TABLES)
     plan = load_plan(config)

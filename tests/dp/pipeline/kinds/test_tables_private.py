@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from dp.errors import ConfigError
-from dp.ledger import Ledger
-from dp.pipeline.kinds.tables import TableKind
-from dp.pipeline.plan import load_plan
+from dppub.dp.errors import ConfigError
+from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.tables import TableKind
+from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.published_run import publish_in_process
 
 BIG = [f"S{i:02d}" for i in range(5)]
