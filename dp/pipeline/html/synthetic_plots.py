@@ -21,7 +21,8 @@ import pandas as pd
 
 from dppub.dp.pipeline.html.figures import INK, WARN, label_inches, new_figure, to_svg
 from dppub.dp.pipeline.html.sections import Section, find_table, frame_table
-from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_float
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.synthetic import SyntheticResult
 from dppub.dp.publication import RELEASE_MARKER
 
 __all__ = ["k_anonymous_errors", "synthetic_plot"]
@@ -110,12 +111,12 @@ def _ranges(ax: Any, y: np.ndarray, low: pd.Series, high: pd.Series, **style: An
     ax.barh(y, (high - low).fillna(0.0), left=low.fillna(0.0), **style)
 
 
-def synthetic_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Path) -> Section:
     utility = find_table(folder, summary, ["marginal", "error_low", "error_high"])
     measurements = find_table(folder, summary, ["marginal", "cell", "noisy_count", "sigma"])
     if utility is None or measurements is None:
         raise ValueError("no utility or measurements table")
-    total = as_float(summary.details["rows"])
+    total = float(result.rows)
     k_table = _k_anonymous_table(folder, summary)
     frame = utility.copy()
     if k_table is not None:

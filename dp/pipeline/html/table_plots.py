@@ -16,7 +16,8 @@ import pandas as pd
 
 from dppub.dp.pipeline.html.figures import INK, label_inches, new_figure, to_svg
 from dppub.dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_strs
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.tables import TableResult
 
 __all__ = ["table_plot"]
 
@@ -65,16 +66,16 @@ def _heatmap(name: str, measure: str, rows: pd.DataFrame, keys: list[str]) -> An
     return to_svg(fig, key=f"{name}-{measure}-heatmap")
 
 
-def table_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def table_plot(summary: ReleaseSummary, result: TableResult, folder: Path) -> Section:
     """See the module docstring."""
     answers = pd.read_parquet(folder / summary.name / "answers.parquet")
-    keys = list(as_strs(summary.details["keys"]))
+    keys = list(result.keys)
     cells = answers[~(answers[keys] == "*").any(axis=1)]
     figures: list[Any] = []
     captions: list[str] = []
     for measure in list(dict.fromkeys(cells["measure"]))[:_MAX_MEASURES]:
         rows = cells[cells["measure"] == measure]
-        if len(keys) == 2 and summary.details.get("dimensions") == 2:
+        if len(keys) == 2 and result.dimensions == 2:
             figures.append(_heatmap(summary.name, measure, rows, keys))
             captions.append(f"`{measure}` by {keys[0]} and {keys[1]}; intervals in the table.")
         elif len(rows) <= _MAX_BARS:

@@ -457,7 +457,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             synthetic_plot,  # matplotlib: only when a report is drawn
         )
 
-        return synthetic_plot(summary, folder)
+        return synthetic_plot(summary, SyntheticResult.from_json(summary.details), folder)
 
 
 def _measurements(spec: SyntheticSpec, measurements: Sequence[Measurement]) -> pd.DataFrame:

@@ -439,7 +439,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         from dppub.dp.pipeline.html.table_plots import table_plot  # matplotlib: only for a report
 
-        section: Section = table_plot(summary, folder)
+        section: Section = table_plot(summary, TableResult.from_json(summary.details), folder)
         return section
 
 
