@@ -4,8 +4,8 @@ exit 2, nothing published, and the ledger exactly as it was.
 Every case fails while the run is opened, before Prefect starts, so no Prefect server is needed.
 """
 
-import multiprocessing as mp
-import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +72,17 @@ def test_a_full_disk_is_named_and_the_ledger_kept(tmp_path: Path, census_small: 
     assert _published(tmp_path / "o") == []
 
 
-def _hold_exclusively(
-    path: str, ready: "mp.synchronize.Event", done: "mp.synchronize.Event"
-) -> None:
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA locking_mode=EXCLUSIVE")
-    con.execute("BEGIN EXCLUSIVE")
-    con.execute("DELETE FROM meta WHERE key = 'nothing'")
-    con.execute("COMMIT")  # the exclusive lock stays held in this locking mode
-    ready.set()
-    done.wait(60)
-    con.close()
+_HOLD_EXCLUSIVELY = """
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA locking_mode=EXCLUSIVE")
+con.execute("BEGIN EXCLUSIVE")
+con.execute("DELETE FROM meta WHERE key = 'nothing'")
+con.execute("COMMIT")  # the exclusive lock stays held in this locking mode
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+con.close()
+"""
 
 
 @pytest.mark.slow
@@ -93,17 +93,21 @@ def test_a_lock_held_by_another_process_is_named(
     ledger = tmp_path / "ledger.sqlite"
     Ledger(ledger)
     monkeypatch.setenv("DPPUB_LEDGER_TIMEOUT", "0.5")
-    ctx = mp.get_context("fork")
-    ready, done = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_exclusively, args=(str(ledger), ready, done))
-    holder.start()
+    # Another process (not a fork: this worker may hold JAX's threads) holds the lock.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_EXCLUSIVELY, str(ledger)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
     try:
-        assert ready.wait(30)
+        assert holder.stdout.readline().strip() == "ready"
         result = _invoke("run", str(config), "--ledger", str(ledger), "--out", str(tmp_path / "o"))
         _one_line(result, "is locked by another process: waited 0.5 s")
     finally:
-        done.set()
-        holder.join(30)
+        holder.stdin.close()
+        holder.wait(30)
     assert Ledger(ledger).verify().ok and Ledger(ledger).runs() == []
 
 
