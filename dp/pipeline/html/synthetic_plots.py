@@ -1,10 +1,12 @@
 """A synthetic table's utility in ``report.html``: its estimated error per workload marginal,
 and beside it the k-anonymous table of the same run (if any) on the same marginals.
 
-Both errors are estimated the same way, from published files only: the normalized L1 distance
-of the table's marginal to AIM's noisy measurement covering it, minus and plus the noise's
-expected L1 (``utility.parquet`` holds the synthetic table's; the k-anonymous table's is
-computed here from its ``table.parquet``). A generalized or suppressed k-anonymous value that
+The synthetic table's error is its release's bootstrap estimate (``utility.parquet``'s
+``error``, :mod:`dp.synthetic.utility`). Where a measurement covers a marginal both tables also
+get a check range from published files only: the normalized L1 distance of the table's marginal
+to AIM's noisy measurement covering it, minus and plus the noise's expected L1 (the synthetic
+table's in ``utility.parquet``; the k-anonymous table's computed here from its
+``table.parquet``). A generalized or suppressed k-anonymous value that
 is not one of the synthetic axis's labels counts as spread evenly over the axis: an analyst
 cannot tell where it lies.
 """
@@ -83,7 +85,7 @@ def k_anonymous_errors(
     scale = max(total, 1.0)
     low: list[float] = []
     high: list[float] = []
-    for marginal, source in zip(utility["marginal"], utility["estimated_from"], strict=True):
+    for marginal, source in zip(utility["marginal"], utility["covered_by"], strict=True):
         columns = str(marginal).split(_SEP)
         measured = str(source).split(_SEP)
         candidates = measurements[measurements["marginal"] == source]
@@ -112,7 +114,7 @@ def _ranges(ax: Any, y: np.ndarray, low: pd.Series, high: pd.Series, **style: An
 
 
 def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Path) -> Section:
-    utility = find_table(folder, summary, ["marginal", "error_low", "error_high"])
+    utility = find_table(folder, summary, ["marginal", "error", "check_low", "check_high"])
     measurements = find_table(folder, summary, ["marginal", "cell", "noisy_count", "sigma"])
     if utility is None or measurements is None:
         raise ValueError("no utility or measurements table")
@@ -130,6 +132,7 @@ def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Pat
     _ranges(
         ax, y, frame["error_low"], frame["error_high"], height=height, color=INK, label="synthetic"
     )
+    ax.plot(frame["error"], y, "|", color="white", markersize=8)
     if k_table is not None:
         _ranges(
             ax,
@@ -144,15 +147,17 @@ def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Pat
     ax.set_yticks(y + (height / 2 if k_table is not None else 0.0), names)
     ax.invert_yaxis()
     ax.set_xlabel("normalized L1 error (0 exact, 2 disjoint)")
-    ax.set_title("error per workload marginal, estimated from the noisy measurements")
+    ax.set_title("error per workload marginal, estimated from public values only")
     caption = (
-        "Each bar spans a workload marginal's estimated normalized L1 error, from the public "
-        "noisy measurements only (never the data): the table's distance to the measurement "
-        "covering the marginal, minus and plus the noise's expected L1. No bar: no measurement "
-        "covers the marginal."
+        "Each bar spans the synthetic table's estimated normalized L1 error on a workload "
+        "marginal, from public values only (never the data): a parametric bootstrap of AIM's "
+        "noise through the model and of the sampling of the rows, from its refit warm-started "
+        "to its refit from scratch; the tick is the estimate."
         + (
-            " Beside it the run's k-anonymous table on the same marginals, estimated the same "
-            "way (generalized values spread evenly over the axis)."
+            " Beside it the run's k-anonymous table on the marginals a measurement covers: its "
+            "distance to that noisy measurement, minus and plus the noise's expected L1 "
+            "(generalized values spread evenly over the axis); no bar: no measurement covers "
+            "the marginal."
             if k_table is not None
             else ""
         )
@@ -160,11 +165,14 @@ def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Pat
     columns = [
         "marginal",
         "cells",
+        "error",
         "error_low",
         "error_high",
+        "check_low",
+        "check_high",
         "k_anonymous_low",
         "k_anonymous_high",
-        "estimated_from",
+        "covered_by",
     ]
     table = frame_table(frame, caption="estimated error per workload marginal", columns=columns)
     return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,), tables=(table,))

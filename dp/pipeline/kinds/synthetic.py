@@ -11,13 +11,17 @@ neighbour moves each marginal by at most ``m`` (L1 and L2), so every sensitivity
 Published: ``synthetic.parquet`` / ``.csv`` (the sampled rows, decoded to declared values:
 categories, the integer of a one-per-integer bin, a numeric bin's midpoint, a hierarchy
 level's label), ``measurements.parquet`` (the noisy marginals AIM measured, with their noise)
-and ``utility.parquet`` / ``.csv``: per workload marginal, the range of the synthetic table's
-normalized L1 error *estimated from the noisy measurements* (never from the data).
+and ``utility.parquet`` / ``.csv``: per workload marginal, the synthetic table's normalized L1
+error *estimated from public values only* (never from the data): a parametric bootstrap
+(:mod:`dp.synthetic.utility`) of the noise's error through the model, the fit's and the
+sampling error of the published rows, as a range and its middle; and, where a measurement
+covers the marginal, the table's distance to it.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +58,7 @@ from dppub.dp.publication import Staging
 from dppub.dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
 from dppub.dp.synthetic.aim import Measurement
 from dppub.dp.synthetic.pgm import Clique
+from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.html.sections import Section
@@ -70,6 +75,9 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 _BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|
 MAX_SYNTHETIC_COLUMNS = 52
+REPLICATES = 2
+"""Bootstrap replicates per end of the error range (:mod:`dp.synthetic.utility`): one refit and
+one sample each; the mean over the workload marginals varies little between them."""
 
 
 class MarginalsWorkload(Model):
@@ -138,12 +146,16 @@ class SyntheticResult:
     measured: list[list[str]]
     sensitivity: float
     max_model_size: float
-    error_low: float | None
-    error_high: float | None
-    """The mean normalized L1 error's range over the workload marginals a measurement covers
-    (:func:`utility_frame`); None if none is covered."""
-    error_marginals: int
-    """How many workload marginals that is."""
+    error: float
+    """The published rows' mean normalized L1 error over the workload marginals, estimated
+    from public values only: the middle of ``error_low`` and ``error_high``."""
+    error_low: float
+    """The bootstrap with its refit warm-started at the model (it starts at the answer)."""
+    error_high: float
+    """The bootstrap with its refit from scratch (:func:`dp.synthetic.utility.bootstrap_errors`)."""
+    covered_marginals: int
+    """How many workload marginals a measurement covers (``check_low``/``check_high`` in
+    ``utility.csv``)."""
     accounting: str
     guarantee: dict[str, JSON]
 
@@ -167,9 +179,10 @@ class SyntheticResult:
             measured=cliques(data["measured"]),
             sensitivity=as_float(data["sensitivity"]),
             max_model_size=as_float(data["max_model_size"]),
-            error_low=as_float_or_none(data["error_low"]),
-            error_high=as_float_or_none(data["error_high"]),
-            error_marginals=as_int(data["error_marginals"]),
+            error=as_float(data["error"]),
+            error_low=as_float(data["error_low"]),
+            error_high=as_float(data["error_high"]),
+            covered_marginals=as_int(data["covered_marginals"]),
             accounting=as_str(data["accounting"]),
             guarantee=dict(as_object(data["guarantee"])),
         )
@@ -177,14 +190,6 @@ class SyntheticResult:
 
 def _label(clique: Sequence[str]) -> str:
     return " x ".join(clique)
-
-
-def _marginal_of(
-    codes: Mapping[str, npt.NDArray[np.int64]], domain: Mapping[str, int], clique: Clique
-) -> FloatArray:
-    shape = tuple(domain[c] for c in clique)
-    flat = np.ravel_multi_index([codes[c] for c in clique], shape)
-    return np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,26 +233,30 @@ def estimated_errors(
 def utility_frame(
     workload: Sequence[Clique],
     domain: Mapping[str, int],
+    low: FloatArray,
+    high: FloatArray,
     estimates: Sequence[Estimate | None],
     total: float,
 ) -> pd.DataFrame:
-    """``utility.parquet``: per workload marginal, the normalized L1 error's range
-    ``[max(distance - noise, 0), distance + noise] / total`` (NaN where nothing covers it)."""
+    """``utility.parquet``: per workload marginal, the bootstrap's range ``error_low`` (refit
+    warm-started) to ``error_high`` (refit from scratch), each the mean of its replicates
+    (:func:`dp.synthetic.utility.bootstrap_errors`), ``error`` their middle, and where a
+    measurement covers it the check ``[max(distance - noise, 0), distance + noise] / total``
+    (NaN where nothing covers it)."""
     scale = max(total, 1.0)
     nan = float("nan")
     return pd.DataFrame(
         {
             "marginal": [_label(w) for w in workload],
             "cells": [math.prod(domain[c] for c in w) for w in workload],
-            "error_low": [
+            "error": (low.mean(axis=0) + high.mean(axis=0)) / 2.0,
+            "error_low": low.mean(axis=0),
+            "error_high": high.mean(axis=0),
+            "check_low": [
                 nan if e is None else max(e.distance - e.noise, 0.0) / scale for e in estimates
             ],
-            "error_high": [nan if e is None else (e.distance + e.noise) / scale for e in estimates],
-            "distance": [nan if e is None else e.distance / scale for e in estimates],
-            "noise": [nan if e is None else e.noise / scale for e in estimates],
-            "estimated_from": [
-                "not measured" if e is None else _label(e.source) for e in estimates
-            ],
+            "check_high": [nan if e is None else (e.distance + e.noise) / scale for e in estimates],
+            "covered_by": ["not measured" if e is None else _label(e.source) for e in estimates],
         }
     )
 
@@ -393,11 +402,27 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
         )
         out.write_table(plan.name, "synthetic", table)
         out.write_frame(plan.name, "measurements.parquet", _measurements(spec, result.measurements))
-        marginals = {w: _marginal_of(result.synthetic, spec.domain, w) for w in spec.workload}
+        marginals = {w: table_marginal(result.synthetic, spec.domain, w) for w in spec.workload}
         estimates = estimated_errors(result.measurements, spec.domain, spec.workload, marginals)
-        utility = utility_frame(spec.workload, spec.domain, estimates, float(result.rows))
+        low, high = (
+            bootstrap_errors(
+                result.model,
+                result.measurements,
+                spec.domain,
+                spec.workload,
+                result.rows,
+                iters=item.iters,
+                replicates=REPLICATES,
+                seed=secrets.randbits(32),
+                surrogate=result.synthetic,
+                warm=warm,
+            )
+            for warm in (True, False)
+        )
+        utility = utility_frame(
+            spec.workload, spec.domain, low, high, estimates, float(result.rows)
+        )
         out.write_table(plan.name, "utility", utility)
-        covered = utility.dropna(subset=["error_high"])
         accounting = (
             f"AIM under rho-zCDP, rho = {spec.rho:.6g} (Canonne-Kamath-Steinke conversion of "
             f"(epsilon, delta) = ({item.epsilon:g}, {item.delta:g})); spent {result.rho_used:.6g} "
@@ -421,9 +446,10 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             measured=[list(x.clique) for x in result.measurements],
             sensitivity=m,
             max_model_size=float(item.max_model_size),
-            error_low=float(covered["error_low"].mean()) if len(covered) else None,
-            error_high=float(covered["error_high"].mean()) if len(covered) else None,
-            error_marginals=len(covered),
+            error=float(utility["error"].mean()),
+            error_low=float(low.mean()),
+            error_high=float(high.mean()),
+            covered_marginals=sum(e is not None for e in estimates),
             accounting=accounting,
             guarantee=unit_statement(plan.bounding, plan.cost),
         )
@@ -437,12 +463,17 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             else "the configured row count"
         )
         error = (
-            f"Mean normalized L1 error (0 exact, 2 disjoint) on the {r.error_marginals} of "
-            f"{len(r.workload)} workload marginals a measurement covers, estimated from the "
-            f"noisy measurements (never the data): about {r.error_low:.3g} to "
-            f"{r.error_high:.3g}."
-            if r.error_low is not None and r.error_high is not None
-            else "No measurement covers a workload marginal, so no error estimate."
+            f"Mean normalized L1 error (0 exact, 2 disjoint) over the {len(r.workload)} "
+            f"workload marginals, estimated from public values only (never the data): about "
+            f"{r.error:.3g} ({r.error_low:.3g} to {r.error_high:.3g}). It is a parametric "
+            "bootstrap: the published rows stand in for the data, AIM's measurements are "
+            "redrawn with their noise, the model refitted and as many rows sampled; the range "
+            "runs from the refit warm-started at the model to the refit from scratch, the "
+            "estimate is its middle. It covers the noise's error through the model, the fit's "
+            "and the sampling error of the rows, not data structure the measured marginals "
+            "cannot express. "
+            f"{r.covered_marginals} workload marginal(s) a measurement covers also get a "
+            "check range in `utility.csv`."
         )
         return [
             f"{r.rows} synthetic rows over {len(r.columns)} columns ({', '.join(r.columns)}), "

@@ -127,6 +127,13 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert details["guarantee"]["privacy_unit"]["column"] == "zip"
     utility = pd.read_csv(folder / "utility.csv")
     assert list(utility["marginal"]) == ["age x sex", "education x income"]
+    # The stated error: the bootstrap's mean over every workload marginal, measured or not.
+    assert utility["error"].between(0.0, 2.0).all()
+    middle = (utility["error_low"] + utility["error_high"]) / 2
+    assert utility["error"].to_numpy() == pytest.approx(middle.to_numpy())
+    assert details["error"] == pytest.approx(utility["error"].mean())
+    assert details["error_low"] == pytest.approx(utility["error_low"].mean())
+    assert details["covered_marginals"] == utility["check_high"].notna().sum()
 
     rows = Ledger(str(ledger), create=False).history()
     released = [
@@ -138,6 +145,7 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert "all rows of one zip (at most 2 read)" in report
     assert f"{details['rows']} synthetic rows over 6 columns" in report
     html = (published.folder / "report.html").read_text()
-    assert "error per workload marginal, estimated from the noisy measurements" in html
+    assert f"about {details['error']:.3g}" in report
+    assert "error per workload marginal, estimated from public values only" in html
     assert "k-anonymous table (not DP)" in html  # the run's k-anonymous table, beside it
     assert "No plot for this release" not in html
