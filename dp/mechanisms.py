@@ -174,13 +174,27 @@ def gaussian(
 
 
 @lru_cache(maxsize=64)
-def _opendp_noisy_max(scale: float) -> Any:
+def _opendp_noisy_max(scale: float, *, pure: bool) -> Any:
+    """OpenDP's report-noisy-max: exponential noise under ``max_divergence`` (pure), Gumbel
+    noise under ``zero_concentrated_divergence``."""
     return odp.m.make_noisy_max(
         odp.vector_domain(odp.atom_domain(T=float, nan=False)),
         odp.linf_distance(T=float),
-        odp.zero_concentrated_divergence(),
+        odp.max_divergence() if pure else odp.zero_concentrated_divergence(),
         scale=scale,
     )
+
+
+def _opendp_argmax(
+    q: npt.NDArray[np.float64], scale: float, sensitivity: float, *, pure: bool, budget: float
+) -> int:
+    """OpenDP's draw, after checking its own privacy map against ``budget`` (epsilon or rho)."""
+    meas = _opendp_noisy_max(scale, pure=pure)
+    if meas.map(sensitivity) > budget * (1.0 + 1e-9):
+        raise InvariantError(
+            f"OpenDP's noisy max exceeds the {'epsilon' if pure else 'rho'} it was calibrated to"
+        )
+    return int(meas(q.tolist()))
 
 
 def exponential(
@@ -208,21 +222,8 @@ def exponential(
         )
     scale = 2.0 * sensitivity / math.sqrt(8.0 * rho)
     if rng is None:
-        meas = _opendp_noisy_max(scale)
-        if meas.map(sensitivity) > rho * (1.0 + 1e-9):
-            raise InvariantError("OpenDP's noisy max exceeds the rho it was calibrated to")
-        return int(meas(q.tolist()))
+        return _opendp_argmax(q, scale, sensitivity, pure=False, budget=rho)
     return int(np.argmax(q / scale + rng.gumbel(size=q.size)))
-
-
-@lru_cache(maxsize=64)
-def _opendp_noisy_max_pure(scale: float) -> Any:
-    return odp.m.make_noisy_max(
-        odp.vector_domain(odp.atom_domain(T=float, nan=False)),
-        odp.linf_distance(T=float),
-        odp.max_divergence(),
-        scale=scale,
-    )
 
 
 def noisy_max(
@@ -246,10 +247,7 @@ def noisy_max(
         raise ConfigError(f"report-noisy-max needs sensitivity > 0, got {sensitivity!r}")
     scale = 2.0 * sensitivity / eps
     if rng is None:
-        meas = _opendp_noisy_max_pure(scale)
-        if meas.map(sensitivity) > eps * (1.0 + 1e-9):
-            raise InvariantError("OpenDP's noisy max exceeds the epsilon it was calibrated to")
-        return int(meas(q.tolist()))
+        return _opendp_argmax(q, scale, sensitivity, pure=True, budget=eps)
     return int(np.argmax(q / scale + rng.exponential(size=q.size)))
 
 

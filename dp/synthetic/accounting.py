@@ -9,6 +9,7 @@ A synthetic release is configured and charged as ``(epsilon, delta)``; inside, A
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from dppub.dp.errors import ConfigError
 
@@ -49,14 +50,8 @@ def cdp_epsilon(rho: float, delta: float) -> float:
     """
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"converting zCDP to (epsilon, delta) needs 0 < delta < 1, got {delta!r}")
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1e-12  # Bun & Steinke
-    for _ in range(_STEPS):
-        mid = (lo + hi) / 2.0
-        if cdp_delta(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1e-12  # Bun & Steinke
+    return _bisect(0.0, hi, lambda eps: cdp_delta(rho, eps) > delta)[1]
 
 
 def cdp_rho(epsilon: float, delta: float) -> float:
@@ -69,11 +64,15 @@ def cdp_rho(epsilon: float, delta: float) -> float:
         raise ConfigError(
             f"AIM needs epsilon > 0 and 0 < delta < 1, got epsilon={epsilon!r}, delta={delta!r}"
         )
-    lo, hi = 0.0, epsilon + 1.0
+    return _bisect(0.0, epsilon + 1.0, lambda rho: cdp_delta(rho, epsilon) <= delta)[0]
+
+
+def _bisect(lo: float, hi: float, below: Callable[[float], bool]) -> tuple[float, float]:
+    """``(lo, hi)`` after bisecting ``_STEPS`` times: ``below`` holds at ``lo``, not at ``hi``."""
     for _ in range(_STEPS):
         mid = (lo + hi) / 2.0
-        if cdp_delta(mid, epsilon) <= delta:
+        if below(mid):
             lo = mid
         else:
             hi = mid
-    return lo
+    return lo, hi
