@@ -254,8 +254,7 @@ def test_a_run_parameter_cannot_move_the_ledger_or_the_output(
     for param in (f"ledger_path={other}", f"out_dir={elsewhere}"):
         run = _trigger(server, f"{deployed.command} --param {param}")
         assert run["state_type"] == "FAILED", param
-        logs = _post(f"{server.api}/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}})
-        assert any("never run parameters" in entry["message"] for entry in logs), param
+        assert _logged(server, run["id"], "never run parameters"), param
     assert not other.exists() and not elsewhere.exists()  # nothing opened or written there
     assert spending_summary(Ledger(ledger))["census_demo"] == before
     assert sorted((deployed.out / "census_demo").glob("*")) == published
@@ -340,3 +339,16 @@ def test_prefect_yaml_registers_what_dppub_deploy_would(server: Server) -> None:
     assert sched is not None
     [registered] = [s["schedule"] for s in deployment["schedules"]]
     assert (registered["cron"], registered["timezone"]) == (sched.cron, sched.timezone)
+
+
+def _logged(server: Server, flow_run: str, text: str, wait: float = 60.0) -> bool:
+    """Whether a log line of the run says ``text``: a run's logs reach the server in batches,
+    after its state may already say FAILED, so wait for them (up to ``wait`` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        logs = _post(f"{server.api}/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run]}}})
+        if any(text in entry["message"] for entry in logs):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
