@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.errors import ConfigError, InputError, SolverError
 from dppub.dp.regression.linear import LinearFit
 from dppub.dp.regression.logistic import LogisticFit
 from dppub.dp.regression.statistics import SufficientStatistics
@@ -105,6 +105,9 @@ class CoefficientTable:
     """Nominal coverage of each interval (None: no intervals, :func:`point_table`)."""
     replicates: int
     """Bootstrap replicates used (0: no intervals)."""
+    dropped: int = 0
+    """Replicates the solver could not finish exactly (e.g. CLARABEL's ``optimal_inaccurate``),
+    left out of the table; at most half of those asked for."""
     task: tuple[str, ...] | None = None
     """Task of each coefficient (trace regression only)."""
     covers: str = ""
@@ -129,13 +132,14 @@ class CoefficientTable:
         return pd.DataFrame(cols)
 
     def describe(self) -> dict[str, Any]:
-        """``{"interval_method", "interval_level", "bootstrap_replicates", "interval_covers",
-        "interval_columns"}``."""
+        """``{"interval_method", "interval_level", "bootstrap_replicates",
+        "bootstrap_replicates_dropped", "interval_covers", "interval_columns"}``."""
         prefix = "surrogate_" if self.surrogate else ""
         return {
             "interval_method": self.method,
             "interval_level": self.level,
             "bootstrap_replicates": self.replicates,
+            "bootstrap_replicates_dropped": self.dropped,
             "interval_covers": self.covers or None,
             "interval_columns": [f"{prefix}{c}" for c in ("std_error", "ci_low", "ci_high")],
         }
@@ -236,10 +240,18 @@ def coefficient_table(
     if point.shape != (len(names),):
         raise ConfigError(f"features must name the model's {point.size} columns, got {names}")
     gen = _seed(released) if rng is None else rng
-    reps = np.empty((replicates, point.size))
-    for b in range(replicates):
-        reps[b] = _coefficients(_refit(fit, d=len(features), rng=gen))
-    dev = reps - point
+    finished: list[FloatArray] = []
+    for _ in range(replicates):
+        try:
+            finished.append(_coefficients(_refit(fit, d=len(features), rng=gen)))
+        except SolverError:
+            continue  # a simulated replicate, not a release: dropped and counted
+    if 2 * len(finished) < replicates or len(finished) < 2:
+        raise SolverError(
+            f"only {len(finished)} of {replicates} bootstrap replicates could be refitted; "
+            "no coefficient table"
+        )
+    dev = np.stack(finished) - point
     half = np.quantile(np.abs(dev), lvl, axis=0, method="weibull")
     covers, surrogate = _covers(fit)
     return CoefficientTable(
@@ -250,7 +262,8 @@ def coefficient_table(
         ci_high=point + half,
         method="parametric bootstrap of the released statistics: symmetric intervals",
         level=lvl,
-        replicates=replicates,
+        replicates=len(finished),
+        dropped=replicates - len(finished),
         task=task_names,
         covers=covers,
         surrogate=surrogate,

@@ -378,11 +378,13 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         level = as_float_or_none(d.get("interval_level"))
         if level is not None:
             columns = ", ".join(f"`{c}`" for c in as_strs(d.get("interval_columns", ())))
+            n_dropped = d.get("bootstrap_replicates_dropped")
+            dropped = f" ({n_dropped} more left out: not solved exactly)" if n_dropped else ""
             lines.append(
                 f"Coefficients with standard errors and {level:.0%} intervals ({columns}) in "
                 f"`coefficients.csv` (and `.parquet`): {d['interval_method']}, "
-                f"{d['bootstrap_replicates']} replicates, no extra budget. The intervals are "
-                f"for {d.get('interval_covers')}."
+                f"{d['bootstrap_replicates']} replicates{dropped}, no extra budget. The "
+                f"intervals are for {d.get('interval_covers')}."
             )
         elif "interval_method" in d:
             lines.append(

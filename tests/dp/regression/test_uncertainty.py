@@ -163,6 +163,7 @@ def test_objective_perturbation_has_no_post_processing_intervals() -> None:
         "interval_method": NO_INTERVALS,
         "interval_level": None,
         "bootstrap_replicates": 0,
+        "bootstrap_replicates_dropped": 0,
         "interval_covers": None,
         "interval_columns": ["std_error", "ci_low", "ci_high"],
     }
@@ -253,3 +254,41 @@ def test_cluster_table_size_intervals_are_exact() -> None:
         cluster_table([[1.0]], [1.0], features=["a", "b"], size_scale=1.0)
     with pytest.raises(InputError, match="one flag per cluster"):
         cluster_table([[1.0]], [1.0], features=["a"], size_scale=1.0, reseeded=[True, False])
+
+
+def test_a_replicate_the_solver_cannot_finish_is_dropped_and_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replicate is a simulation: one the solver cannot finish exactly (CLARABEL's
+    ``optimal_inaccurate`` once failed a whole demo run after its budget was spent) is dropped,
+    and the table says how many replicates it was built from."""
+    import dppub.dp.regression.uncertainty as unc
+    from dppub.dp.errors import SolverError
+
+    X, y = _data(3000, seed=2)
+    tasks = np.random.default_rng(3).integers(0, 3, len(y))
+    model = TraceRegression(2.0, n_tasks=3, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
+    exact = [sufficient_statistics(X[tasks == t], y[tasks == t], model.design(2)) for t in range(3)]
+    fitted = _fit(model, exact, np.random.default_rng(4))
+    original = unc._refit
+    calls = [0]
+
+    def flaky(fit: Any, *, d: int, rng: np.random.Generator) -> Any:
+        calls[0] += 1
+        if calls[0] % 4 == 0:
+            raise SolverError("trace regression: CLARABEL returned status 'optimal_inaccurate'")
+        return original(fit, d=d, rng=rng)
+
+    monkeypatch.setattr(unc, "_refit", flaky)
+    table = coefficient_table(fitted, features=["a", "b"], replicates=12)
+    assert table.replicates == 9
+    assert table.describe()["bootstrap_replicates"] == 9
+    assert table.describe()["bootstrap_replicates_dropped"] == 3
+    assert np.all(np.isfinite(table.std_error)) and np.all(table.std_error > 0)
+
+    def broken(fit: Any, *, d: int, rng: np.random.Generator) -> Any:
+        raise SolverError("trace regression: CLARABEL returned status 'optimal_inaccurate'")
+
+    monkeypatch.setattr(unc, "_refit", broken)
+    with pytest.raises(SolverError, match="only 0 of 12 bootstrap replicates"):
+        coefficient_table(fitted, features=["a", "b"], replicates=12)
