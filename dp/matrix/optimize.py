@@ -298,6 +298,10 @@ def tuned_hierarchy(workload: Workload, *, restarts: int = 8) -> Tree:
     u = best[1] / best[1].max()
     keep = u > 1e-3
     keep[-1] = True
+    # The leaves' bound above is absolute and the objective scale-free: relative to the top
+    # weight they could reach ~1e-5 (total counts), where the error factor's closed form
+    # (sum G_jj / w_leaf^2 minus corrections) cancels catastrophically; 1e-3 keeps ~6 digits.
+    u[-1] = max(u[-1], 1e-3)
     sizes = k[keep]
     return nested_blocks(
         n, sizes, u[keep], label="HB*(" + ",".join(str(int(b)) for b in sizes) + ")"

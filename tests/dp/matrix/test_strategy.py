@@ -276,3 +276,23 @@ def test_block_start_splits_a_coarse_finest_level_into_16_cell_blocks() -> None:
     assert int(np.count_nonzero(sizes > 1)) == 2 + 13  # 200 cells: 2 + ceil(200 / 16) blocks
     fine = mx.nested_blocks(200, [64, 16, 1], [0.5, 0.7, 1.0])
     assert block_start(fine) is fine
+
+
+def test_the_tuned_hierarchy_for_a_total_has_its_true_error_factor() -> None:
+    """The tuned hierarchy for a single total once put its leaves at ~1e-5 of the root's weight;
+    the Sherman-Morrison form of its error factor then cancelled to -2e18 and
+    ``select_strategy(total(2048))`` raised IndexError. For ``W = 1^T`` the factor is
+    ``1^T (A^T A)^-1 1``, computed here densely from the strategy's Gram matrix."""
+    n = 2048
+    w = mx.total(n)
+    a = mx.tuned_hierarchy(w)
+    dense = a.dense()
+    true = float(np.ones(n) @ np.linalg.solve(dense.T @ dense, np.ones(n)))
+    assert a.squared_error_factor(w) == pytest.approx(true, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_select_strategy_for_a_large_total_is_near_the_optimum() -> None:
+    w = mx.total(2048)
+    chosen = mx.select_strategy(w)  # old code: IndexError (every score NaN or negative)
+    assert chosen.sensitivity**2 * chosen.squared_error_factor(w) <= 1.01
