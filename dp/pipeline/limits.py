@@ -9,6 +9,7 @@ the limit.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import importlib.util
 from pathlib import Path
@@ -147,7 +148,7 @@ def _prefect_croniter() -> Any:
 
 def check_cron(cron: str) -> str:
     """``cron`` if Prefect's cron schedule accepts it (its croniter parses it and it has no
-    random or hashed field), else a one-line error."""
+    random or hashed field) and some date matches it, else a one-line error."""
     if not _prefect_croniter().is_valid(cron) or any(
         f.casefold() in ("r", "h") for f in cron.split()
     ):
@@ -155,6 +156,10 @@ def check_cron(cron: str) -> str:
             f"invalid cron {cron!r}: five fields, minute hour day month weekday "
             "(e.g. '0 3 * * 1': Mondays at 03:00)"
         )
+    try:  # a valid cron that names no real date ('0 0 30 2 *') would be served and never run
+        _prefect_croniter()(cron, datetime.datetime(2001, 1, 1)).get_next(datetime.datetime)
+    except Exception:  # croniter's CroniterBadDateError (its class lives in the loaded file)
+        raise ConfigError(f"cron {cron!r} never fires: no date matches it") from None
     return cron
 
 

@@ -430,6 +430,8 @@ def test_names_are_at_most_64_characters(tmp_path: Path, section: str) -> None:
         ({"cron": "* * * *"}, "schedule.cron: invalid cron"),
         ({"cron": "H 3 * * *"}, "schedule.cron: invalid cron"),
         ({"cron": "every monday"}, "schedule.cron: invalid cron"),
+        ({"cron": "0 0 30 2 *"}, "schedule.cron: cron '0 0 30 2 *' never fires"),
+        ({"cron": "0 0 31 4 *"}, "schedule.cron: cron '0 0 31 4 *' never fires"),
         ({"cron": "0 3 * * 1", "timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
         ({"cron": 5}, "schedule.cron: Input should be a valid string"),
         ({"interval_seconds": True}, "must be a number, got true/false True"),
