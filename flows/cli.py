@@ -33,6 +33,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's wrapped lines join into paragraphs
 )
 
 LedgerOpt = Annotated[
@@ -282,10 +283,11 @@ def deploy(
     ledger: ConfigLedgerOpt = None,
     out: OutOpt = DEFAULT_OUT,
 ) -> None:
-    """Register each config's deployment and schedule on the Prefect server at PREFECT_API_URL
-    (or the Prefect profile's) for a process work pool; `prefect worker start --pool NAME` runs
-    them. The config, ledger and output folder are fixed here: a run whose parameters name
-    others fails. Prints, per deployment, the command that starts a run now.
+    """Register each config's deployment and schedule for a process work pool.
+
+    The server is PREFECT_API_URL's (or the Prefect profile's); `prefect worker start --pool
+    NAME` runs the deployments. The config, ledger and output folder are fixed here: a run whose
+    parameters name others fails. Prints, per deployment, the command that starts a run now.
     """
     from dppub.flows.deploy import deploy_configs
 
