@@ -36,15 +36,28 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # a docstring's wrapped lines join into paragraphs
 )
 
-LedgerOpt = Annotated[
-    str, typer.Option("--ledger", help="Budget ledger: a SQLite file, or a postgresql:// URL.")
-]
 ConfigLedgerOpt = Annotated[
     str | None,
     typer.Option(
         "--ledger",
         help="Budget ledger (default: the config's ledger:, else ledger.sqlite beside the "
         "config); may not differ from the config's ledger:.",
+    ),
+]
+ReadLedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Budget ledger: a SQLite file, or a postgresql:// URL (default: --config's, else "
+        f"{DEFAULT_LEDGER}).",
+    ),
+]
+ReadConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Read the ledger this config's runs spend in (its ledger:, else ledger.sqlite "
+        "beside it), as run does.",
     ),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Publication folder.")]
@@ -200,15 +213,27 @@ def run(
     typer.echo(opened.run.run_id)
 
 
+def _read_ledger(config: Path | None, ledger: str | None) -> str:
+    """The ledger audit and recover read: ``--config``'s (as run resolves it), else ``--ledger``,
+    else the state folder's."""
+    if config is None:
+        return DEFAULT_LEDGER if ledger is None else ledger
+    from dppub.dp.pipeline.plan import load_config
+    from dppub.flows.commands import ledger_for
+
+    return _guard(lambda: ledger_for(load_config(config), ledger))
+
+
 @app.command()
 def recover(
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ReadLedgerOpt = None,
     dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
+    config: ReadConfigOpt = None,
 ) -> None:
     """Settle runs that died: commit the published, charge those that drew noise, abort the rest."""
     from dppub.flows.commands import settle_dead
 
-    done = _guard(settle_dead, ledger, dataset)
+    done = _guard(settle_dead, _read_ledger(config, ledger), dataset)
     for r in done:
         typer.echo(f"{r.dataset} {r.run_id}: {r.action}")
     typer.echo(f"{len(done)} pending run(s) examined")
@@ -216,16 +241,18 @@ def recover(
 
 @app.command()
 def audit(
-    ledger: LedgerOpt = DEFAULT_LEDGER,
+    ledger: ReadLedgerOpt = None,
     dataset: Annotated[str | None, typer.Option(help="Only this dataset.")] = None,
     as_json: JsonOpt = False,
     html_file: Annotated[
         Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")
     ] = None,
+    config: ReadConfigOpt = None,
 ) -> None:
     """Verify the ledger's hash chain and report spending per dataset."""
     from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
 
+    ledger = _read_ledger(config, ledger)
     payload = _guard(audit_payload, ledger, dataset)
     if html_file is not None:
         _guard(write_audit_page, ledger, payload, html_file)

@@ -324,3 +324,36 @@ def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
     header, row = done.stdout.splitlines()[:2]
     counts = dict(zip(header.split(), row.split(), strict=True))
     assert (counts["aborted"], counts["pending"], counts["runs"]) == ("2", "1", "0")
+
+
+def test_audit_and_recover_read_the_ledger_a_config_spends_in(
+    tmp_path: Path, config_factory
+) -> None:  # type: ignore[no-untyped-def]
+    """``dppub run CONFIG`` spends in the config's ledger (``ledger.sqlite`` beside it); audit and
+    recover looked only in the state folder's unless given the same path again."""
+    from dppub.dp.budget import PrivacyCost
+    from dppub.dp.pipeline.plan import load_config
+
+    config = config_factory()
+    cfg = load_config(config)
+    book = Ledger(cfg.ledger_location)
+    book.reserve(
+        run_id="r1",
+        data=cfg.data_identity,
+        policy=cfg.budget_policy,
+        cost=PrivacyCost(epsilon=0.5),
+        config_hash="c",
+    )
+    audit = dppub("audit", "--config", config, "--json")
+    assert audit.returncode == 0, audit.stderr[-2000:]
+    datasets = json.loads(audit.stdout)["datasets"]
+    assert datasets[cfg.data_identity.name]["pending_runs"] == 1
+    recover = dppub("recover", "--config", config)
+    assert recover.returncode == 0, recover.stderr[-2000:]
+    assert recover.stdout.splitlines() == [  # no staging folder to read: left pending
+        f"{cfg.data_identity.name} r1: unknown",
+        "1 pending run(s) examined",
+    ]
+    other = dppub("audit", "--config", config, "--ledger", tmp_path / "other.sqlite")
+    assert other.returncode == 2
+    assert "other.sqlite" in _one_error_line(other)
