@@ -34,7 +34,11 @@ from dppub.dp.matrix.intervals import laplace_multiplier
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.margins import Dimension, Published, published_rows
-from dppub.dp.tables.quantiles import cdf_strategy, measure_quantiles
+from dppub.dp.tables.quantiles import (
+    cdf_strategy,
+    measure_quantiles,
+    measure_quantiles_jointly,
+)
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
 
@@ -220,18 +224,42 @@ def _quantile_frames(
     facts: dict[str, object],
     rng: np.random.Generator | None,
 ) -> list[pd.DataFrame]:
-    """One frame per probability of a quantile measure, over the cells (no margins)."""
+    """One frame per probability of a quantile measure, over the published rows (with margins
+    each margin's quantiles from its own CDF: :mod:`dp.tables.quantiles`)."""
     c = design.component("cdf", m.column)
     assert c is not None
     edges = design.edges[m.column or ""]
     bins = len(edges) - 1
     hist = np.asarray(histograms, dtype=np.float64).reshape(-1, bins)
     tied = m.column in design.integer_grids
-    q = measure_quantiles(
-        hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
-    )
+    published = design.rows()
+    if design.margins:
+        q = measure_quantiles_jointly(
+            hist,
+            edges,
+            m.at,
+            rows=published.workload(),
+            groups=table_strategy(design),
+            epsilon=c.epsilon,
+            group=design.group,
+            rng=rng,
+        )
+    else:
+        q = measure_quantiles(
+            hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
+        )
     common = {"epsilon": c.epsilon, "sensitivity": q.sensitivity, "noise_scale": q.noise_scale}
-    if q.method == "exponential":
+    if design.margins:
+        facts[c.name] = {
+            **common,
+            "method": "hierarchical CDF of every cell and margin from one measurement: the "
+            "Kronecker product of the counts' strategy and the tree, least squares; a margin's "
+            "CDF is the sum of its cells'; the interval inverts its noise band",
+            "strategy": f"{table_strategy(design).name} x {cdf_strategy(bins).name}",
+            "bins": bins,
+            "rank_std_error": q.rank_std_error,
+        }
+    elif q.method == "exponential":
         facts[c.name] = {
             **common,
             "method": "exponential mechanism over the grid's edges, epsilon / "
@@ -249,11 +277,10 @@ def _quantile_frames(
             "bins": bins,
             "rank_std_error": q.rank_std_error,
         }
-    cells = design.rows(margins=False).labels
     return [
         _frame(
             design.keys,
-            cells,
+            published.labels,
             label,
             q.values[:, j],
             q.std_error[:, j],

@@ -67,7 +67,7 @@ from dppub.dp.pipeline.units import Bounding, bounding_for
 from dppub.dp.publication import Staging
 from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension, published_rows
-from dppub.dp.tables.quantiles import quantile_method
+from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import (
@@ -311,11 +311,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
         quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
-        if item.margins and quantiled:
-            raise ConfigError(
-                f"table {item.name!r}: margins: true is for count, sum and mean; publish "
-                "quantiles in a table without margins"
-            )
         if len(set(quantiled)) != len(quantiled):
             raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
         if item.round == "integer":
@@ -660,9 +655,17 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            method, value = quantile_method(bins, measure.at, eps, m)
-            how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
-            error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
+            if design.margins:
+                rank = joint_rank_errors(workload, strategy, bins, eps, m)[0]
+                value = float(np.sqrt(np.mean(rank**2)))
+                error = (
+                    f"rank RMSE {value:.3g} rows at the worst CDF point (of a group's n; the "
+                    f"worst row {rank.max():.3g}), hierarchical CDF of cells and margins jointly"
+                )
+            else:
+                method, value = quantile_method(bins, measure.at, eps, m)
+                how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
+                error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]
