@@ -105,10 +105,17 @@ def release_table(
     histograms: Mapping[str, npt.ArrayLike],
     *,
     rng: np.random.Generator | None = None,
+    measured: Mapping[str, Linear] | None = None,
 ) -> TableRelease:
-    """Draw every component's noise and read the measures off them (module doc)."""
+    """Draw every component's noise and read the measures off them (module doc); with
+    ``measured``, the count and centred sums over the published rows were measured already
+    (a joint table's, :mod:`dp.tables.joint`) and only quantiles would draw here."""
     published = design.rows()
-    linear, facts = _measure_linear(design, published, counts, centred, rng)
+    if measured is None:
+        linear, facts = _measure_linear(design, published, counts, centred, rng)
+    else:
+        linear = dict(measured)
+        facts = {k: _facts(v, noise_scale=v.noise_scale) for k, v in linear.items()}
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
