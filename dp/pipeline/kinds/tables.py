@@ -408,7 +408,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             joint = as_object(described["joint"])
             tables = ", ".join(as_strs(joint["tables"]))
             lines.append(
-                f"  estimated jointly (group {joint['group']}: {tables}; epsilon "
+                f"    estimated jointly (group {joint['group']}: {tables}; epsilon "
                 f"{as_float(joint['epsilon']):.4g} together)"
             )
         for measure in as_list(described["measures"]):

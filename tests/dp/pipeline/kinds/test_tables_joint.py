@@ -112,3 +112,40 @@ def test_what_a_joint_group_may_not_say(
     tables = [GROUP[0], {**GROUP[1], **change}]
     with pytest.raises(ConfigError, match=message):
         load_plan(_config(tmp_path, census_small, tables))
+
+
+def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # education: 6 leaves (level 0) under Primary / Secondary / Higher (level 1).
+    tables = [
+        {
+            "name": "leaves",
+            "epsilon": 0.5,
+            "by": [{"column": "education", "level": 0}],
+            "measures": [{"sum": "hours"}],
+            "joint": "education",
+        },
+        {
+            "name": "parents",
+            "epsilon": 0.5,
+            "by": [{"column": "education", "level": 1}],
+            "measures": [{"sum": "hours"}],
+            "joint": "education",
+        },
+    ]
+    config = _config(tmp_path, census_small, tables)
+    plan = load_plan(config)
+    assert [a.size for a in plan.releases[1].spec.joint.axes] == [6]  # the finest level
+    published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
+    leaves = pd.read_csv(published.folder / "leaves" / "answers.csv").set_index("education")
+    parents = pd.read_csv(published.folder / "parents" / "answers.csv").set_index("education")
+    children = {
+        "Higher": ["Bachelors", "Masters", "Doctorate"],
+        "Secondary": ["HS-grad", "Some-college"],
+        "Primary": ["Preschool"],
+    }
+    assert sorted(parents.index) == sorted(children)
+    for parent, kids in children.items():
+        total = leaves.loc[kids, "answer"].sum()
+        assert parents.loc[parent, "answer"] == pytest.approx(total, rel=1e-9)
