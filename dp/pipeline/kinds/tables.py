@@ -464,6 +464,15 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
         return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
 
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        joint = as_object_or_none(summary.details.get("joint"))
+        if joint is None:
+            return super().guarantee(summary)
+        return (
+            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
+            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+        )
+
     def report(self, summary: ReleaseSummary) -> list[str]:
         r = TableResult.from_json(summary.details)
         split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
