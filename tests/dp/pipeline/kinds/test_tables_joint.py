@@ -152,3 +152,30 @@ def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
     for parent, kids in children.items():
         total = leaves.loc[kids, "answer"].sum()
         assert parents.loc[parent, "answer"] == pytest.approx(total, rel=1e-9)
+
+
+def test_a_fault_after_the_groups_draws_charges_the_whole_group_and_publishes_nothing(
+    tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An I/O error right after the first member recorded the draws, before any noise: every
+    # member's draw is in the ledger (the group's one measurement costs them all), so the
+    # settled run is charged the group's whole epsilon; nothing is published or left behind.
+    config = _config(tmp_path, census_small, GROUP)
+    monkeypatch.setenv("DPPUB_FAULT_AT", "drawn")
+    monkeypatch.setenv("DPPUB_FAULT", "eio")
+    with pytest.raises(OSError, match="fault injected at drawn"):
+        publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
+    book = Ledger(tmp_path / "ledger.sqlite")
+    draws = [r for r in book.history() if r["event"] == "draw"]
+    assert sorted((r["release"], r["epsilon"]) for r in draws) == [
+        ("by_marital", 0.25),
+        ("by_sex", 0.25),
+        ("by_sex_marital", 0.5),
+    ]
+    assert {r["state"] for r in draws} == {"charged"}
+    cfg = load_plan(config).config
+    left = book.remaining(data=cfg.data_identity, policy=cfg.budget_policy)
+    assert cfg.budget_policy.total.epsilon - left.epsilon == pytest.approx(1.0)
+    dataset = tmp_path / "out" / "census_demo"
+    assert not [p for p in dataset.iterdir() if p.name[0].isdigit()]
+    assert not list((dataset / ".staging").glob("*.joint"))
