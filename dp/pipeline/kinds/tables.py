@@ -155,6 +155,8 @@ class TableModel(Cost):
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
         if self.key_policy == "private" and self.delta <= 0:
             raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
+        if self.key_policy == "private" and self.joint is not None:
+            raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
         return self
 
     def key_models(self) -> list[KeyModel]:
@@ -613,10 +615,10 @@ def _joint_group(
         raise ConfigError(f"{where}: joint tables publish count, sum and mean, not quantiles")
     own: list[Member] = []
     for t in members:
-        if t.key_policy != "declared" or t.round != "none":
+        if t.round != "none":
             raise ConfigError(
-                f"{where}: {t.name!r} must have declared keys and no rounding (round: integer "
-                "would round each member apart and break their additivity)"
+                f"{where}: {t.name!r} has round: {t.round}; joint tables are not rounded (each "
+                "rounded apart would break their additivity)"
             )
         if t.measure_list() != measures:
             raise ConfigError(
@@ -670,8 +672,8 @@ def _joint_facts(joint: Joint) -> dict[str, JSON]:
             f"Estimated jointly with {', '.join(others)} (group {joint.group}) from one "
             f"measurement at epsilon {eps:g}, the sum of the tables' epsilons; the ledger "
             f"charges each table its own, so the run's total is unchanged. Together the "
-            f"group's tables are {eps:g}-DP. This table alone is not an epsilon-{own:g} "
-            f"release: its answers use the whole measurement, so alone it is {eps:g}-DP."
+            f"group's tables are {eps:g}-DP. This table alone is not claimed {own:g}-DP: "
+            f"its answers use the whole measurement, so on its own it is {eps:g}-DP."
         ),
     }
 

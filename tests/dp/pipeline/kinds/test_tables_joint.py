@@ -90,11 +90,11 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         joint = details["details"]["joint"]
         assert joint["tables"] == ["by_sex_marital", "by_marital", "by_sex"]
         assert joint["epsilon"] == pytest.approx(1.0)
-        assert f"This table alone is not an epsilon-{eps:g} release" in joint["guarantee"]
+        assert f"This table alone is not claimed {eps:g}-DP" in joint["guarantee"]
         assert summaries[name].details["joint"]["group"] == "people"
     report = (folder / "report.md").read_text()
     assert "differential privacy, jointly: epsilon 1 with by_marital, by_sex" in report
-    assert "This table alone is not an epsilon-0.5 release" in report
+    assert "This table alone is not claimed 0.5-DP" in report
     runs = Ledger(tmp_path / "ledger.sqlite").history()
     draws = [(r["release"], r["epsilon"]) for r in runs if r["event"] == "draw"]
     assert sorted(draws) == [("by_marital", 0.25), ("by_sex", 0.25), ("by_sex_marital", 0.5)]
@@ -105,7 +105,8 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     ("change", "message"),
     [
         ({"measures": ["count"]}, "every member needs the same measures"),
-        ({"round": "integer"}, "must have declared keys and no rounding"),
+        ({"round": "integer"}, "has round: integer; joint tables are not rounded"),
+        ({"keys": "private", "delta": 1e-6}, "joint: people is for declared keys"),
         ({"joint": "alone"}, "has no other table"),
     ],
 )
