@@ -18,6 +18,10 @@ groups present in the data, selected under ``(epsilon_select, delta)`` by
 measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
 all in the same shared scan and on the same rows (those with all the table's columns).
 
+Joint tables: declared-key tables naming the same ``joint`` group are measured once over their
+finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.joint`); the
+ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
+
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
 split, the bounds, the key policy and the interval method in ``release.json``.
