@@ -48,9 +48,9 @@ from dppub.dp.matrix.intervals import least_squares_intervals
 from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.variance import query_variance_factors
 from dppub.dp.matrix.workload import FloatArray, Workload
-from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.split import Component
+from dppub.dp.tables.table import row_bound
 
 __all__ = [
     "MAX_JOINT_CELLS",
@@ -292,16 +292,6 @@ def joint_group(
     )
 
 
-def _half(component: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
-    """A component's per-row sensitivity factor (1 for a count; ``half`` for a sum, with the
-    fixed-point conversion allowance, as :mod:`dp.tables.table`)."""
-    if component.kind == "count":
-        return 1.0
-    lo, hi = bounds[component.column or ""]
-    allowance = CONVERSION_ALLOWANCE * (2.0 if component.kind == "count_sum" else 1.0)
-    return (hi - lo) / 2.0 * (1.0 + allowance)
-
-
 def measure_group(
     joint: Joint,
     counts: npt.ArrayLike,
@@ -322,7 +312,7 @@ def measure_group(
             out[f"{name}:{fact}"] = np.asarray(float(getattr(lin, fact)))
 
     for c in joint.components:
-        half = _half(c, joint.bounds)
+        half = row_bound(c, joint.bounds)
         if c.kind == "count_sum":
             n, s = measure_count_and_sum(
                 workload,

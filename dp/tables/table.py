@@ -42,7 +42,7 @@ from dppub.dp.tables.quantiles import (
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
 
-__all__ = ["TableDesign", "TableRelease", "release_table", "table_strategy"]
+__all__ = ["TableDesign", "TableRelease", "release_table", "row_bound", "table_strategy"]
 
 FloatArray = npt.NDArray[np.float64]
 INTERVAL_LEVEL = 0.95
@@ -142,15 +142,8 @@ def _measure_linear(
     for c in design.components:
         if c.kind == "cdf":
             continue
-        half, values = 1.0, counts
-        if c.kind != "count":
-            lo, hi = design.bounds[c.column or ""]
-            # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
-            # (twice that for a pair, whose a = S + half N and b = half N - S add one more
-            # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
-            allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
-            half = (hi - lo) / 2.0 * (1.0 + allowance)
-            values = centred[c.column or ""]
+        half = row_bound(c, design.bounds)
+        values = counts if c.kind == "count" else centred[c.column or ""]
         if c.kind == "count_sum":
             n, s = measure_count_and_sum(
                 workload,
@@ -177,6 +170,19 @@ def _measure_linear(
         )
         facts[c.name] = _facts(out[c.name], noise_scale=out[c.name].noise_scale)
     return out, facts
+
+
+def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
+    """A row's bound on a component's vector: 1 for a count, ``half`` for a centred sum or a
+    pair (measured as ``v - lo``, ``hi - v``)."""
+    if c.kind == "count":
+        return 1.0
+    lo, hi = bounds[c.column or ""]
+    # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
+    # (twice that for a pair, whose a = S + half N and b = half N - S add one more
+    # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
+    allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
+    return (hi - lo) / 2.0 * (1.0 + allowance)
 
 
 def _facts(lin: Linear, *, noise_scale: float) -> dict[str, object]:
