@@ -17,14 +17,18 @@ folder, so a late writer cannot resurrect a discarded run.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from dppub.dp.budget import PrivacyCost
@@ -88,10 +92,22 @@ class Staging:
         d.mkdir(exist_ok=True)  # not parents: a discarded staging folder stays discarded
         return d
 
-    def attempt(self, name: str, cost: PrivacyCost, *, is_dp: bool = True) -> dict[str, Any] | None:
+    def attempt(
+        self,
+        name: str,
+        cost: PrivacyCost,
+        *,
+        is_dp: bool = True,
+        joint: Sequence[tuple[str, PrivacyCost]] = (),
+    ) -> dict[str, Any] | None:
         """Start an attempt at release ``name``: the stored summary if an earlier attempt
         completed it (reuse it, draw nothing), else None once the ledger has recorded that this
         attempt is about to draw noise (at ``cost``) -- call it before any noise is drawn.
+
+        ``joint``: the releases (this one among them) whose noise is drawn once, together
+        (:meth:`shared`): the first of them to arrive records every one's draw, so the ledger
+        holds the whole measurement's cost before any of its noise; the others find theirs
+        recorded (and read the same stored measurement, never a second one).
 
         Raises:
             InvariantError: another attempt drew this release, or the staging folder is gone.
@@ -104,10 +120,49 @@ class Staging:
             raise InvariantError(f"the staging folder of run {self.run_id} is gone")
         if self.ledger is None:
             raise InvariantError(f"run {self.run_id} has no ledger to record its draws in")
-        self.ledger.draw(run_id=self.run_id, release=name, cost=cost, is_dp=is_dp)
+        if joint:
+            with self._joint() as folder:
+                for member, member_cost in joint:
+                    marker = folder / f"{member}.drawn"
+                    if not marker.exists():
+                        self.ledger.draw(
+                            run_id=self.run_id, release=member, cost=member_cost, is_dp=is_dp
+                        )
+                        marker.touch()
+        else:
+            self.ledger.draw(run_id=self.run_id, release=name, cost=cost, is_dp=is_dp)
         if is_dp:
             fault_point("drawn")
         return None
+
+    @contextmanager
+    def _joint(self) -> Iterator[Path]:
+        """The run's private store of jointly drawn measurements (beside the staging folder,
+        never published), held under an exclusive lock (threads and processes alike)."""
+        folder = self.dir.parent / f"{self.run_id}.joint"
+        folder.mkdir(exist_ok=True)
+        with (folder / "lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield folder
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def shared(
+        self, key: str, draw: Callable[[], Mapping[str, npt.NDArray[np.float64]]]
+    ) -> dict[str, npt.NDArray[np.float64]]:
+        """The measurement ``key`` of releases drawn together: ``draw()`` (noisy values only)
+        by the first caller, stored, and the same stored values for every later one."""
+        with self._joint() as folder:
+            path = folder / f"{key}.npz"
+            if path.exists():
+                with np.load(path) as stored:
+                    return {k: np.asarray(stored[k], dtype=np.float64) for k in stored.files}
+            values = {k: np.asarray(v, dtype=np.float64) for k, v in draw().items()}
+            tmp = folder / f"{key}.tmp.npz"
+            np.savez(tmp, **values)  # type: ignore[arg-type]
+            tmp.replace(path)
+            return values
 
     def completed(self, name: str) -> dict[str, Any] | None:
         """The stored summary of release ``name`` if an earlier attempt completed it."""
@@ -158,9 +213,11 @@ class Staging:
             raise InvariantError(f"run folder {self.final} appeared during the run")
         os.rename(self.dir, self.final)
         fault_point("renamed")
+        shutil.rmtree(self.dir.parent / f"{self.run_id}.joint", ignore_errors=True)
         _fsync_dir(self.dataset_dir)
         return self.final
 
     def discard(self) -> None:
         """Remove the staging folder (nothing of it was published)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.dir.parent / f"{self.run_id}.joint", ignore_errors=True)

@@ -59,7 +59,8 @@ def compute_release(
     filters: Filters,
 ) -> ReleaseSummary:
     """Compute one release into ``staging`` (see the module docstring)."""
-    done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp)
+    joint = [(p.name, p.cost) for p in release.joint]
+    done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp, joint=joint)
     if done is not None:
         return ReleaseSummary.from_json(done)
     data = bounded_source(source, filters.get(release.bounding.key))

@@ -19,6 +19,20 @@ least-squares prefix query's, :mod:`dp.matrix.variance`) is turned into values b
 CDF at ``p T -+ k se`` (``k``: the Laplace-safe 95% multiplier); the standard error in value
 units is the interval's half-width over ``k``.
 
+**With margins** (``margins: true``) every published row -- a cell, a sub-total, the grand
+total -- gets its own quantiles: a quantile of a margin is not a function of its cells'
+quantiles, so it is read off the margin's own CDF, the sum of its cells' histograms. All of
+them come from one measurement (:func:`measure_quantiles_jointly`): the cells' histograms
+(``cells x B``) through the Kronecker product of the strategy the table's counts use over
+its cells and margins (``S``) and the tree (``T``). One row moves one cell's histogram by one
+bin, so the L1 sensitivity is ``m ||S||_1 ||T||_1`` (a row is in one cell and in one group of
+every margin: ``S`` already pays for that, as for the counts), every row's CDF costs the one
+epsilon, and the least-squares noise variance of a row ``g``'s CDF at prefix ``p`` is ``2
+b^2 (g^T (S^T S)^+ g) (p^T (T^T T)^+ p)`` (``b``: the Laplace scale). Splitting epsilon
+across the ``L`` groupings instead (each a cell-wise CDF) would scale every row's rank noise
+by ``L``; the Kronecker strategy lets a large margin borrow from its cells. The method is the
+CDF always (the exponential mechanism's draws have no consistent joint form).
+
 For one or a few quantiles the CDF is not the best buy: the exponential mechanism over the grid's
 edges (OpenDP's ``make_private_quantile``) answers each ``p`` at ``epsilon / k`` (``k``
 probabilities) with a rank error of about ``2 m max(p, 1 - p) k / epsilon`` rows, against the
@@ -51,7 +65,7 @@ from scipy.optimize import isotonic_regression
 
 from dppub.dp import matrix
 from dppub.dp.matrix.intervals import laplace_multiplier
-from dppub.dp.matrix.variance import query_noise_moments
+from dppub.dp.matrix.variance import query_noise_moments, query_variance_factors
 from dppub.dp.mechanisms import laplace, noisy_max
 
 __all__ = [
@@ -59,7 +73,9 @@ __all__ = [
     "cdf_strategy",
     "em_rank_error",
     "expected_rank_error",
+    "joint_rank_errors",
     "measure_quantiles",
+    "measure_quantiles_jointly",
     "quantile_method",
     "rank_utility",
 ]
@@ -119,8 +135,9 @@ class Quantiles:
     ci_low: FloatArray
     ci_high: FloatArray
     rank_std_error: float
-    """The noise standard deviation of a CDF value, in rows (the same for every group); for
-    the exponential mechanism the worst ``p``'s 95% rank bound, in rows."""
+    """The noise standard deviation of a CDF value, in rows (the largest group's: the same for
+    every cell without margins); for the exponential mechanism the worst ``p``'s 95% rank
+    bound, in rows."""
     noise_scale: float
     sensitivity: float
     method: QuantileMethod = "cdf"
@@ -160,25 +177,80 @@ def measure_quantiles(
     del hist, answers  # post-processing of the noisy measurement only, from here
     scale = sensitivity / epsilon
     rank_se = math.sqrt(2.0 * _prefix_variance(bins)) * scale
+    estimate = np.stack([strategy.lstsq(noisy[g]) for g in range(groups)]) if groups else noisy
+    return _read_cdfs(estimate, edges, at, np.full(groups, rank_se), scale, sensitivity)
+
+
+def joint_rank_errors(
+    rows: matrix.Workload, groups: matrix.Strategy, bins: int, epsilon: float, group: int
+) -> tuple[FloatArray, float, float]:
+    """The Kronecker strategy of :func:`measure_quantiles_jointly`: each published row's rank
+    noise standard deviation at one CDF point (the worst point's), the Laplace scale and the
+    L1 sensitivity (public values only: ``dppub plan`` reads them)."""
+    tree = cdf_strategy(bins)
+    sensitivity = group * groups.sensitivity * tree.sensitivity
+    scale = sensitivity / epsilon
+    factors = query_variance_factors(rows, groups)
+    return np.sqrt(2.0 * factors * _prefix_variance(bins)) * scale, scale, sensitivity
+
+
+def measure_quantiles_jointly(
+    histograms: npt.ArrayLike,
+    edges: Sequence[float],
+    at: Sequence[float],
+    *,
+    rows: matrix.Workload,
+    groups: matrix.Strategy,
+    epsilon: float,
+    group: int,
+    rng: np.random.Generator | None = None,
+) -> Quantiles:
+    """Quantiles ``at`` of every row of ``rows`` (a cell or a margin: a sum of cells) from the
+    cells' histograms (``cells x bins``), all read off one measurement (module doc): the
+    Kronecker product of ``groups`` (the strategy the table's counts are measured with) and the
+    CDF tree, so a margin's CDF is the least-squares sum of its cells' and every row costs the
+    one ``epsilon``."""
+    hist = np.asarray(histograms, dtype=np.float64)
+    cells, bins = hist.shape
+    strategy = matrix.kron_strategy(groups, cdf_strategy(bins))
+    rank_se, scale, sensitivity = joint_rank_errors(rows, groups, bins, epsilon, group)
+    noisy = laplace(strategy @ hist.ravel(), sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+    del hist  # post-processing of the noisy measurement only, from here
+    cell_hists = strategy.lstsq(noisy).reshape(cells, bins)
+    estimate = np.asarray(rows @ cell_hists, dtype=np.float64)
+    return _read_cdfs(estimate, edges, at, rank_se, scale, sensitivity)
+
+
+def _read_cdfs(
+    estimate: FloatArray,
+    edges: Sequence[float],
+    at: Sequence[float],
+    rank_se: FloatArray,
+    scale: float,
+    sensitivity: float,
+) -> Quantiles:
+    """Every group's quantiles from its least-squares histogram (a row of ``estimate``) and
+    the noise standard deviation of its CDF in rows (module doc)."""
+    groups = estimate.shape[0]
     k = float(laplace_multiplier(0.95))
     grid = np.asarray(edges, dtype=np.float64)
     p = np.asarray(at, dtype=np.float64)
     shape = (groups, len(p))
     values, low, high = np.empty(shape), np.empty(shape), np.empty(shape)
     for g in range(groups):
-        prefix = np.cumsum(strategy.lstsq(noisy[g]))
+        prefix = np.cumsum(estimate[g])
         total = max(float(prefix[-1]), 0.0)  # the least-squares total (unbiased)
         cdf = np.clip(isotonic_regression(prefix).x, 0.0, total)
         ranks = p * total
         values[g] = _read(cdf, grid, ranks)
-        low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se, 0.0, total))
-        high[g] = _read(cdf, grid, np.clip(ranks + k * rank_se, 0.0, total))
+        low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se[g], 0.0, total))
+        high[g] = _read(cdf, grid, np.clip(ranks + k * rank_se[g], 0.0, total))
     return Quantiles(
         values=values,
         std_error=(high - low) / (2.0 * k),
         ci_low=low,
         ci_high=high,
-        rank_std_error=rank_se,
+        rank_std_error=float(rank_se.max(initial=0.0)),
         noise_scale=scale,
         sensitivity=sensitivity,
     )

@@ -34,11 +34,15 @@ from dppub.dp.matrix.intervals import laplace_multiplier
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.margins import Dimension, Published, published_rows
-from dppub.dp.tables.quantiles import cdf_strategy, measure_quantiles
+from dppub.dp.tables.quantiles import (
+    cdf_strategy,
+    measure_quantiles,
+    measure_quantiles_jointly,
+)
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
 
-__all__ = ["TableDesign", "TableRelease", "release_table", "table_strategy"]
+__all__ = ["TableDesign", "TableRelease", "release_table", "row_bound", "table_strategy"]
 
 FloatArray = npt.NDArray[np.float64]
 INTERVAL_LEVEL = 0.95
@@ -101,10 +105,17 @@ def release_table(
     histograms: Mapping[str, npt.ArrayLike],
     *,
     rng: np.random.Generator | None = None,
+    measured: Mapping[str, Linear] | None = None,
 ) -> TableRelease:
-    """Draw every component's noise and read the measures off them (module doc)."""
+    """Draw every component's noise and read the measures off them (module doc); with
+    ``measured``, the count and centred sums over the published rows were measured already
+    (a joint table's, :mod:`dp.tables.joint`) and only quantiles would draw here."""
     published = design.rows()
-    linear, facts = _measure_linear(design, published, counts, centred, rng)
+    if measured is None:
+        linear, facts = _measure_linear(design, published, counts, centred, rng)
+    else:
+        linear = dict(measured)
+        facts = {k: _facts(v, noise_scale=v.noise_scale) for k, v in linear.items()}
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
@@ -131,15 +142,8 @@ def _measure_linear(
     for c in design.components:
         if c.kind == "cdf":
             continue
-        half, values = 1.0, counts
-        if c.kind != "count":
-            lo, hi = design.bounds[c.column or ""]
-            # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
-            # (twice that for a pair, whose a = S + half N and b = half N - S add one more
-            # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
-            allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
-            half = (hi - lo) / 2.0 * (1.0 + allowance)
-            values = centred[c.column or ""]
+        half = row_bound(c, design.bounds)
+        values = counts if c.kind == "count" else centred[c.column or ""]
         if c.kind == "count_sum":
             n, s = measure_count_and_sum(
                 workload,
@@ -166,6 +170,19 @@ def _measure_linear(
         )
         facts[c.name] = _facts(out[c.name], noise_scale=out[c.name].noise_scale)
     return out, facts
+
+
+def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
+    """A row's bound on a component's vector: 1 for a count, ``half`` for a centred sum or a
+    pair (measured as ``v - lo``, ``hi - v``)."""
+    if c.kind == "count":
+        return 1.0
+    lo, hi = bounds[c.column or ""]
+    # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
+    # (twice that for a pair, whose a = S + half N and b = half N - S add one more
+    # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
+    allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
+    return (hi - lo) / 2.0 * (1.0 + allowance)
 
 
 def _facts(lin: Linear, *, noise_scale: float) -> dict[str, object]:
@@ -220,18 +237,42 @@ def _quantile_frames(
     facts: dict[str, object],
     rng: np.random.Generator | None,
 ) -> list[pd.DataFrame]:
-    """One frame per probability of a quantile measure, over the cells (no margins)."""
+    """One frame per probability of a quantile measure, over the published rows (with margins
+    each margin's quantiles from its own CDF: :mod:`dp.tables.quantiles`)."""
     c = design.component("cdf", m.column)
     assert c is not None
     edges = design.edges[m.column or ""]
     bins = len(edges) - 1
     hist = np.asarray(histograms, dtype=np.float64).reshape(-1, bins)
     tied = m.column in design.integer_grids
-    q = measure_quantiles(
-        hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
-    )
+    published = design.rows()
+    if design.margins:
+        q = measure_quantiles_jointly(
+            hist,
+            edges,
+            m.at,
+            rows=published.workload(),
+            groups=table_strategy(design),
+            epsilon=c.epsilon,
+            group=design.group,
+            rng=rng,
+        )
+    else:
+        q = measure_quantiles(
+            hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
+        )
     common = {"epsilon": c.epsilon, "sensitivity": q.sensitivity, "noise_scale": q.noise_scale}
-    if q.method == "exponential":
+    if design.margins:
+        facts[c.name] = {
+            **common,
+            "method": "hierarchical CDF of every cell and margin from one measurement: the "
+            "Kronecker product of the counts' strategy and the tree, least squares; a margin's "
+            "CDF is the sum of its cells'; the interval inverts its noise band",
+            "strategy": f"{table_strategy(design).name} x {cdf_strategy(bins).name}",
+            "bins": bins,
+            "rank_std_error": q.rank_std_error,
+        }
+    elif q.method == "exponential":
         facts[c.name] = {
             **common,
             "method": "exponential mechanism over the grid's edges, epsilon / "
@@ -249,11 +290,10 @@ def _quantile_frames(
             "bins": bins,
             "rank_std_error": q.rank_std_error,
         }
-    cells = design.rows(margins=False).labels
     return [
         _frame(
             design.keys,
-            cells,
+            published.labels,
             label,
             q.values[:, j],
             q.std_error[:, j],

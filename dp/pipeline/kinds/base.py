@@ -145,6 +145,9 @@ class ReleasePlan(Generic[SpecT]):
     regression's tasks, named ``release[label]``), or empty for one whole-table part."""
     bounding: Bounding = field(default_factory=Bounding)
     """Its privacy unit and contribution bound (default: neighbours differ by one row)."""
+    joint: tuple[PlannedCost, ...] = ()
+    """The releases (itself among them) whose noise is one measurement drawn together: the
+    ledger records all their draws before any of it (:meth:`dp.publication.Staging.attempt`)."""
     spec: SpecT = field(compare=False, repr=False)
     """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)

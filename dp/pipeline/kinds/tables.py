@@ -18,6 +18,10 @@ groups present in the data, selected under ``(epsilon_select, delta)`` by
 measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
 all in the same shared scan and on the same rows (those with all the table's columns).
 
+Joint tables: declared-key tables naming the same ``joint`` group are measured once over their
+finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.joint`); the
+ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
+
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
 split, the bounds, the key policy and the interval method in ``release.json``.
@@ -37,6 +41,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from dppub.dp import matrix
 from dppub.dp.axes import Axis, numeric_axis
+from dppub.dp.budget import PlannedCost, PrivacyCost
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.key_weights import KeyWeightsAggregate
 from dppub.dp.engine.keyed_sums import KeyedSums, KeyedSumsAggregate
@@ -65,9 +70,19 @@ from dppub.dp.pipeline.kinds.base import (
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
 from dppub.dp.pipeline.units import Bounding, bounding_for
 from dppub.dp.publication import Staging
+from dppub.dp.tables.joint import (
+    MAX_JOINT_CELLS,
+    Joint,
+    Member,
+    finest_axes,
+    joint_group,
+    measure_group,
+    member_rows,
+    row_variances,
+)
 from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension, published_rows
-from dppub.dp.tables.quantiles import quantile_method
+from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import (
@@ -133,6 +148,8 @@ class TableModel(Cost):
     # Not a field named ``keys``: Prefect walks a pydantic model with ``dict(model)``, which calls
     # ``model.keys()`` -- a str there (every table run failed with "'str' object is not callable").
     key_policy: Literal["declared", "private"] = Field(default="declared", alias="keys")
+    joint: Name | None = None
+    """Tables naming the same group are measured once, together (:mod:`dp.tables.joint`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -142,6 +159,8 @@ class TableModel(Cost):
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
         if self.key_policy == "private" and self.delta <= 0:
             raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
+        if self.key_policy == "private" and self.joint is not None:
+            raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
         return self
 
     def key_models(self) -> list[KeyModel]:
@@ -175,6 +194,8 @@ class TableSpec:
     """The key policy (``declared`` or ``private``)."""
     selection: KeyRule | None = None
     """``keys: private``: the selection rule (its labels are a placeholder until selected)."""
+    joint: Joint | None = None
+    """``joint: <group>``: the group this table is measured with."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -311,11 +332,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
         quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
-        if item.margins and quantiled:
-            raise ConfigError(
-                f"table {item.name!r}: margins: true is for count, sum and mean; publish "
-                "quantiles in a table without margins"
-            )
         if len(set(quantiled)) != len(quantiled):
             raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
         if item.round == "integer":
@@ -327,6 +343,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         for g in grids:
             check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
         bounding = bounding_for(cfg, _partition(cfg, axes))
+        joint = None
+        if item.joint is not None:
+            joint, bounding = _joint_group(cfg, item, bounds)
         design = TableDesign(
             keys=groups.keys,
             dims=groups.dims,
@@ -348,8 +367,13 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             cost=item.cost,
             is_dp=True,
             bounding=bounding,
-            columns=declared_columns(cfg, [*(a.column for a in axes), *columns]),
-            spec=TableSpec(design=design, axes=axes, grids=grids, keys=item.key_policy),
+            columns=declared_columns(
+                cfg, [*(a.column for a in (joint.axes if joint else axes)), *columns]
+            ),
+            joint=() if joint is None else _joint_costs(joint),
+            spec=TableSpec(
+                design=design, axes=axes, grids=grids, keys=item.key_policy, joint=joint
+            ),
             facts={"groups": cells, "keys": item.key_policy},
         )
 
@@ -362,10 +386,21 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             for c in spec.design.components
             if c.kind in ("centred_sum", "count_sum") and c.column is not None
         )
-        return scan_one(TableSumsAggregate(axes=spec.axes, bounds=bounds, grids=spec.grids))
+        axes = spec.axes if spec.joint is None else spec.joint.axes
+        return scan_one(TableSumsAggregate(axes=axes, bounds=bounds, grids=spec.grids))
 
     def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
-        return {**plan.facts, "measures": expected_errors(plan.spec.design)}
+        measures = expected_errors(plan.spec.design)
+        joint = plan.spec.joint
+        if joint is None:
+            return {**plan.facts, "measures": measures}
+        together, alone = row_variances(joint, joint.index)
+        ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
+        for m in measures:
+            separately = as_float(m["expected_rmse"])
+            m["separate_rmse"], m["expected_rmse"] = separately, separately * ratio
+            m["error"] = f"{m['error']} separately; jointly {ratio:.3g} x that"
+        return {**plan.facts, "measures": measures, "joint": _joint_facts(joint)}
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
@@ -374,6 +409,13 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             lines[0] = (
                 f"  groups selected from the data (keys private: {rule['rule']} rule at "
                 f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
+            )
+        if "joint" in described:
+            joint = as_object(described["joint"])
+            tables = ", ".join(as_strs(joint["tables"]))
+            lines.append(
+                f"    estimated jointly (group {joint['group']}: {tables}; epsilon "
+                f"{as_float(joint['epsilon']):.4g} together)"
             )
         for measure in as_list(described["measures"]):
             m = as_object(measure)
@@ -393,8 +435,15 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         selection = None
         if isinstance(exact, PrivateExact):
             design, exact, selection = _select(plan.spec, exact)
+        joint = plan.spec.joint
         if design.shape == (0,):  # no key selected: nothing to measure, an empty table
             released = _no_groups(design)
+        elif joint is not None:
+            sums = exact
+            estimates = out.shared(
+                f"table-{joint.group}", lambda: measure_group(joint, sums.counts, sums.centred)
+            )
+            released = release_table(design, (), {}, {}, measured=member_rows(joint, estimates))
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
@@ -415,10 +464,20 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             interval_level=INTERVAL_LEVEL,
             privacy_unit=_unit(plan.bounding),
             key_selection=selection,
+            joint=None if joint is None else _joint_facts(joint),
         )
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
         return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
+
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        joint = as_object_or_none(summary.details.get("joint"))
+        if joint is None:
+            return super().guarantee(summary)
+        return (
+            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
+            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+        )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
         r = TableResult.from_json(summary.details)
@@ -428,6 +487,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             extra += " Every margin down to the grand total is estimated jointly with the cells."
         if r.rounding == "integer":
             extra += " Counts are non-negative integers that add up exactly."
+        if r.joint is not None:
+            extra += f" {r.joint['guarantee']}"
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`).{extra}",
@@ -480,6 +541,8 @@ class TableResult:
     privacy_unit: Mapping[str, JSON] | None = None
     key_selection: Mapping[str, JSON] | None = None
     """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
+    joint: Mapping[str, JSON] | None = None
+    """``joint: <group>``: the group, its tables, its epsilon and the guarantee."""
 
     def to_json(self) -> dict[str, JSON]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -490,6 +553,8 @@ class TableResult:
             del out["privacy_unit"]
         if self.key_selection is None:
             del out["key_selection"]
+        if self.joint is None:
+            del out["joint"]
         return out
 
     @classmethod
@@ -514,6 +579,7 @@ class TableResult:
             interval_level=as_float(data["interval_level"]),
             privacy_unit=as_object_or_none(data.get("privacy_unit")),
             key_selection=as_object_or_none(data.get("key_selection")),
+            joint=as_object_or_none(data.get("joint")),
         )
 
 
@@ -532,6 +598,88 @@ def _unit(bounding: Bounding) -> dict[str, JSON] | None:
     if bounding.partition is not None:
         out["max_partitions_per_unit"] = bounding.max_partitions
     return out
+
+
+def _joint_group(
+    cfg: PipelineConfig, item: TableModel, bounds: Mapping[str, tuple[float, float]]
+) -> tuple[Joint, Bounding]:
+    """The group ``item`` is measured with (:mod:`dp.tables.joint`): every published table
+    naming the same ``joint`` group, in config order, and the group's privacy-unit bound (the
+    one its finest cells get: every member is bounded alike, one neighbour relation)."""
+    members = [
+        t
+        for t in cast("list[TableModel]", cfg.section("tables"))
+        if t.joint == item.joint and getattr(t, "publish", True)
+    ]
+    where = f"table {item.name!r}: joint group {item.joint!r}"
+    if len(members) < 2:
+        raise ConfigError(f"{where} has no other table; name it in at least two tables")
+    measures = item.measure_list()
+    if any(m.kind == "quantile" for m in measures):
+        raise ConfigError(f"{where}: joint tables publish count, sum and mean, not quantiles")
+    own: list[Member] = []
+    for t in members:
+        if t.round != "none":
+            raise ConfigError(
+                f"{where}: {t.name!r} has round: {t.round}; joint tables are not rounded (each "
+                "rounded apart would break their additivity)"
+            )
+        if t.measure_list() != measures:
+            raise ConfigError(
+                f"{where}: every member needs the same measures; {t.name!r} has "
+                f"{[m.labels()[0] for m in t.measure_list()]}, {item.name!r} "
+                f"{[m.labels()[0] for m in measures]}"
+            )
+        groups = table_groups(cfg, t)
+        design = TableDesign(
+            keys=groups.keys, dims=groups.dims, measures=(), components=(), margins=t.margins
+        )
+        rows, strategy = design.rows().matrix, table_strategy(design)
+        own.append(
+            Member(name=t.name, epsilon=t.epsilon, axes=groups.axes, rows=rows, strategy=strategy)
+        )
+    finest = finest_axes(own)
+    bounding = bounding_for(cfg, _partition(cfg, finest))
+    check_at_most(f"{where}: the finest cells", math.prod(a.size for a in finest), MAX_JOINT_CELLS)
+    joint = joint_group(
+        item.joint or "",
+        own,
+        [t.name for t in members].index(item.name),
+        components=split_epsilon(measures, bounds, float(sum(t.epsilon for t in members))),
+        bounds=bounds,
+        group_rows=bounding.rows_per_unit,
+    )
+    check_reconstruction(joint.workload, "nonneg-l1")
+    return joint, bounding
+
+
+def _joint_costs(joint: Joint) -> tuple[PlannedCost, ...]:
+    """Each member's own cost: what the ledger records for the group's one draw."""
+    return tuple(
+        PlannedCost(name=n, cost=PrivacyCost(epsilon=e))
+        for n, e in zip(joint.members, joint.epsilons, strict=True)
+    )
+
+
+def _joint_facts(joint: Joint) -> dict[str, JSON]:
+    """What ``release.json`` and ``dppub plan`` say of a joint table (module doc of
+    :mod:`dp.tables.joint`: what was proven)."""
+    others = [n for n in joint.members if n != joint.members[joint.index]]
+    eps, own = joint.epsilon, joint.epsilons[joint.index]
+    return {
+        "group": joint.group,
+        "tables": list(joint.members),
+        "epsilon": eps,
+        "epsilons": dict(zip(joint.members, joint.epsilons, strict=True)),
+        "strategy": joint.strategy.name,
+        "guarantee": (
+            f"Estimated jointly with {', '.join(others)} (group {joint.group}) from one "
+            f"measurement at epsilon {eps:g}, the sum of the tables' epsilons; the ledger "
+            f"charges each table its own, so the run's total is unchanged. Together the "
+            f"group's tables are {eps:g}-DP. This table alone is not claimed {own:g}-DP: "
+            f"its answers use the whole measurement, so on its own it is {eps:g}-DP."
+        ),
+    }
 
 
 PRIVATE_PLACEHOLDER = "(selected from the data)"
@@ -660,9 +808,17 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             assert cdf is not None
             eps, bins = cdf.epsilon, len(design.edges[column]) - 1
             label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
-            method, value = quantile_method(bins, measure.at, eps, m)
-            how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
-            error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
+            if design.margins:
+                rank = joint_rank_errors(workload, strategy, bins, eps, m)[0]
+                value = float(np.sqrt(np.mean(rank**2)))
+                error = (
+                    f"rank RMSE {value:.3g} rows at the worst CDF point (of a group's n; the "
+                    f"worst row {rank.max():.3g}), hierarchical CDF of cells and margins jointly"
+                )
+            else:
+                method, value = quantile_method(bins, measure.at, eps, m)
+                how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
+                error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
         else:
             eps, unit = rmse("centred_sum", column)
             lo, hi = design.bounds[column]
