@@ -146,7 +146,7 @@ def _budget_figure(ctx: BudgetContext) -> Markup:
     left, bar = 0.0, (y1 - y0) / 4.0
     for _, w, colour in shown:
         out.append(
-            f'<rect x="{x(left):.2f}" y="{y0 + bar:.2f}" width="{x(w) - x0:.2f}" '
+            f'<rect x="{x(left):.2f}" y="{y0 + bar:.2f}" width="{max(x(w) - x0, 0.0):.2f}" '
             f'height="{2 * bar:.2f}" fill="{colour}"/>'
         )
         left += w
