@@ -85,59 +85,71 @@ import json, os, sys
 from pathlib import Path
 from dppub.flows.server import _surely_no_api
 from prefect.settings.models.root import Settings
-os.chdir(sys.argv[1])
-print(json.dumps([_surely_no_api(), Settings().api.url]))
+base, answers = dict(os.environ), []
+for case in json.loads(sys.stdin.read()):  # files to write, a folder, an environment
+    for path, text in case["files"].items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    os.chdir(case["here"])
+    os.environ.clear()
+    os.environ.update(base | case["env"])
+    answers.append([_surely_no_api(), Settings().api.url])
+    for path in case["files"]:
+        Path(path).unlink()
+print(json.dumps(answers))
 """
 
 
 def test_the_quick_no_api_answer_is_prefects_own(tmp_path: Path) -> None:
     # Wherever the quick check answers "no API" Prefect's settings say None too; wherever a
-    # source names an API it defers to them. Each case: files written, environment, expected.
+    # source names an API it defers to them. Each case: files written (a relative path is in
+    # the case's working folder), environment, the quick answer, Prefect's URL. One process
+    # (Prefect reads its sources afresh for each Settings()).
     home = tmp_path / "home"
-    profiles = home / ".prefect" / "profiles.toml"
+    (home / ".prefect").mkdir(parents=True)
+    profiles = str(home / ".prefect" / "profiles.toml")
     named = 'active = "a"\n[profiles.a]\nPREFECT_API_URL = "http://h:1/api"\n'
-    other = named + '[profiles.b]\nPREFECT_LOGGING_LEVEL = "INFO"\n'
+    other = named.replace('"a"', '"b"', 1) + '[profiles.b]\nPREFECT_LOGGING_LEVEL = "INFO"\n'
     own_home = tmp_path / "own-home"
-    cases: list[tuple[dict[Path, str], dict[str, str], bool, str | None]] = [
+    cases: list[tuple[dict[str, str], dict[str, str], bool, str | None]] = [
         ({}, {}, True, None),
         ({profiles: named}, {}, False, "http://h:1/api"),
-        ({profiles: other.replace('active = "a"', 'active = "b"')}, {}, True, None),
+        ({profiles: other}, {}, True, None),
         ({profiles: 'active = "a"\n[profiles.a]\n'}, {}, True, None),
         ({}, {"PREFECT_API_URL": "http://e:2/api"}, False, "http://e:2/api"),
         ({}, {"prefect_api_url": "http://l:3/api"}, False, "http://l:3/api"),
         ({}, {"PREFECT_PROFILE": "a"}, False, None),
         (
-            {Path("pyproject.toml"): '[tool.prefect.api]\nurl = "http://p:4/api"\n'},
+            {"pyproject.toml": '[tool.prefect.api]\nurl = "http://p:4/api"\n'},
             {},
             False,
             "http://p:4/api",
         ),
-        ({Path("pyproject.toml"): '[project]\nname = "x"\n[tool.ruff]\n'}, {}, True, None),
-        ({Path(".env"): "PREFECT_API_URL=http://d:5/api\n"}, {}, False, "http://d:5/api"),
-        ({Path("prefect.toml"): '[api]\nurl = "http://t:6/api"\n'}, {}, False, "http://t:6/api"),
+        ({"pyproject.toml": '[project]\nname = "x"\n[tool.ruff]\n'}, {}, True, None),
+        ({".env": "PREFECT_API_URL=http://d:5/api\n"}, {}, False, "http://d:5/api"),
+        ({"prefect.toml": '[api]\nurl = "http://t:6/api"\n'}, {}, False, "http://t:6/api"),
         (
-            {own_home / "profiles.toml": named},
+            {str(own_home / "profiles.toml"): named},
             {"PREFECT_HOME": str(own_home)},
             False,
             "http://h:1/api",
         ),
         ({}, {"PREFECT_HOME": str(own_home)}, True, None),
     ]
-    for i, (files, extra, quick, url) in enumerate(cases):
+    jobs = []
+    for i, (files, extra, _, _) in enumerate(cases):
         here = tmp_path / f"case{i}"
         here.mkdir()
-        profiles.unlink(missing_ok=True)
-        (own_home / "profiles.toml").unlink(missing_ok=True)
-        for path, text in files.items():
-            target = path if path.is_absolute() else here / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-        done = subprocess.run(
-            [sys.executable, "-c", _DECIDE, str(here)],
-            cwd=ROOT,
-            env=_clean_env(home, **extra),
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert json.loads(done.stdout) == [quick, url], (i, files, extra)
+        paths = {str(here / f): t for f, t in files.items()}  # an absolute path stays
+        jobs.append({"files": paths, "here": str(here), "env": extra})
+    done = subprocess.run(
+        [sys.executable, "-c", _DECIDE],
+        cwd=ROOT,
+        env=_clean_env(home),
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = [[quick, url] for _, _, quick, url in cases]
+    assert json.loads(done.stdout) == expected
