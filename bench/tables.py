@@ -31,8 +31,11 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    shared scan, noise, publication; no Prefect) from a generated config.
 
 3. **Wall time** of a three-measure table (count, sum and mean of income by zip, private keys,
-   row-level) on a 300,000-row census file: PipelineDP's local backend; dppub in-process (the
-   run's steps) and ``dppub run`` (Prefect's local start-up included).
+   row-level) on a 300,000-row census file, each tool timed two ways: *in-process* (PipelineDP's
+   ``_run``: read + aggregate; dppub's run steps: plan, ledger, scan, noise, publication) and as
+   a *whole process* (Python's start and imports included: ``tables_peers.py`` reading the file,
+   running the table and writing it as CSV; ``dppub run`` with no Prefect API configured), wall
+   and CPU seconds, median of ``--time-repeats`` rounds.
 
 4. **Quantile rank error** of hours by sex (about 3,000 rows per group, 1,024 bins over the
    declared bounds on both sides), epsilon 1 per table: ``|F(answer) - p|`` in percentile
@@ -49,6 +52,8 @@ import argparse
 import json
 import os
 import platform
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -421,7 +426,21 @@ def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any
     return out
 
 
-def time_section(python: Path, data: Path) -> dict[str, Any]:
+def _process(args: list[str], **kw: Any) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system, of the child and its children) of a whole process,
+    and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(args, check=True, capture_output=True, text=True, **kw)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
+
+
+def time_section(python: Path, data: Path, repeats: int) -> dict[str, Any]:
+    """Each tool in-process and as a whole process, ``repeats`` rounds taken in turn (so a
+    change in the machine's load hits both alike); median wall and CPU seconds."""
     path = data / "census_300000.parquet"
     make_census(300_000, 20261121).to_parquet(path, index=False)
     table = {
@@ -434,14 +453,6 @@ def time_section(python: Path, data: Path) -> dict[str, Any]:
     }
     folder = data / "time"
     folder.mkdir(exist_ok=True)
-    start = time.perf_counter()
-    dppub_tables(folder, path, [table], 1)
-    in_process = time.perf_counter() - start
-    cli = [str(Path(sys.executable).parent / "dppub"), "run", str(folder / "tables.yaml")]
-    cli += ["--ledger", str(folder / "cli.sqlite"), "--out", str(folder / "cli-out")]
-    start = time.perf_counter()
-    subprocess.run(cli, check=True, capture_output=True, cwd=ROOT)
-    end_to_end = time.perf_counter() - start
     job = {
         "kind": "time",
         "path": str(path),
@@ -453,13 +464,46 @@ def time_section(python: Path, data: Path) -> dict[str, Any]:
         "max_partitions": 1,
         "max_per_partition": 1,
         "bounds": [0.0, 250_000.0],
+        "out": str(folder / "pipelinedp.csv"),
     }
-    theirs = peers(python, job)
+    cli = [str(Path(sys.executable).parent / "dppub"), "run", str(folder / "tables.yaml")]
+    cli += ["--ledger", str(folder / "cli.sqlite"), "--out", str(folder / "cli-out")]
+    # no Prefect API (a run recorded in a Prefect server is another mode: bench/startup.py)
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DPPUB_DEBUG")}
+    env |= {"PREFECT_HOME": str(folder / "prefect"), "DPPUB_HOME": str(folder / "state")}
+    script = str(ROOT / "bench" / "tables_peers.py")
+    rows: dict[str, list[tuple[float, float]]] = {}
+    keys, load = 0, os.getloadavg()[0]
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        dppub_tables(folder, path, [table], 1)  # writes folder / tables.yaml
+        rows.setdefault("dppub in-process", []).append(
+            (time.perf_counter() - start, time.process_time() - cpu)
+        )
+        wall, cpu_s = _process(cli, cwd=ROOT, env=env)[:2]
+        rows.setdefault("dppub whole process", []).append((wall, cpu_s))
+        wall, cpu_s, out = _process([str(python), script], input=json.dumps(job))
+        theirs = json.loads(out)
+        keys = theirs["keys"]
+        rows.setdefault("PipelineDP in-process", []).append(
+            (theirs["seconds"], theirs["cpu_seconds"])
+        )
+        rows.setdefault("PipelineDP whole process", []).append((wall, cpu_s))
+        print(f"  time round: {', '.join(f'{k} {v[-1][0]:.2f} s' for k, v in rows.items())}")
+    median = {
+        name: {
+            "wall_seconds": statistics.median(w for w, _ in runs),
+            "cpu_seconds": statistics.median(c for _, c in runs),
+            "wall_runs": [w for w, _ in runs],
+            "cpu_runs": [c for _, c in runs],
+        }
+        for name, runs in rows.items()
+    }
     return {
-        "pipelinedp_seconds": theirs["seconds"],
-        "pipelinedp_keys": theirs["keys"],
-        "dppub_in_process_seconds": in_process,
-        "dppub_run_seconds": end_to_end,
+        "repeats": repeats,
+        "pipelinedp_keys": keys,
+        "load_average": [load, os.getloadavg()[0]],
+        **median,
     }
 
 
@@ -469,6 +513,7 @@ def main() -> None:
     parser.add_argument("--peers-venv", type=Path, default=Path("/tmp/dppub-bench-tables"))
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/dppub-bench-tables-data"))
     parser.add_argument("--skip-time", action="store_true")
+    parser.add_argument("--time-repeats", type=int, default=3)
     parser.add_argument("--skip-measures", action="store_true")
     parser.add_argument("--skip-quantiles", action="store_true")
     parser.add_argument("--skip-keys", action="store_true")
@@ -479,7 +524,7 @@ def main() -> None:
     keys = [] if args.skip_keys else keys_section(python, args.data_dir, args.runs)
     measures = [] if args.skip_measures else measures_section(python, args.data_dir, args.runs)
     ranks = [] if args.skip_quantiles else quantiles_section(python, args.data_dir, args.runs)
-    timing = None if args.skip_time else time_section(python, args.data_dir)
+    timing = None if args.skip_time else time_section(python, args.data_dir, args.time_repeats)
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
     print(
         f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}"
@@ -508,11 +553,20 @@ def main() -> None:
             )
     if timing is not None:
         print(
-            "\nWall time, count+sum+mean of income by zip (private keys), 300,000 rows: "
-            f"PipelineDP local {timing['pipelinedp_seconds']:.1f} s; dppub in-process "
-            f"{timing['dppub_in_process_seconds']:.1f} s, dppub run (Prefect start-up "
-            f"included) {timing['dppub_run_seconds']:.1f} s"
+            "\nTime of count+sum+mean of income by zip (private keys), 300,000 rows, median of "
+            f"{timing['repeats']} (load average {timing['load_average'][0]:.1f} at the start, "
+            f"{timing['load_average'][1]:.1f} at the end):"
         )
+        print(f"{'':26} {'wall s':>7} {'CPU s':>7}  x PipelineDP's (wall / CPU)")
+        for tool in ("PipelineDP", "dppub"):
+            for scope in ("in-process", "whole process"):
+                t, peer = timing[f"{tool} {scope}"], timing[f"PipelineDP {scope}"]
+                ratio = t["wall_seconds"] / peer["wall_seconds"]
+                cpu_ratio = t["cpu_seconds"] / peer["cpu_seconds"]
+                print(
+                    f"{tool + ' ' + scope:26} {t['wall_seconds']:>7.2f} {t['cpu_seconds']:>7.2f}"
+                    f" {ratio:>6.3f} / {cpu_ratio:.3f}"
+                )
     if ranks:
         print("\nQuantiles of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
         for r in ranks:

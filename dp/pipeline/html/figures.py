@@ -1,9 +1,9 @@
 """matplotlib figures rendered to inline SVG, with the pages' shared look.
 
-matplotlib is imported on first use (about half a second): ``dppub plan`` and ``audit`` without
-``--html`` never pay for it. Figures are made with :class:`matplotlib.figure.Figure` and saved
-straight to SVG -- no pyplot, no GUI backend, no global figure registry, nothing that a display
-or another thread of the flow could disturb.
+matplotlib is imported on first use (about half a second): ``dppub plan``, ``audit`` without
+``--html`` and a report with nothing to plot never pay for it. Figures are made with
+:class:`matplotlib.figure.Figure` and saved straight to SVG -- no pyplot, no GUI backend, no
+global figure registry, nothing that a display or another thread of the flow could disturb.
 
 Text stays text (``svg.fonttype: none``): the page's own font draws it and it can be searched
 and copied. Each figure gets its own ``svg.hashsalt``, so the element ids of two figures inlined
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
@@ -62,13 +64,28 @@ _RC: Any = {  # matplotlib types rcParams as literal keys
 }
 
 
+@dataclass
+class _Style:
+    stack: ExitStack
+    applied: bool = False
+
+
+_STYLE: ContextVar[_Style | None] = ContextVar("dppub_figure_style", default=None)
+
+
 @contextmanager
 def style() -> Iterator[None]:
-    """The pages' look for every figure made and saved inside (axes read it when created)."""
-    import matplotlib
+    """The pages' look for every figure made and saved inside (axes read it when created).
 
-    with matplotlib.rc_context(_RC):
-        yield
+    matplotlib is imported by the first figure made inside, not here: a page that draws none
+    (a report whose releases have nothing to plot) never imports it.
+    """
+    with ExitStack() as stack:
+        token = _STYLE.set(_Style(stack))
+        try:
+            yield
+        finally:
+            _STYLE.reset(token)
 
 
 def new_figure(
@@ -90,6 +107,12 @@ def new_figure(
     """
     from matplotlib.figure import Figure
 
+    current = _STYLE.get()
+    if current is not None and not current.applied:  # the first figure inside style()
+        import matplotlib
+
+        current.stack.enter_context(matplotlib.rc_context(_RC))
+        current.applied = True
     fig = Figure(figsize=(width, height))
     fig.subplots_adjust(
         left=left / width,
