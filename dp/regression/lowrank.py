@@ -28,6 +28,10 @@ def _cvxpy() -> Any:
 
 SOLVER = "CLARABEL"
 """Pinned conic solver (ships with cvxpy); results depend on it only to solver tolerance."""
+FALLBACK = "SCS"
+FALLBACK_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
+"""Where CLARABEL stalls short of its tolerances (``optimal_inaccurate``, seen on rare noisy
+problems), SCS (also shipped with cvxpy) finishes the same problem."""
 # Singular values below this fraction of the largest, or below _ZERO_TOL outright, are solver
 # round-off (CLARABEL's tolerances are ~1e-8); coefficients live in the scaled frame, O(1).
 _RANK_TOL = 1e-3
@@ -64,12 +68,15 @@ def solve_nuclear(
         root = vecs * np.sqrt(np.maximum(mu, 0.0) / scale)
         terms.append(cp.sum_squares(root.T @ v) - 2.0 * (m / scale) @ v)
     problem = cp.Problem(cp.Minimize(cp.sum(terms) + (lam / scale) * cp.normNuc(B)))
-    try:
-        problem.solve(solver=SOLVER)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"trace regression: {SOLVER} failed ({exc})") from None
+    for solver, options in ((SOLVER, {}), (FALLBACK, FALLBACK_OPTIONS)):
+        try:
+            problem.solve(solver=solver, **options)
+        except cp.error.SolverError as exc:
+            raise SolverError(f"trace regression: {solver} failed ({exc})") from None
+        if problem.status != cp.OPTIMAL_INACCURATE:
+            break
     if problem.status != cp.OPTIMAL or B.value is None:
-        raise SolverError(f"trace regression: {SOLVER} returned status {problem.status!r}")
+        raise SolverError(f"trace regression: {solver} returned status {problem.status!r}")
     return np.asarray(B.value, dtype=np.float64)
 
 
