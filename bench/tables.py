@@ -259,7 +259,7 @@ def data_sets() -> dict[str, DataSet]:
         keys=demo_keys,
         measures=lambda: _households(make_census(20_000, 20261121)),
         grouping=Grouping("education", tuple(EDUCATION), "income", "float", (0.0, 250_000.0)),
-        quantiles=lambda: make_census(6_000, 20261121).assign(household=""),
+        quantiles=lambda: _households(make_census(6_000, 20261121)),
         quantile_grouping=Grouping("sex", ("Female", "Male"), "hours", "float", (1.0, 99.0)),
     )
     # Adult: age by education (sum, mean) and by occupation (quantiles; 9 of 14 groups of
