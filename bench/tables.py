@@ -43,7 +43,23 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    deciles its hierarchical CDF) against OpenDP's ``make_private_quantile`` (each decile at
    epsilon / 9), and the expected error of the median's mechanism (simulated).
 
-Prints one table and writes ``bench/results/tables.json``.
+``--data`` picks the data of sections 1, 2 and 4 (section 3 runs for ``demo`` only):
+``demo`` (the above), ``adult`` or ``fars`` (``../shared/bench``; FARS is the held-out set,
+neither the demo nor Adult), chosen before looking at any result (:func:`data_sets`). Neither
+file has a unit column: a unit is a *household* of consecutive rows, 1-4 each (sizes drawn from a
+fixed seed, :func:`_households`), the demo's rule. Declared groups are the leaves of the public
+ARX hierarchy files, bounds the documented ranges, both sides of every comparison the same:
+
+* keys: ``native-country/occupation`` (Adult, 394 keys, half of them 4 rows or fewer) and
+  ``istatenum/iage`` (FARS, 4,579 keys, median 11 rows), row-level and per household (m = 4);
+* RMSE: age by education (Adult, 16 groups, bounds [17, 90]) and iage by istatenum (FARS, 57
+  declared groups of which 51 have rows, bounds [0, 99]); a mean's error over non-empty groups;
+* quantiles: age by occupation (Adult) and iage by ideathmon (FARS), int columns on a grid of
+  one point per integer on both sides; the rank error is pooled over the groups of 1,000-10,000
+  rows (:data:`FEW_THOUSAND`), and over all groups as well.
+
+Prints one table and writes ``bench/results/tables.json`` (``tables_<data>.json`` for the
+others).
 """
 
 from __future__ import annotations
@@ -57,6 +73,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,7 +105,9 @@ from dppub.dp.tables.keys import (  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "tables.json"
 REQUIREMENTS = ROOT / "bench" / "requirements-tables.txt"
-ADULT = ROOT.parent / "shared" / "bench" / "adult" / "adult.csv"
+SHARED = ROOT.parent / "shared" / "bench"
+ADULT = SHARED / "adult" / "adult.csv"
+FARS = SHARED / "fars" / "fars_int.csv"
 EPSILON, DELTA = 1.0, 1e-6
 
 
@@ -158,8 +178,11 @@ def expected_keys(weights: KeyWeights, rule: KeyRule) -> float:
     return float(np.sum(ndtr(z)))
 
 
-def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
-    cases: list[tuple[str, Path, str, str | None, int]] = []
+KeyCase = tuple[str, Path, str, str | None, int]  # data, file, key, unit (None: row), m
+
+
+def demo_keys(data: Path) -> list[KeyCase]:
+    cases: list[KeyCase] = []
     frame = visits()
     path = data / "visits.parquet"
     frame.to_parquet(path, index=False)
@@ -170,6 +193,111 @@ def keys_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
     adult = data / "adult.parquet"
     pd.read_csv(ADULT, sep=";")[["native-country"]].to_parquet(adult, index=False)
     cases.append(("adult", adult, "native-country", None, 1))
+    return cases
+
+
+def _crossed_keys(name: str, frame: pd.DataFrame, a: str, b: str, data: Path) -> list[KeyCase]:
+    """Keys ``a/b`` (many small groups), row-level and per household of up to 4 rows (m = 4)."""
+    key = f"{a}/{b}"
+    path = data / f"{name}_keys.parquet"
+    crossed = frame[a].astype(str) + "/" + frame[b].astype(str)
+    pd.DataFrame({key: crossed, "household": frame["household"]}).to_parquet(path, index=False)
+    return [(name, path, key, None, 1), (name, path, key, "household", 4)]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """A table's declared groups and measure column, fixed before any data is read: the key's
+    categories are the leaves of the data set's public hierarchy file, the bounds documented
+    ones (never the data's minimum and maximum)."""
+
+    key: str
+    categories: tuple[str, ...]
+    value: str
+    type: str  # "int" (a grid of one bin per integer on both sides) or "float" (1,024 bins)
+    bounds: tuple[float, float]
+
+    @property
+    def bins(self) -> int:
+        lo, hi = self.bounds
+        return int(hi - lo) if self.type == "int" else 1024
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            self.key: {"type": "category", "categories": list(self.categories)},
+            "household": {"type": "string"},
+            self.value: {"type": self.type, "bounds": list(self.bounds)},
+        }
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """One ``--data`` choice: its private-key cases, and the frames and groupings of the RMSE
+    and quantile sections (frames with a ``household`` unit column, see :func:`_households`)."""
+
+    keys: Callable[[Path], list[KeyCase]]
+    measures: Callable[[], pd.DataFrame]
+    grouping: Grouping
+    quantiles: Callable[[], pd.DataFrame]
+    quantile_grouping: Grouping
+
+
+def _leaves(name: str) -> tuple[str, ...]:
+    """The leaf values of a public ARX hierarchy file (its first column), in file order."""
+    path = SHARED / name
+    return tuple(line.split(";")[0] for line in path.read_text().splitlines() if line)
+
+
+def _adult() -> pd.DataFrame:
+    return _households(pd.read_csv(ADULT, sep=";"))
+
+
+def _fars() -> pd.DataFrame:
+    frame = pd.read_csv(FARS, sep=";")
+    for c in ("istatenum", "ideathmon"):  # integer codes of categories: keys as text
+        frame[c] = frame[c].astype(str)
+    return _households(frame)
+
+
+def data_sets() -> dict[str, DataSet]:
+    census = DataSet(
+        keys=demo_keys,
+        measures=lambda: _households(make_census(20_000, 20261121)),
+        grouping=Grouping("education", tuple(EDUCATION), "income", "float", (0.0, 250_000.0)),
+        quantiles=lambda: _households(make_census(6_000, 20261121)),
+        quantile_grouping=Grouping("sex", ("Female", "Male"), "hours", "float", (1.0, 99.0)),
+    )
+    # Adult: age by education (sum, mean) and by occupation (quantiles; 9 of 14 groups of
+    # 1,350-4,038 rows); bounds [17, 90], the extract's documented range (over 16, top-coded).
+    adult = DataSet(
+        keys=lambda d: _crossed_keys("adult", _adult(), "native-country", "occupation", d),
+        measures=_adult,
+        grouping=Grouping(
+            "education", _leaves("adult/adult_hierarchy_education.csv"), "age", "int", (17, 90)
+        ),
+        quantiles=_adult,
+        quantile_grouping=Grouping(
+            "occupation", _leaves("adult/adult_hierarchy_occupation.csv"), "age", "int", (17, 90)
+        ),
+    )
+    # FARS (held out: neither the demo nor Adult): iage by istatenum (57 declared codes, 51 in
+    # the file) and by ideathmon (14 codes; 12 groups of 2,867-4,180 rows, one of 195 and one
+    # of 57,752); bounds [0, 99], the hierarchy's top interval.
+    fars = DataSet(
+        keys=lambda d: _crossed_keys("fars", _fars(), "istatenum", "iage", d),
+        measures=_fars,
+        grouping=Grouping(
+            "istatenum", _leaves("fars/fars_int_hierarchy_istatenum.csv"), "iage", "int", (0, 99)
+        ),
+        quantiles=_fars,
+        quantile_grouping=Grouping(
+            "ideathmon", _leaves("fars/fars_int_hierarchy_ideathmon.csv"), "iage", "int", (0, 99)
+        ),
+    )
+    return {"demo": census, "adult": adult, "fars": fars}
+
+
+def keys_section(python: Path, cases: list[KeyCase], runs: int) -> list[dict[str, Any]]:
     out = []
     for name, file, key, unit, m in cases:
         real = int(pd.read_parquet(file, columns=[key])[key].nunique())
@@ -262,22 +390,29 @@ def _households(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rmse(errors: list[float]) -> float:
-    return float(np.sqrt(np.mean(np.square(errors)))) if errors else float("nan")
+    """Root mean square over the defined errors (an empty group's mean has no true value)."""
+    e = np.asarray(errors, dtype=float)
+    e = e[~np.isnan(e)]
+    return float(np.sqrt(np.mean(np.square(e)))) if e.size else float("nan")
 
 
-def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
-    """RMSE of count, sum and mean of income by education (declared keys), together and a mean
-    alone, row-level and per household (at most 4 rows), dppub against PipelineDP."""
-    frame = _households(make_census(20_000, 20261121))
-    path = data / "census_20000.parquet"
-    frame.to_parquet(path, index=False)
-    g = frame.groupby("education")["income"]
+def measures_section(
+    python: Path, data: Path, runs: int, frame: pd.DataFrame, by: Grouping
+) -> list[dict[str, Any]]:
+    """RMSE of count, sum and mean of a measure by declared groups, together and a mean alone,
+    row-level and per household (at most 4 rows), dppub against PipelineDP. A mean's error is
+    pooled over the groups that have rows (an empty group's mean is undefined)."""
+    key, value = by.key, by.value
+    path = data / f"measures_{len(frame)}.parquet"
+    frame[[key, value, "household"]].to_parquet(path, index=False)
+    g = frame.groupby(key)[value]
     truth = pd.DataFrame({"count": g.size(), "sum": g.sum(), "mean": g.mean()})
-    together = ["count", {"sum": "income"}, {"mean": "income"}]
+    truth = truth.reindex(list(by.categories)).fillna({"count": 0, "sum": 0})
+    together = ["count", {"sum": value}, {"mean": value}]
     out = []
     for unit, m in ((None, 1), ("household", 4)):
-        for label, measures in (("count+sum+mean", together), ("mean alone", [{"mean": "income"}])):
-            table = {"name": "t", "epsilon": EPSILON, "by": ["education"], "measures": measures}
+        for label, measures in (("count+sum+mean", together), ("mean alone", [{"mean": value}])):
+            table = {"name": "t", "epsilon": EPSILON, "by": [key], "measures": measures}
             extra: dict[str, Any] = {
                 "privacy_unit": unit,
                 "max_rows_per_unit": m,
@@ -285,36 +420,36 @@ def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]
             }
             if unit is None:
                 extra = {}
-            folder = data / f"measures-{unit}-{len(measures)}"
+            folder = data / f"measures-{key}-{unit}-{len(measures)}"
             folder.mkdir(exist_ok=True)
             ours: dict[str, list[float]] = {}
-            for answers in dppub_tables(folder, path, [table], runs, **extra):
+            for answers in dppub_tables(folder, path, [table], runs, by.columns(), **extra):
                 for _, got in answers["t"].iterrows():
                     name = got["measure"].split("(")[0]
-                    err = float(got["answer"]) - float(truth.loc[got["education"], name])
+                    err = float(got["answer"]) - float(truth.loc[got[key], name])
                     ours.setdefault(name, []).append(err)
             names = [n if isinstance(n, str) else next(iter(n)) for n in measures]
             job = {
                 "kind": "measures",
                 "path": str(path),
-                "key": "education",
-                "value": "income",
+                "key": key,
+                "value": value,
                 "unit": unit or "__row__",
                 "epsilon": EPSILON,
                 "delta": 0.0,
                 "max_partitions": m,
                 "max_per_partition": 1,
                 "max_contributions": m if unit else None,
-                "bounds": [0.0, 250_000.0],
+                "bounds": [float(b) for b in by.bounds],
                 "metrics": names,
-                "public": EDUCATION,
+                "public": list(by.categories),
                 "runs": runs,
             }
             theirs: dict[str, list[float]] = {}
             for run in peers(python, job)["runs"]:
-                for key, values in run.items():
+                for group, values in run.items():
                     for name, v in values.items():
-                        theirs.setdefault(name, []).append(v - float(truth.loc[key, name]))
+                        theirs.setdefault(name, []).append(v - float(truth.loc[group, name]))
             for name in names:
                 row = {
                     "unit": unit or "row",
@@ -335,14 +470,22 @@ def measures_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]
 DECILES = [i / 10 for i in range(1, 10)]
 
 
-def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any]]:
-    """Quantiles of hours by sex (about 3,000 rows per group), epsilon 1 per table: rank error in
-    percentile points, ``|F(answer) - p|`` with ``F`` the group's empirical CDF, dppub against
-    OpenDP (each quantile at ``epsilon / k``), for one median and for the nine deciles."""
-    frame = make_census(6_000, 20261121)
-    path = data / "census_6000.parquet"
-    frame.to_parquet(path, index=False)
-    values = {str(k): np.sort(g["hours"].to_numpy()) for k, g in frame.groupby("sex")}
+FEW_THOUSAND = (1_000, 10_000)
+"""The groups the quantile target is about ("a few thousand rows"), a fixed rule on the true
+group sizes for every data set; the table also pools over all groups."""
+
+
+def quantiles_section(
+    python: Path, data: Path, runs: int, frame: pd.DataFrame, by: Grouping
+) -> list[dict[str, Any]]:
+    """Quantiles of a measure by declared groups, epsilon 1 per table: rank error in percentile
+    points, ``|F(answer) - p|`` with ``F`` the group's empirical CDF, dppub against OpenDP (each
+    quantile at ``epsilon / k``, on the same grid), for one median and for the nine deciles."""
+    key, value = by.key, by.value
+    path = data / f"quantiles_{len(frame)}.parquet"
+    frame[[key, value, "household"]].to_parquet(path, index=False)
+    values = {str(k): np.sort(g[value].to_numpy()) for k, g in frame.groupby(key)}
+    lo, hi = (float(b) for b in by.bounds)
 
     def rank_error(group: str, answer: float, p: float) -> float:
         x = values[group]
@@ -352,64 +495,61 @@ def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any
 
     settings = {"median": [0.5], "deciles": DECILES}
     tables = [
-        {
-            "name": name,
-            "epsilon": EPSILON,
-            "by": ["sex"],
-            "measures": [{"quantile": "hours", "at": at}],
-        }
+        {"name": name, "epsilon": EPSILON, "by": [key], "measures": [{"quantile": value, "at": at}]}
         for name, at in settings.items()
     ]
-    folder = data / "quantiles"
+    folder = data / f"quantiles-{key}"
     folder.mkdir(exist_ok=True)
-    columns: dict[str, Any] = {
-        "sex": {"type": "category", "categories": ["Female", "Male"]},
-        "hours": {"type": "float", "bounds": [1, 99]},
-    }
-    ours: dict[str, list[float]] = {name: [] for name in settings}
-    for answers in dppub_tables(folder, path, tables, runs, columns=columns):
+    # Per answer: (the group's rows, rank error); a declared group without rows has no quantile.
+    ours: dict[str, list[tuple[int, float]]] = {name: [] for name in settings}
+    for answers in dppub_tables(folder, path, tables, runs, by.columns()):
         for name, at in settings.items():
-            labels = {f"quantile(hours, {p:g})": p for p in at}
+            labels = {f"quantile({value}, {p:g})": p for p in at}
             for _, row in answers[name].iterrows():
-                p = labels[row["measure"]]
-                ours[name].append(rank_error(row["sex"], float(row["answer"]), p))
-    theirs: dict[str, list[float]] = {}
+                group = row[key]
+                if group in values:
+                    err = rank_error(group, float(row["answer"]), labels[row["measure"]])
+                    ours[name].append((len(values[group]), err))
+    theirs: dict[str, list[tuple[int, float]]] = {}
     for name, at in settings.items():
         job = {
             "kind": "quantiles",
             "path": str(path),
-            "key": "sex",
-            "value": "hours",
+            "key": key,
+            "value": value,
             "epsilon": EPSILON,
             "alphas": at,
-            "bounds": [1.0, 99.0],
-            "bins": 1024,
+            "bounds": [lo, hi],
+            "bins": by.bins,
             "runs": runs,
         }
         theirs[name] = [
-            rank_error(k, float(v), p)
+            (len(values[k]), rank_error(k, float(v), p))
             for run in peers(python, job)["runs"]
             for k, vs in run.items()
             for v, p in zip(vs, at, strict=True)
         ]
-    # For one median both sides draw an edge by report-noisy-max with exponential noise of
-    # scale 2 * 0.5 / eps over the same utilities (-|rows below - n/2|; OpenDP's |lt - gt| / 2
-    # equals it unless a row sits exactly on an edge): that one distribution's expected error,
-    # simulated.
-    edges = np.linspace(1.0, 99.0, 1025)
+    # For one median both sides draw a grid point by report-noisy-max with exponential noise of
+    # scale 2 * 0.5 / eps over the same utilities (-|rows below - rows above| / 2, OpenDP's):
+    # that one distribution's expected error, simulated, per group.
+    edges = np.linspace(lo, hi, by.bins + 1)
     sim = np.random.default_rng(0)
-    expected = []
+    expected, expected_all = [], []
     for group, x in values.items():
         below = np.searchsorted(x, edges, side="left")
-        a = -np.abs(below - 0.5 * len(x)) / (2 * 0.5 / EPSILON)
+        above = len(x) - np.searchsorted(x, edges, side="right")
+        a = -np.abs(below - above) / 2 / (2 * 0.5 / EPSILON)
         near = np.flatnonzero(a >= a.max() - 40.0)  # others win with probability < e^-40
         wins = np.argmax(a[near] + sim.exponential(size=(200_000, near.size)), axis=1)
         at_edge = np.asarray([rank_error(group, float(edges[i]), 0.5) for i in near])
-        expected.append(float(at_edge[wins].mean()))
+        expected_all.append(float(at_edge[wins].mean()))
+        if FEW_THOUSAND[0] <= len(x) <= FEW_THOUSAND[1]:
+            expected.append(expected_all[-1])
     out = []
     for name in settings:
         for side, errs in (("dppub", ours[name]), ("opendp", theirs[name])):
-            e = np.asarray(errs)
+            sizes, every = (np.asarray(v, dtype=float) for v in zip(*errs, strict=True))
+            e = every[(sizes >= FEW_THOUSAND[0]) & (sizes <= FEW_THOUSAND[1])]
             entry: dict[str, Any] = {
                 "side": side,
                 "quantiles": name,
@@ -417,12 +557,19 @@ def quantiles_section(python: Path, data: Path, runs: int) -> list[dict[str, Any
                 "rms_pp": float(np.sqrt(np.mean(e**2))),
                 "max_pp": float(e.max()),
                 "n": len(e),
+                "all_groups_mean_pp": float(every.mean()),
+                "all_groups_max_pp": float(every.max()),
             }
             if name == "median":
                 entry["expected_mean_pp"] = float(np.mean(expected))
+                entry["expected_all_groups_mean_pp"] = float(np.mean(expected_all))
             out.append(entry)
             print(f"  rank error {name} {side}: mean {e.mean():.3f} pp, max {e.max():.3f} pp")
-    print(f"  expected median (both): mean {np.mean(expected):.3f} pp", flush=True)
+    print(
+        f"  expected median (both): mean {np.mean(expected):.3f} pp, all groups "
+        f"{np.mean(expected_all):.3f} pp",
+        flush=True,
+    )
     return out
 
 
@@ -517,14 +664,25 @@ def main() -> None:
     parser.add_argument("--skip-measures", action="store_true")
     parser.add_argument("--skip-quantiles", action="store_true")
     parser.add_argument("--skip-keys", action="store_true")
+    parser.add_argument("--data", choices=["demo", "adult", "fars"], default="demo")
     args = parser.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     python = peers_python(args.peers_venv)
     start = time.perf_counter()
-    keys = [] if args.skip_keys else keys_section(python, args.data_dir, args.runs)
-    measures = [] if args.skip_measures else measures_section(python, args.data_dir, args.runs)
-    ranks = [] if args.skip_quantiles else quantiles_section(python, args.data_dir, args.runs)
-    timing = None if args.skip_time else time_section(python, args.data_dir, args.time_repeats)
+    data, d = args.data_dir, data_sets()[args.data]
+    g, q = d.grouping, d.quantile_grouping
+    keys = [] if args.skip_keys else keys_section(python, d.keys(data), args.runs)
+    measures = (
+        [] if args.skip_measures else measures_section(python, data, args.runs, d.measures(), g)
+    )
+    ranks = (
+        [] if args.skip_quantiles else quantiles_section(python, data, args.runs, d.quantiles(), q)
+    )
+    timing = (
+        None
+        if args.skip_time or args.data != "demo"
+        else time_section(python, data, args.time_repeats)
+    )
     print(f"\nPrivate keys at epsilon {EPSILON}, delta {DELTA} (mean of {args.runs} runs)")
     print(
         f"{'data':8} {'unit':7} {'m':>2} {'real':>5} {'dppub':>7} {'PipelineDP':>11} {'ratio':>6}"
@@ -541,7 +699,10 @@ def main() -> None:
             f" {e_ratio:>8.3f}"
         )
     if measures:
-        print(f"\nRMSE by education (6 declared groups), 20,000 rows, epsilon {EPSILON}")
+        print(
+            f"\nRMSE of {g.value} by {g.key} ({len(g.categories)} declared groups), "
+            f"{args.data} data, epsilon {EPSILON}, {args.runs} runs pooled"
+        )
         print(
             f"{'unit':10} {'table':15} {'measure':8} {'dppub':>10} {'PipelineDP':>11} {'ratio':>6}"
         )
@@ -568,17 +729,27 @@ def main() -> None:
                     f" {ratio:>6.3f} / {cpu_ratio:.3f}"
                 )
     if ranks:
-        print("\nQuantiles of hours by sex (~3,000 rows per group), epsilon 1: rank error, pp")
+        print(
+            f"\nQuantiles of {q.value} by {q.key}, epsilon {EPSILON}: rank error, pp, over groups "
+            f"of {FEW_THOUSAND[0]:,}-{FEW_THOUSAND[1]:,} rows (all groups: mean, max)"
+        )
         for r in ranks:
             expected = r.get("expected_mean_pp")
+            expected_all = r.get("expected_all_groups_mean_pp")
             print(
                 f"{r['quantiles']:8} {r['side']:8} mean {r['mean_pp']:.3f}  "
-                f"rms {r['rms_pp']:.3f}  max {r['max_pp']:.3f}  ({r['n']} answers"
-                + (f"; expected mean {expected:.3f})" if expected is not None else ")")
+                f"rms {r['rms_pp']:.3f}  max {r['max_pp']:.3f}  ({r['n']} answers; all "
+                f"{r['all_groups_mean_pp']:.3f}, {r['all_groups_max_pp']:.3f}"
+                + (
+                    f"; expected mean {expected:.3f}, all {expected_all:.3f})"
+                    if expected is not None
+                    else ")"
+                )
             )
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
+        "data": args.data,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "epsilon": EPSILON,
         "delta": DELTA,
@@ -588,8 +759,9 @@ def main() -> None:
         "quantiles": ranks,
         "seconds": time.perf_counter() - start,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    out = OUT if args.data == "demo" else OUT.with_name(f"tables_{args.data}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

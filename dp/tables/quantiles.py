@@ -9,10 +9,10 @@ row moves one group's histogram by one cell: the stacked measurement has L1 sens
 epsilon. The noisy CDF is made monotone (the least-squares projection of its prefix sums onto
 non-decreasing sequences, isotonic regression, clipped to ``[0, T]``; ``T``: the least-squares
 total; post-processing) and every quantile ``p`` is read off it: the first bin whose CDF
-reaches ``p T``, interpolated linearly inside the bin. (A running maximum instead, the first
-version, drifts up with the noise: it doubled the rank error of medians and 0.9 quantiles, 20
-rows against 9 on 3,000-row lognormal groups at 1,024 bins and epsilon 1.) So any number of
-quantiles cost one measurement.
+reaches ``p T``, interpolated linearly inside the bin (on a one-bin-per-integer grid, that
+bin's value). (A running maximum instead, the first version, drifts up with the noise: it
+doubled the rank error of medians and 0.9 quantiles, 20 rows against 9 on 3,000-row lognormal
+groups at 1,024 bins and epsilon 1.) So any number of quantiles cost one measurement.
 
 Intervals cover the noise only: the rank's exact noise standard deviation ``se`` (the
 least-squares prefix query's, :mod:`dp.matrix.variance`) is turned into values by reading the
@@ -143,10 +143,13 @@ class Quantiles:
     method: QuantileMethod = "cdf"
 
 
-def _read(cdf: FloatArray, edges: FloatArray, ranks: FloatArray) -> FloatArray:
-    """The values at which the monotone ``cdf`` (one per bin's upper edge) reaches ``ranks``."""
+def _read(cdf: FloatArray, edges: FloatArray, ranks: FloatArray, tied: bool) -> FloatArray:
+    """The values at which the monotone ``cdf`` (one per bin's upper edge) reaches ``ranks``
+    (``tied``: bin ``b`` holds the one value ``edges[b]``, read without interpolation)."""
     lower = np.concatenate(([0.0], cdf[:-1]))
     i = np.clip(np.searchsorted(cdf, ranks, side="left"), 0, len(cdf) - 1)
+    if tied:
+        return np.asarray(edges[i], dtype=np.float64)
     width = cdf[i] - lower[i]
     frac = np.where(
         width > 0, np.clip((ranks - lower[i]) / np.where(width > 0, width, 1), 0, 1), 0.5
@@ -178,7 +181,7 @@ def measure_quantiles(
     scale = sensitivity / epsilon
     rank_se = math.sqrt(2.0 * _prefix_variance(bins)) * scale
     estimate = np.stack([strategy.lstsq(noisy[g]) for g in range(groups)]) if groups else noisy
-    return _read_cdfs(estimate, edges, at, np.full(groups, rank_se), scale, sensitivity)
+    return _read_cdfs(estimate, edges, at, np.full(groups, rank_se), scale, sensitivity, tied)
 
 
 def joint_rank_errors(
@@ -204,6 +207,7 @@ def measure_quantiles_jointly(
     epsilon: float,
     group: int,
     rng: np.random.Generator | None = None,
+    tied: bool = False,
 ) -> Quantiles:
     """Quantiles ``at`` of every row of ``rows`` (a cell or a margin: a sum of cells) from the
     cells' histograms (``cells x bins``), all read off one measurement (module doc): the
@@ -218,7 +222,7 @@ def measure_quantiles_jointly(
     del hist  # post-processing of the noisy measurement only, from here
     cell_hists = strategy.lstsq(noisy).reshape(cells, bins)
     estimate = np.asarray(rows @ cell_hists, dtype=np.float64)
-    return _read_cdfs(estimate, edges, at, rank_se, scale, sensitivity)
+    return _read_cdfs(estimate, edges, at, rank_se, scale, sensitivity, tied)
 
 
 def _read_cdfs(
@@ -228,9 +232,10 @@ def _read_cdfs(
     rank_se: FloatArray,
     scale: float,
     sensitivity: float,
+    tied: bool,
 ) -> Quantiles:
     """Every group's quantiles from its least-squares histogram (a row of ``estimate``) and
-    the noise standard deviation of its CDF in rows (module doc)."""
+    the noise standard deviation of its CDF in rows (module doc; ``tied``: :func:`_read`)."""
     groups = estimate.shape[0]
     k = float(laplace_multiplier(0.95))
     grid = np.asarray(edges, dtype=np.float64)
@@ -242,9 +247,9 @@ def _read_cdfs(
         total = max(float(prefix[-1]), 0.0)  # the least-squares total (unbiased)
         cdf = np.clip(isotonic_regression(prefix).x, 0.0, total)
         ranks = p * total
-        values[g] = _read(cdf, grid, ranks)
-        low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se[g], 0.0, total))
-        high[g] = _read(cdf, grid, np.clip(ranks + k * rank_se[g], 0.0, total))
+        values[g] = _read(cdf, grid, ranks, tied)
+        low[g] = _read(cdf, grid, np.clip(ranks - k * rank_se[g], 0.0, total), tied)
+        high[g] = _read(cdf, grid, np.clip(ranks + k * rank_se[g], 0.0, total), tied)
     return Quantiles(
         values=values,
         std_error=(high - low) / (2.0 * k),

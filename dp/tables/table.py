@@ -256,6 +256,7 @@ def _quantile_frames(
             epsilon=c.epsilon,
             group=design.group,
             rng=rng,
+            tied=tied,
         )
     else:
         q = measure_quantiles(

@@ -140,3 +140,20 @@ def test_an_integer_columns_median_is_its_tied_value() -> None:
             for s in range(20)
         }
         assert drawn == {expected}, (tied, drawn)
+
+
+def test_an_integer_columns_deciles_off_the_cdf_are_its_tied_values() -> None:
+    # Nine probabilities take the CDF. Values 0-9, one bin per integer, 1,000 rows each: p =
+    # 0.05, 0.15, ..., 0.85 falls inside value i's rows (i = 0, ..., 8), so i is its only
+    # quantile. At epsilon 1e6 the noise moves no rank by a row (Laplace scale about 1e-5).
+    # Interpolated inside the bin (the old read: i + 0.5) the answer is no value of the column,
+    # and its rank is the bin's upper end, half a value's rows (5 percentile points) off.
+    hist = np.full((1, 10), 1000.0)
+    edges = np.arange(0.0, 11.0)
+    at = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85]
+    q = measure_quantiles(
+        hist, edges, at, epsilon=1e6, group=1, rng=np.random.default_rng(0), tied=True
+    )
+    assert q.method == "cdf"
+    assert list(q.values[0]) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], q.values
+    assert list(q.ci_low[0]) == list(q.values[0]) == list(q.ci_high[0])
