@@ -71,6 +71,7 @@ def test_a_privacy_unit_multiplies_the_noise(tmp_path: Path, census_small: Path)
         ({"workload": [["age", "hours"]]}, "declared columns: \\['age', 'hours'\\]"),
         ({"workload": {"marginals": 7}}, "must lie in 1..6, got 7"),
         ({"bins": {}}, "float columns need an explicit 'bins'"),
+        ({"planned_rounds": 5}, "planned_rounds must be at least the 6 columns, got 5"),
     ],
 )
 def test_a_bad_item_is_refused(
