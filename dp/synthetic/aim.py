@@ -6,8 +6,9 @@ The loop, under rho-zCDP with a neighbour moving any marginal's vector by at mos
 
 1. (``rows`` not given) a noisy row count, Gaussian, at ``count_share`` of rho.
 2. Every one-way marginal measured with ``sigma_0 = sensitivity * sqrt(T / (2 * 0.9 * rho))``,
-   ``T`` planned rounds (the paper's ``16 d`` for d columns, or fewer: :class:`Schedule`); a
-   model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
+   ``T = 4 d`` planned rounds by default for d columns (the paper's ``16 d`` took more rounds,
+   each a compiled fit, for the same error on Adult: ``bench/RESULTS.md``; :class:`Schedule`);
+   a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
 3. Each round: a candidate chosen by the exponential mechanism at ``epsilon_t`` among the
    workload's downward closure that keeps the model within ``max_model_size * spent / rho`` MB,
    scored ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma_t n_r)`` (``w_r``: its overlap with the
@@ -53,6 +54,8 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 _BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|
+PLANNED_ROUNDS_PER_COLUMN = 4
+"""AIM's default ``T / d`` (the paper's is 16)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +264,8 @@ def run_aim(
         max_rounds: a cap on AIM's rounds (the last spends what is left); ``None``: AIM's own.
         planned_rounds: ``T``, which sets the first rounds' share of the budget (``rho / T``
             each, until annealing raises it); at least the number of columns. ``None``:
-            ``16 d``, the paper's.
+            ``4 d`` (the paper's ``16 d`` spends more rounds, hence compiled fits, on the same
+            error: ``bench/RESULTS.md``).
         iters: Private-PGM's iterations per fit.
         rng: ``None`` for release-grade noise (OpenDP); a seeded generator for tests and
             benchmarks (it also seeds the sampling).
@@ -314,7 +318,7 @@ def run_aim(
         rho,
         spent=count_rho,
         columns=len(attrs),
-        planned_rounds=planned_rounds or 16 * len(attrs),
+        planned_rounds=planned_rounds or PLANNED_ROUNDS_PER_COLUMN * len(attrs),
         max_rounds=max_rounds,
     )
     start = plan.start()
