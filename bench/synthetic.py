@@ -396,7 +396,9 @@ def main() -> None:
             else:
                 res = run_dppub(name, eps, seed, **extra)
             cache = load_cache() | {k: res | settings}
-            CACHE.write_text(json.dumps(cache, indent=2))
+            tmp = CACHE.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel read it whole
+            tmp.write_text(json.dumps(cache, indent=2))
+            tmp.replace(CACHE)
         res = cache[k]
         label = method + "".join(f" {k}={v}" for k, v in settings.items())
         row = {"data": name, "method": label, "epsilon": eps, "seed": seed, **res}

@@ -44,16 +44,29 @@ def _config(directory: Path, data: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    ("sig", "prefect"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGTERM, True)],
+)
 def test_a_signal_mid_aim_settles_after_the_round_charged(
-    tmp_path: Path, census_small: Path, sig: signal.Signals
+    tmp_path: Path,
+    census_small: Path,
+    sig: signal.Signals,
+    prefect: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
+    # Without a Prefect API (releases on a thread pool) and recorded in Prefect (the release
+    # a Prefect task, its round lines through Prefect's logger).
+    env = dict(os.environ)
+    if prefect:
+        env["PREFECT_API_URL"] = request.getfixturevalue("prefect_server").url
     config = _config(tmp_path, census_small)
     ledger, out, err_path = tmp_path / "ledger.sqlite", tmp_path / "out", tmp_path / "stderr"
     with err_path.open("w") as err:
         proc = subprocess.Popen(
             [*CLI, config, "--ledger", ledger, "--out", out],
             cwd=ROOT,
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
