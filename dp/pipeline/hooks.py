@@ -49,6 +49,8 @@ def _never() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
+    """The step's callbacks for one release (inert by default)."""
+
     progress: Callable[[str], None] = _quiet
     """Logs one line of progress. Public values only (a round's number, a share of the
     budget): never a count, a value or anything else computed from the data."""
