@@ -8,8 +8,7 @@ The loop, under rho-zCDP with a neighbour moving any marginal's vector by at mos
 2. Every one-way marginal measured with ``sigma_0 = sensitivity * sqrt(T / (2 * 0.9 * rho))``,
    ``T = 4 d`` planned rounds by default for d columns (the paper's ``16 d`` took more rounds,
    each a compiled fit, for the same error on Adult at epsilon 1: ``bench/RESULTS.md``;
-   :class:`Schedule`);
-   a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
+   :class:`Schedule`); a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
 3. Each round: a candidate chosen by the exponential mechanism at ``epsilon_t`` among the
    workload's downward closure that keeps the model within ``max_model_size * spent / rho`` MB,
    scored ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma_t n_r)`` (``w_r``: its overlap with the
