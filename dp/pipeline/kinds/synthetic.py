@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from dppub.dp.axes import Axis
 from dppub.dp.engine import MarginalsAggregate, TableSource
-from dppub.dp.errors import ConfigError, Stopped
+from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.config import Cost, Integer, Model, Name, Number, PipelineConfig
 from dppub.dp.pipeline.domains import declared_columns, histogram_axis
 from dppub.dp.pipeline.hooks import hooks
@@ -409,8 +409,6 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             progress=step.progress,
             should_stop=step.should_stop,
         )
-        if step.should_stop():  # the bootstrap below refits the model four times
-            raise Stopped(f"synthetic {plan.name!r} stopped after AIM: the run was interrupted")
         # From here on: post-processing of the noisy measurements and the sampled rows only.
         types = {c.name: c.type for c in data.schema.columns}
         table = pd.DataFrame(
@@ -432,6 +430,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
                 seed=secrets.randbits(32),
                 surrogate=result.synthetic,
                 warm=warm,
+                should_stop=step.should_stop,  # it refits the model, slow for a large one
             )
             for warm in (True, False)
         )
