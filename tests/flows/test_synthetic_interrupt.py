@@ -24,8 +24,8 @@ ROUND = re.compile(r"synthetic 'synthetic_census': round (\d+): \d+% of rho spen
 
 
 def _config(directory: Path, data: Path) -> Path:
-    """configs/synthetic.yaml on ``data``, its synthetic release alone, with short rounds and
-    more of them than AIM's default would take (``max_rounds`` caps them at 8)."""
+    """configs/synthetic.yaml on ``data``, its synthetic release alone, with more rounds than
+    AIM's default would take (``max_rounds`` caps them at 8)."""
     raw = yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text())
     raw["dataset"]["path"] = str(data)
     raw.pop("anonymize")
@@ -34,7 +34,10 @@ def _config(directory: Path, data: Path) -> Path:
         workload={"marginals": 2},
         planned_rounds=64,  # rho / 64 a round until annealing raises it
         max_rounds=8,
-        iters=50,
+        # A round that re-measures a clique reuses its compiled fit: with 1000 iterations it
+        # can take 10 ms, less than a loaded box may take to run the signal handler; 100,000
+        # make every round last long enough for the stop to land before the next one.
+        iters=100_000,
     )
     raw["synthetic"][0].pop("levels")
     raw["synthetic"][0].pop("bins")
