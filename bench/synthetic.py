@@ -360,6 +360,9 @@ def main() -> None:
     ap.add_argument("--cached", action="store_true", help="table of cached runs only, run none")
     ap.add_argument("--max-rounds", type=int, default=None, help="dppub: cap AIM's rounds")
     ap.add_argument("--iters", type=int, default=None, help="dppub: Private-PGM iterations")
+    ap.add_argument(
+        "--planned-rounds", type=int, default=None, help="dppub: AIM's planned rounds T"
+    )
     ap.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--timeout", type=float, default=3600.0, help="per peer run, seconds")
     ap.add_argument("--out", type=Path, default=RESULTS / "synthetic.json")
@@ -372,7 +375,12 @@ def main() -> None:
     peers = any(m in PEERS for m in methods) and not args.cached
     python = ensure_peer_venv(args.peer_venv) if peers else None
     rows: list[dict[str, Any]] = []
-    extra = {k: v for k, v in (("max_rounds", args.max_rounds), ("iters", args.iters)) if v}
+    given = {
+        "max_rounds": args.max_rounds,
+        "iters": args.iters,
+        "planned_rounds": args.planned_rounds,
+    }
+    extra = {k: v for k, v in given.items() if v}
     for name, eps, method, seed in itertools.product(args.data, args.eps, methods, args.seeds):
         settings = {} if method in PEERS else extra
         k = key(name, method, eps, seed, settings)
@@ -388,7 +396,9 @@ def main() -> None:
             else:
                 res = run_dppub(name, eps, seed, **extra)
             cache = load_cache() | {k: res | settings}
-            CACHE.write_text(json.dumps(cache, indent=2))
+            tmp = CACHE.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel read it whole
+            tmp.write_text(json.dumps(cache, indent=2))
+            tmp.replace(CACHE)
         res = cache[k]
         label = method + "".join(f" {k}={v}" for k, v in settings.items())
         row = {"data": name, "method": label, "epsilon": eps, "seed": seed, **res}

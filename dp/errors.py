@@ -16,6 +16,7 @@ __all__ = [
     "LedgerError",
     "PrivacyLeakWarning",
     "SolverError",
+    "Stopped",
 ]
 
 
@@ -41,6 +42,11 @@ class LedgerError(DPPubError):
 
 class SolverError(DPPubError):
     """A convex solver did not return an optimal solution."""
+
+
+class Stopped(DPPubError):
+    """A long computation stopped at a safe point because the run was interrupted (what it
+    drew stays charged); the interrupted command reports the run, not this error."""
 
 
 class InvariantError(DPPubError, AssertionError):

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from dppub.dp.pipeline.hooks import clear_stop, request_stop
+
 __all__ = ["Interrupted", "Signals", "arrived", "catching", "ignore_from_now"]
 
 
@@ -37,6 +39,7 @@ class Signals:
     def handler(self, signum: int, frame: FrameType | None) -> None:
         if self.first is None:
             self.first = signum
+            request_stop()  # releases still computing stop at their next safe point
         if self.armed:
             self.armed = False  # one interruption: a second Ctrl-C cannot cut the first short
             raise Interrupted(signum)
@@ -55,6 +58,7 @@ class Signals:
         """A signal that reached another handler (Prefect's SIGTERM bridge) first."""
         if self.first is None:
             self.first = signum
+            request_stop()
 
     def line(self) -> str:
         """``interrupted by SIGINT`` (call only after a signal arrived)."""
@@ -70,6 +74,7 @@ def catching() -> Iterator[Signals]:
     """SIGTERM and SIGINT are handled by a :class:`Signals` (SIGTERM like Ctrl-C: the run
     settles, then the process exits 143) until the block ends."""
     global _active
+    clear_stop()
     signals = Signals()
     previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGTERM, signal.SIGINT)}
     _active = signals
@@ -78,6 +83,7 @@ def catching() -> Iterator[Signals]:
     finally:
         signals.disarm()
         _active = None
+        clear_stop()
         for s, h in previous.items():
             signal.signal(s, h)
 

@@ -18,6 +18,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import PrefectFuture, wait
 from prefect.runtime import deployment
 
+from dppub.dp.pipeline.hooks import clear_stop, request_stop
 from dppub.dp.pipeline.kinds import ReleaseSummary
 from dppub.dp.pipeline.plan import Plan, load_plan
 from dppub.dp.pipeline.publish import Publication, Published, Release, Steps
@@ -46,13 +47,24 @@ class Handed:
 
 def _releases(jobs: Sequence[Release]) -> list[ReleaseSummary]:
     """Every release submitted to the task runner; every one is waited for before a result or
-    a failure is returned (even if a later submit failed: nothing may still be writing)."""
+    a failure is returned (even if a later submit failed: nothing may still be writing). If
+    the wait is interrupted (a signal; Prefect's SIGTERM bridge raises here, before dppub's
+    handler hears of it), the releases still running are asked to stop at their next safe
+    point (:func:`dp.pipeline.hooks.request_stop`), so the run settles promptly."""
     futures: list[PrefectFuture[ReleaseSummary]] = []
+    stopped = False
     try:
         for j in jobs:
             futures.append(compute_release.submit(j.plan, j.exact, j.source, j.staging, j.filters))
+        wait(futures)
+    except BaseException:
+        stopped = True
+        request_stop()
+        raise
     finally:
         wait(futures)
+        if stopped:
+            clear_stop()  # a served process runs the next flow unasked
     return [f.result() for f in futures]
 
 

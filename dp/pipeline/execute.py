@@ -14,6 +14,7 @@ from typing import Any
 
 from dppub.dp.engine import Aggregate, Fused, TableSource
 from dppub.dp.engine.unit_bounding import UnitFilter
+from dppub.dp.pipeline.hooks import Hooks, hooks_set
 from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.pipeline.units import Bounded, bounded_source
@@ -57,14 +58,17 @@ def compute_release(
     source: TableSource,
     staging: Staging,
     filters: Filters,
+    hooks: Hooks | None = None,
 ) -> ReleaseSummary:
-    """Compute one release into ``staging`` (see the module docstring)."""
+    """Compute one release into ``staging`` (see the module docstring); its kind sees
+    ``hooks`` (:mod:`dp.pipeline.hooks`)."""
     joint = [(p.name, p.cost) for p in release.joint]
     done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp, joint=joint)
     if done is not None:
         return ReleaseSummary.from_json(done)
     data = bounded_source(source, filters.get(release.bounding.key))
-    executed = kind_of(release.kind).execute(release, exact, data, staging)
+    with hooks_set(hooks or Hooks()):
+        executed = kind_of(release.kind).execute(release, exact, data, staging)
     summary = ReleaseSummary(
         name=release.name,
         kind=release.kind,

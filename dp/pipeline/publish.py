@@ -22,6 +22,7 @@ from dppub.dp.engine import TableSource, with_progress
 from dppub.dp.faults import fault_point
 from dppub.dp.pipeline import execute
 from dppub.dp.pipeline.execute import Filters
+from dppub.dp.pipeline.hooks import Hooks, stop_requested
 from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dppub.dp.pipeline.plan import Plan
 from dppub.dp.pipeline.report_html import RunReports, write_reports
@@ -183,8 +184,17 @@ def scan(plan: Plan, source: TableSource, filters: Filters, log: Log) -> Exact:
 
 
 def compute(job: Release, log: Log) -> ReleaseSummary:
-    """One release into the staging folder; a completed one is reused, never redrawn."""
-    summary = execute.compute_release(job.plan, job.exact, job.source, job.staging, job.filters)
+    """One release into the staging folder; a completed one is reused, never redrawn. Its
+    progress lines go to ``log``; it stops early once the run is interrupted
+    (:func:`dp.pipeline.hooks.stop_requested`)."""
+    kind, name = job.plan.kind, job.plan.name
+    hooks = Hooks(
+        progress=lambda line: log.info("%s %r: %s", kind, name, line),
+        should_stop=stop_requested,
+    )
+    summary = execute.compute_release(
+        job.plan, job.exact, job.source, job.staging, job.filters, hooks
+    )
     log.info("%s %r computed (%s)", summary.kind, summary.name, summary.mechanism)
     return summary
 

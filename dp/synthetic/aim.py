@@ -6,7 +6,9 @@ The loop, under rho-zCDP with a neighbour moving any marginal's vector by at mos
 
 1. (``rows`` not given) a noisy row count, Gaussian, at ``count_share`` of rho.
 2. Every one-way marginal measured with ``sigma_0 = sensitivity * sqrt(T / (2 * 0.9 * rho))``,
-   ``T = 16 d`` (d columns); a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
+   ``T = 4 d`` planned rounds by default for d columns (the paper's ``16 d`` took more rounds,
+   each a compiled fit, for the same error on Adult at epsilon 1: ``bench/RESULTS.md``;
+   :class:`Schedule`); a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
 3. Each round: a candidate chosen by the exponential mechanism at ``epsilon_t`` among the
    workload's downward closure that keeps the model within ``max_model_size * spent / rho`` MB,
    scored ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma_t n_r)`` (``w_r``: its overlap with the
@@ -33,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dppub.dp.calibration import zcdp_gaussian_sigma
-from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.errors import ConfigError, InvariantError, Stopped
 from dppub.dp.mechanisms import exponential, gaussian
 from dppub.dp.synthetic import pgm
 from dppub.dp.synthetic.pgm import Clique
@@ -41,6 +43,7 @@ from dppub.dp.synthetic.pgm import Clique
 __all__ = [
     "AimResult",
     "Measurement",
+    "Schedule",
     "candidates",
     "marginal_answers",
     "project_answer",
@@ -51,6 +54,8 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 _BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|
+PLANNED_ROUNDS_PER_COLUMN = 4
+"""AIM's default ``T / d`` (the paper's is 16)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +168,69 @@ def quality(weight: float, exact: FloatArray, estimate: FloatArray, sigma: float
     return weight * (float(np.abs(exact - estimate).sum()) - _BIAS * sigma * exact.size)
 
 
+class Schedule:
+    """AIM's budget schedule under zCDP, in the units of one row (sensitivity 1; a unit's
+    counts scale by its own), apart from the data so that its accounting stands alone.
+
+    Of the budget ``rho``, ``spent`` is already spent (a noisy count); the rest pays the one-way
+    start and the rounds. With ``T`` planned rounds and ``d`` columns the start measures each
+    column at ``sigma_0 = sqrt(T / (2 * 0.9 * rest))`` (rho ``1 / (2 sigma^2)`` each, ``0.9 d /
+    T`` of the rest in all: ``T >= d`` leaves some) and a round selects at ``epsilon_0 =
+    sqrt(0.8 rest / T)`` (rho ``epsilon^2 / 8``) and measures at ``sigma``: ``rest / T`` a
+    round. Annealing halves ``sigma`` and doubles ``epsilon`` (4x the cost). The round that
+    would leave less than two rounds' cost, or the ``max_rounds``-th, spends what is left,
+    1/10 on its selection and 9/10 on its measurement; ``spent`` never exceeds ``rho``.
+    """
+
+    def __init__(
+        self,
+        rho: float,
+        *,
+        spent: float,
+        columns: int,
+        planned_rounds: int,
+        max_rounds: int | None,
+    ) -> None:
+        if not (0.0 <= spent < rho and planned_rounds >= columns >= 1):
+            raise ConfigError(
+                f"an AIM schedule needs 0 <= spent < rho and planned rounds >= columns >= 1, "
+                f"got rho={rho!r}, spent={spent!r}, T={planned_rounds!r}, d={columns!r}"
+            )
+        rest = rho - spent
+        self.rho, self.spent, self.columns = rho, spent, columns
+        self.sigma = math.sqrt(planned_rounds / (2.0 * 0.9 * rest))
+        self.epsilon = math.sqrt(8.0 * 0.1 * rest / planned_rounds)
+        self.max_rounds = max_rounds
+        self.round = 0
+        self.last = False
+
+    def start(self) -> float:
+        """The rho of each one-way measurement of the start (charged here, ``d`` of them)."""
+        each = 0.5 / self.sigma**2
+        self.spent += self.columns * each
+        return each
+
+    def next(self) -> tuple[float, float]:
+        """The next round's ``(selection rho, measurement rho)``, charged; sets ``sigma`` and
+        ``epsilon`` to the round's, and ``last`` if it is the last."""
+        self.round += 1
+        left = self.rho - self.spent
+        selection, measurement = self.epsilon**2 / 8.0, 0.5 / self.sigma**2
+        if left < 2.0 * (selection + measurement) or self.round == self.max_rounds:
+            selection = 0.1 * left
+            measurement = left - selection
+            self.sigma = math.sqrt(0.5 / measurement)
+            self.epsilon = math.sqrt(8.0 * selection)
+            self.last = True
+        self.spent += selection + measurement
+        return selection, measurement
+
+    def anneal(self) -> None:
+        """The model hardly moved on the last measurement: finer noise from the next round."""
+        self.sigma /= 2.0
+        self.epsilon *= 2.0
+
+
 def run_aim(
     answers: Mapping[Clique, npt.ArrayLike],
     domain: Mapping[str, int],
@@ -174,9 +242,11 @@ def run_aim(
     count_share: float = 0.01,
     max_model_size: float = 80.0,
     max_rounds: int | None = None,
+    planned_rounds: int | None = None,
     iters: int = 1000,
     rng: np.random.Generator | None = None,
     progress: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> AimResult:
     """AIM on exact marginal counts; returns the model, its measurements and sampled rows.
 
@@ -192,9 +262,17 @@ def run_aim(
         rows: rows to sample; ``None``: a noisy count at ``count_share * rho``.
         max_model_size: the model's final size limit in MB (the junction tree's cells).
         max_rounds: a cap on AIM's rounds (the last spends what is left); ``None``: AIM's own.
+        planned_rounds: ``T``, which sets the first rounds' share of the budget (``rho / T``
+            each, until annealing raises it); at least the number of columns. ``None``:
+            ``4 d`` (the paper's ``16 d`` spends more rounds, hence compiled fits, on the same
+            error: ``bench/RESULTS.md``).
         iters: Private-PGM's iterations per fit.
         rng: ``None`` for release-grade noise (OpenDP); a seeded generator for tests and
             benchmarks (it also seeds the sampling).
+        progress: called after each round with one public line (the round's number and the
+            share of rho spent so far).
+        should_stop: asked before each round; ``True`` raises :class:`~dp.errors.Stopped`
+            (what was measured stays spent: the caller's ledger has charged it).
     """
     if not (rho > 0.0 and math.isfinite(rho)):
         raise ConfigError(f"AIM needs a budget rho > 0, got {rho!r}")
@@ -204,17 +282,21 @@ def run_aim(
         raise ConfigError(f"rows must be at least 1, got {rows!r}")
     if max_rounds is not None and max_rounds < 1:
         raise ConfigError(f"max_rounds must be at least 1, got {max_rounds!r}")
+    if planned_rounds is not None and planned_rounds < len(domain):
+        raise ConfigError(
+            f"planned_rounds must be at least the {len(domain)} columns, got {planned_rounds!r}"
+        )
     if rows is None and not 0.0 < count_share < 1.0:
         raise ConfigError(f"count_share must lie in (0, 1), got {count_share!r}")
     if max_model_size <= 0.0:
         raise ConfigError(f"max_model_size must be > 0 MB, got {max_model_size!r}")
     say = progress or (lambda _msg: None)
+    stop = should_stop or (lambda: False)
     cands = candidates(workload)
     attrs = tuple(domain)
     oneway = [(a,) for a in attrs]
     exact = {cl: project_answer(answers, domain, cl) for cl in [*oneway, *cands]}
     measured: list[Measurement] = []
-    spent = 0.0
 
     def measure(cl: Clique, rho_i: float, t: int, sel: float) -> None:
         noisy = gaussian(exact[cl], l2_sensitivity=sensitivity, rho=rho_i, rng=rng)
@@ -227,32 +309,27 @@ def run_aim(
         count_rho = count_share * rho
         n = float(exact[oneway[0]].sum())
         noisy_count = float(gaussian(n, l2_sensitivity=sensitivity, rho=count_rho, rng=rng))
-        spent += count_rho
     budget = rho - count_rho
 
     def triples() -> list[tuple[Clique, FloatArray, float]]:
         return [(m.clique, m.noisy, m.sigma) for m in measured]
 
-    # sigma and epsilon in the units of one row (sensitivity 1); counts scale by `sensitivity`.
-    rounds_planned = 16 * len(attrs)
-    sigma = math.sqrt(rounds_planned / (2.0 * 0.9 * budget))
-    eps = math.sqrt(8.0 * 0.1 * budget / rounds_planned)
+    plan = Schedule(
+        rho,
+        spent=count_rho,
+        columns=len(attrs),
+        planned_rounds=planned_rounds or PLANNED_ROUNDS_PER_COLUMN * len(attrs),
+        max_rounds=max_rounds,
+    )
+    start = plan.start()
     for cl in oneway:
-        measure(cl, 0.5 / sigma**2, 0, 0.0)
-        spent += 0.5 / sigma**2
+        measure(cl, start, 0, 0.0)
     model = pgm.fit(domain, triples(), iters=iters)
-    t = 0
-    last = False
-    while not last:
-        t += 1
-        left = rho - spent
-        if left < 2.0 * (0.5 / sigma**2 + eps**2 / 8.0) or t == max_rounds:
-            sigma = math.sqrt(1.0 / (2.0 * 0.9 * left))
-            eps = math.sqrt(8.0 * 0.1 * left)
-            last = True
-        sel_rho, meas_rho = eps**2 / 8.0, 0.5 / sigma**2
-        spent += sel_rho + meas_rho
-        limit = max_model_size * (spent - count_rho) / budget
+    while not plan.last:
+        if stop():  # between rounds: nothing of this round is drawn yet
+            raise Stopped(f"AIM stopped before round {plan.round + 1}: the run was interrupted")
+        sel_rho, meas_rho = plan.next()
+        limit = max_model_size * (plan.spent - count_rho) / budget
         in_model = {
             sub
             for cl in model.cliques
@@ -264,7 +341,7 @@ def run_aim(
             for cl in cands
             if cl in in_model or pgm.model_size(domain, [*model.cliques, cl]) <= limit
         ]
-        sigma_counts = sigma * sensitivity
+        sigma_counts = plan.sigma * sensitivity
         before = {cl: pgm.model_marginal(model, cl) for cl in small}
         scores = [quality(cands[cl], exact[cl], before[cl], sigma_counts) for cl in small]
         chosen = small[
@@ -275,13 +352,13 @@ def run_aim(
                 rng=rng,
             )
         ]
-        measure(chosen, meas_rho, t, sel_rho)
+        measure(chosen, meas_rho, plan.round, sel_rho)
         model = pgm.fit(domain, triples(), iters=iters, warm_start=model)
         moved = np.abs(pgm.model_marginal(model, chosen) - before[chosen]).sum()
-        say(f"round {t}: {chosen} from {len(small)}, {spent / rho:.1%} of rho spent")
+        say(f"round {plan.round}: {plan.spent / rho:.0%} of rho spent")
         if moved <= _BIAS * sigma_counts * exact[chosen].size:
-            sigma /= 2.0
-            eps *= 2.0
+            plan.anneal()
+    spent = plan.spent
     if spent > rho * (1.0 + 1e-9):
         raise InvariantError(f"AIM spent rho {spent!r} of a budget of {rho!r}")
     n_rows = rows if rows is not None else max(1, round(noisy_count or 0.0))
@@ -295,5 +372,5 @@ def run_aim(
         count_rho=count_rho,
         rho=rho,
         rho_used=spent,
-        rounds=t,
+        rounds=plan.round,
     )

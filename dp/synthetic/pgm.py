@@ -13,6 +13,7 @@ numpy's global generator around mbi's ``synthetic_data`` (which draws from it).
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ import numpy.typing as npt
 
 from dppub.dp.errors import ConfigError
 
-__all__ = ["Clique", "fit", "model_marginal", "model_size", "require_mbi", "sample"]
+__all__ = ["Clique", "combined", "fit", "model_marginal", "model_size", "require_mbi", "sample"]
 
 Clique = tuple[str, ...]
 FloatArray = npt.NDArray[np.float64]
@@ -69,13 +70,30 @@ def fit(
     """Private-PGM's estimate from ``(clique, noisy counts, noise std)`` measurements (the
     total estimated from them, minimum variance), warm-started from a previous model."""
     mbi = require_mbi()
-    meas = [
-        mbi.LinearMeasurement(np.asarray(y, dtype=np.float64), tuple(cl), stddev=float(sigma))
-        for cl, y, sigma in measurements
-    ]
+    meas = [mbi.LinearMeasurement(y, cl, stddev=sigma) for cl, y, sigma in combined(measurements)]
     return mbi.estimation.MirrorDescent().estimate(
         _domain(domain), meas, iters=iters, warm_start=warm_start
     )
+
+
+def combined(
+    measurements: Sequence[tuple[Clique, FloatArray, float]],
+) -> list[tuple[Clique, FloatArray, float]]:
+    """One measurement per clique, in the order of first appearance: a clique measured ``k``
+    times (``y_i``, std ``s_i``) becomes their inverse-variance weighted mean, std
+    ``(sum 1/s_i^2)^-1/2``. Private-PGM's loss ``sum_i |x - y_i|^2 / (2 s_i^2)`` is the merged
+    term's plus a constant, and the total's estimate the same, so the fit is unchanged; but
+    the jitted program's key is the list of measured cliques, so re-measuring a clique reuses
+    the program compiled for it (post-processing of the noisy values)."""
+    sums: dict[Clique, tuple[FloatArray, float]] = {}
+    for cl, y, sigma in measurements:
+        w = 1.0 / float(sigma) ** 2
+        values = np.asarray(y, dtype=np.float64) * w
+        if cl in sums:
+            weighted, weight = sums[cl]
+            values, w = weighted + values, weight + w
+        sums[cl] = (values, w)
+    return [(tuple(cl), v / w, 1.0 / math.sqrt(w)) for cl, (v, w) in sums.items()]
 
 
 def model_marginal(model: Any, clique: Clique) -> FloatArray:

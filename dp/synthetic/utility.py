@@ -22,12 +22,13 @@ cannot express is in the true error, not in the estimate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from dppub.dp.errors import Stopped
 from dppub.dp.synthetic import pgm
 from dppub.dp.synthetic.aim import Measurement
 from dppub.dp.synthetic.pgm import Clique
@@ -58,13 +59,15 @@ def bootstrap_errors(
     seed: int = 0,
     surrogate: Mapping[str, npt.NDArray[np.int64]] | None = None,
     warm: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> FloatArray:
     """Per replicate (rows) and workload marginal (columns): the normalized L1 error (in
     [0, 2]) against the stand-in (``surrogate``'s codes, the published rows; ``None``: the
     model) of ``rows`` rows sampled from a model fitted to measurements redrawn around it
     (warm-started at ``model`` if ``warm``, else from scratch). Only public values enter: the
     model, the published rows, the cliques and their noise scales (the numpy noise here is
-    not privacy noise: nothing private is in it)."""
+    not privacy noise: nothing private is in it). ``should_stop`` is asked before each
+    replicate's refit (``True``: :class:`~dp.errors.Stopped`)."""
     rng = np.random.default_rng(seed)
 
     def stand_in(clique: Clique) -> FloatArray:
@@ -76,6 +79,8 @@ def bootstrap_errors(
     truth = [t / max(t.sum(), 1e-12) for t in truth]
     out = np.empty((replicates, len(workload)))
     for b in range(replicates):
+        if should_stop is not None and should_stop():
+            raise Stopped("the error bootstrap stopped: the run was interrupted")
         redrawn = [
             (
                 m.clique,

@@ -37,6 +37,7 @@ from dppub.dp.engine import MarginalsAggregate, TableSource
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.config import Cost, Integer, Model, Name, Number, PipelineConfig
 from dppub.dp.pipeline.domains import declared_columns, histogram_axis
+from dppub.dp.pipeline.hooks import hooks
 from dppub.dp.pipeline.kinds.base import (
     JSON,
     Executed,
@@ -103,6 +104,10 @@ class SyntheticModel(Cost):
     """The model's size limit in MB: bounds a run's memory and time."""
     max_rounds: Integer | None = Field(default=None, ge=1, le=10_000)
     """A cap on AIM's rounds (the last spends what is left); default AIM's own end."""
+    planned_rounds: Integer | None = Field(default=None, ge=1, le=10_000)
+    """AIM's ``T``: the first rounds spend ``rho / T`` each (until annealing raises it); at
+    least the number of columns. Default: ``4 d`` (the paper's ``16 d`` takes more rounds for
+    the same error)."""
     iters: Integer = Field(default=1000, ge=1, le=100_000)
     """Private-PGM's iterations per fit."""
 
@@ -290,6 +295,11 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
         columns = declared_columns(cfg, item.columns)
         if len(columns) != len(item.columns):
             raise ConfigError(f"synthetic {item.name!r}: a column is listed twice")
+        if item.planned_rounds is not None and item.planned_rounds < len(columns):
+            raise ConfigError(
+                f"synthetic {item.name!r}: planned_rounds must be at least the "
+                f"{len(columns)} columns, got {item.planned_rounds}"
+            )
         stray = sorted((set(item.bins) | set(item.levels)) - set(columns))
         if stray:
             raise ConfigError(f"synthetic {item.name!r}: bins or levels of unlisted {stray}")
@@ -384,6 +394,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     ) -> Executed:
         spec, item = plan.spec, plan.spec.item
         m = float(plan.bounding.rows_per_unit)
+        step = hooks()
         result = run_aim(
             exact,
             spec.domain,
@@ -393,7 +404,10 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             rows=item.rows,
             max_model_size=item.max_model_size,
             max_rounds=item.max_rounds,
+            planned_rounds=item.planned_rounds,
             iters=item.iters,
+            progress=step.progress,
+            should_stop=step.should_stop,
         )
         # From here on: post-processing of the noisy measurements and the sampled rows only.
         types = {c.name: c.type for c in data.schema.columns}
@@ -416,6 +430,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
                 seed=secrets.randbits(32),
                 surrogate=result.synthetic,
                 warm=warm,
+                should_stop=step.should_stop,  # it refits the model, slow for a large one
             )
             for warm in (True, False)
         )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
+from dppub.dp.errors import Stopped
 from dppub.dp.synthetic import AimResult, cdp_rho, marginal_answers, run_aim, workload_cliques
 
 pytestmark = pytest.mark.slow
@@ -69,3 +71,26 @@ def test_a_seed_reproduces_the_release(result: AimResult) -> None:
     assert [m.clique for m in again.measurements] == [m.clique for m in result.measurements]
     for column in DOMAIN:
         assert np.array_equal(again.synthetic[column], result.synthetic[column])
+
+
+def test_a_stop_request_ends_aim_between_rounds() -> None:
+    # Asked before every round: once it says stop, no later round selects or measures.
+    lines: list[str] = []
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, 500)
+    codes = {"a": a, "b": (a + rng.integers(0, 2, 500)) % 2, "c": rng.integers(0, 4, 500)}
+    workload = workload_cliques(list(DOMAIN), 2)
+    with pytest.raises(Stopped, match="before round 2"):
+        run_aim(
+            marginal_answers(codes, DOMAIN, workload),
+            DOMAIN,
+            workload,
+            cdp_rho(1.0, 1e-6),
+            rows=500,
+            max_rounds=3,
+            iters=30,
+            rng=np.random.default_rng(1),
+            progress=lines.append,
+            should_stop=lambda: len(lines) >= 1,
+        )
+    assert lines == [lines[0]] and re.fullmatch(r"round 1: \d+% of rho spent", lines[0])

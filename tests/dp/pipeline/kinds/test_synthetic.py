@@ -71,6 +71,7 @@ def test_a_privacy_unit_multiplies_the_noise(tmp_path: Path, census_small: Path)
         ({"workload": [["age", "hours"]]}, "declared columns: \\['age', 'hours'\\]"),
         ({"workload": {"marginals": 7}}, "must lie in 1..6, got 7"),
         ({"bins": {}}, "float columns need an explicit 'bins'"),
+        ({"planned_rounds": 5}, "planned_rounds must be at least the 6 columns, got 5"),
     ],
 )
 def test_a_bad_item_is_refused(
@@ -119,8 +120,8 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert details["rounds"] == 2
     measured = pd.read_parquet(folder / "measurements.parquet")
     assert measured["measurement"].nunique() == len(details["measured"]) == 6 + 2
-    # round 0: each one-way marginal at sigma_0 = m sqrt(16 d / (2 0.9 rho_aim)), d = 6 columns
-    sigma_0 = 2 * math.sqrt(16 * 6 / (2 * 0.9 * 0.99 * details["rho"]))
+    # round 0: each one-way marginal at sigma_0 = m sqrt(T / (2 0.9 rho_aim)), T = 4 d, d = 6
+    sigma_0 = 2 * math.sqrt(4 * 6 / (2 * 0.9 * 0.99 * details["rho"]))
     first = measured[measured["round"] == 0]
     assert first["sigma"].to_numpy() == pytest.approx(sigma_0, rel=1e-12)
     assert details["sensitivity"] == 2.0
