@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -139,6 +140,8 @@ class Staging:
     def _joint(self) -> Iterator[Path]:
         """The run's private store of jointly drawn measurements (beside the staging folder,
         never published), held under an exclusive lock (threads and processes alike)."""
+        if not self.dir.is_dir():  # a late member of a settled run stores nothing
+            raise InvariantError(f"the staging folder of run {self.run_id} is gone")
         folder = self.dir.parent / f"{self.run_id}.joint"
         folder.mkdir(exist_ok=True)
         with (folder / "lock").open("a") as lock:
@@ -152,17 +155,38 @@ class Staging:
         self, key: str, draw: Callable[[], Mapping[str, npt.NDArray[np.float64]]]
     ) -> dict[str, npt.NDArray[np.float64]]:
         """The measurement ``key`` of releases drawn together: ``draw()`` (noisy values only)
-        by the first caller, stored, and the same stored values for every later one."""
+        by the first caller, stored, and the same stored values for every later one.
+
+        At most one ``draw()`` per run, whatever happens: a marker is created exclusively
+        before it, so if that draw failed (its noise may have been drawn) no later member
+        draws again -- it fails; and the values are linked into place, never over another's.
+
+        Raises:
+            InvariantError: an earlier draw of ``key`` did not finish, or the staging folder
+                is gone.
+        """
         with self._joint() as folder:
             path = folder / f"{key}.npz"
-            if path.exists():
-                with np.load(path) as stored:
-                    return {k: np.asarray(stored[k], dtype=np.float64) for k in stored.files}
-            values = {k: np.asarray(v, dtype=np.float64) for k, v in draw().items()}
-            tmp = folder / f"{key}.tmp.npz"
-            np.savez(tmp, **values)  # type: ignore[arg-type]
-            tmp.replace(path)
-            return values
+            if not path.exists():
+                try:
+                    os.close(os.open(folder / f"{key}.drawing", os.O_CREAT | os.O_EXCL))
+                except FileExistsError:
+                    raise InvariantError(
+                        f"the joint measurement {key} of run {self.run_id} was begun by an "
+                        "attempt that did not finish; it is not drawn again"
+                    ) from None
+                values = {k: np.asarray(v, dtype=np.float64) for k, v in draw().items()}
+                tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.npz"
+                np.savez(tmp, **values)  # type: ignore[arg-type]
+                try:
+                    os.link(tmp, path)  # fails if another's values are in place
+                    return values
+                except FileExistsError:
+                    pass  # ours is discarded unused; every member reads the one in place
+                finally:
+                    tmp.unlink()
+            with np.load(path) as stored:
+                return {k: np.asarray(stored[k], dtype=np.float64) for k in stored.files}
 
     def completed(self, name: str) -> dict[str, Any] | None:
         """The stored summary of release ``name`` if an earlier attempt completed it."""
@@ -213,11 +237,16 @@ class Staging:
             raise InvariantError(f"run folder {self.final} appeared during the run")
         os.rename(self.dir, self.final)
         fault_point("renamed")
-        shutil.rmtree(self.dir.parent / f"{self.run_id}.joint", ignore_errors=True)
+        self.drop_joint()
         _fsync_dir(self.dataset_dir)
         return self.final
 
     def discard(self) -> None:
         """Remove the staging folder (nothing of it was published)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.drop_joint()
+
+    def drop_joint(self) -> None:
+        """Remove the run's store of jointly drawn measurements (:meth:`shared`): once the run
+        is published or discarded nothing reads it, and it is never published."""
         shutil.rmtree(self.dir.parent / f"{self.run_id}.joint", ignore_errors=True)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from dppub.dp.axes import Axis
 from dppub.dp.budget import PrivacyCost
+from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from dppub.dp.publication import Staging
 from dppub.dp.tables.joint import (
@@ -204,3 +205,33 @@ def test_a_group_is_recorded_whole_before_its_one_draw_and_drawn_once(tmp_path: 
     assert recorded == [("a", 0.6), ("b", 0.4)]  # each member once, at its own epsilon
     st.discard()
     assert not (st.dir.parent / "r1.joint").exists()
+
+
+def test_a_group_measurement_whose_drawer_failed_is_never_drawn_again(tmp_path: Path) -> None:
+    """The first member's draw can fail after its noise was drawn (a solver error in the
+    reconstruction): a second member then drew fresh noise, and the group's members could
+    rest on two draws while the ledger holds one. Now the second is refused."""
+    st = _staging(tmp_path)
+    group = [("a", PrivacyCost(epsilon=0.6)), ("b", PrivacyCost(epsilon=0.4))]
+    draws: list[int] = []
+
+    def failing() -> dict[str, np.ndarray]:
+        draws.append(1)
+        np.random.default_rng().normal(size=4)  # noise drawn, then the caller fails
+        raise RuntimeError("reconstruction failed")
+
+    assert st.attempt("a", group[0][1], joint=group) is None
+    with pytest.raises(RuntimeError, match="reconstruction failed"):
+        st.shared("table-g", failing)
+    assert st.attempt("b", group[1][1], joint=group) is None
+    with pytest.raises(InvariantError, match="table-g .* not drawn again"):
+        st.shared("table-g", failing)
+    assert len(draws) == 1
+
+
+def test_a_late_member_after_discard_stores_nothing(tmp_path: Path) -> None:
+    st = _staging(tmp_path)
+    st.discard()
+    with pytest.raises(InvariantError, match="staging folder"):
+        st.shared("table-g", lambda: {"count": np.zeros(2)})
+    assert not (st.dir.parent / "r1.joint").exists()  # no noisy values left behind
