@@ -59,6 +59,7 @@ __all__ = [
     "RowsWorkload",
     "StackedStrategy",
     "finest_axes",
+    "group_facts",
     "joint_group",
     "lift",
     "measure_group",
@@ -339,6 +340,24 @@ def measure_group(
             rng=rng,
         )
         keep(c.name, lin)
+    return out
+
+
+def group_facts(joint: Joint, estimates: Mapping[str, FloatArray]) -> dict[str, object]:
+    """Each of the group's components' public facts, as a table measured alone states its own
+    (``release.json``'s ``components``): the group's epsilon for it, the measurement's
+    sensitivity, its Laplace scale (``sensitivity / epsilon``; a pair's: of ``a`` and ``b``)
+    and the stacked strategy."""
+    out: dict[str, object] = {}
+    for c in joint.components:
+        first = "count" if c.kind == "count_sum" else c.name
+        sensitivity = float(estimates[f"{first}:sensitivity"])
+        out[c.name] = {
+            "epsilon": c.epsilon,
+            "sensitivity": sensitivity,
+            "noise_scale": sensitivity / c.epsilon,
+            "strategy": joint.strategy.name,
+        }
     return out
 
 

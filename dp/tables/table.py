@@ -105,17 +105,16 @@ def release_table(
     histograms: Mapping[str, npt.ArrayLike],
     *,
     rng: np.random.Generator | None = None,
-    measured: Mapping[str, Linear] | None = None,
+    measured: tuple[Mapping[str, Linear], Mapping[str, object]] | None = None,
 ) -> TableRelease:
     """Draw every component's noise and read the measures off them (module doc); with
-    ``measured``, the count and centred sums over the published rows were measured already
-    (a joint table's, :mod:`dp.tables.joint`) and only quantiles would draw here."""
+    ``measured``, the count and centred sums over the published rows were measured already,
+    with their components' facts (a joint table's, :mod:`dp.tables.joint`)."""
     published = design.rows()
     if measured is None:
         linear, facts = _measure_linear(design, published, counts, centred, rng)
     else:
-        linear = dict(measured)
-        facts = {k: _facts(v, noise_scale=v.noise_scale) for k, v in linear.items()}
+        linear, facts = dict(measured[0]), dict(measured[1])
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":

@@ -75,6 +75,7 @@ from dppub.dp.tables.joint import (
     Joint,
     Member,
     finest_axes,
+    group_facts,
     joint_group,
     measure_group,
     member_rows,
@@ -443,7 +444,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             estimates = out.shared(
                 f"table-{joint.group}", lambda: measure_group(joint, sums.counts, sums.centred)
             )
-            released = release_table(design, (), {}, {}, measured=member_rows(joint, estimates))
+            measured = (member_rows(joint, estimates), group_facts(joint, estimates))
+            released = release_table(design, (), {}, {}, measured=measured)
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
         out.write_table(plan.name, "answers", released.answers)
@@ -454,7 +456,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             groups=int(np.prod(design.shape)),
             rows=len(released.answers),
             measures=tuple(label for m in design.measures for label in m.labels()),
-            split={c.name: c.epsilon for c in design.components},
+            split={c.name: c.epsilon for c in (design if joint is None else joint).components},
             split_rule=SPLIT_RULE,
             components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
@@ -462,7 +464,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             rounding="integer" if design.integer else "none",
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=_unit(plan.bounding),
+            privacy_unit=_unit(plan.bounding, joint),
             key_selection=selection,
             joint=None if joint is None else _joint_facts(joint),
         )
@@ -583,16 +585,17 @@ class TableResult:
         )
 
 
-def _unit(bounding: Bounding) -> dict[str, JSON] | None:
+def _unit(bounding: Bounding, joint: Joint | None = None) -> dict[str, JSON] | None:
     """What ``release.json`` says of the privacy unit (None without one)."""
     if bounding.unit is None:
         return None
+    at = "the table's epsilon" if joint is None else f"the joint group's epsilon {joint.epsilon:g}"
     out: dict[str, JSON] = {
         "column": bounding.unit,
         "max_rows_per_unit": bounding.rows_per_unit,
         "note": (
             "every component's sensitivity and noise scale are for all the rows one unit may "
-            f"contribute ({bounding.rows_per_unit}), at the table's epsilon"
+            f"contribute ({bounding.rows_per_unit}), at {at}"
         ),
     }
     if bounding.partition is not None:

@@ -91,6 +91,14 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         assert joint["tables"] == ["by_sex_marital", "by_marital", "by_sex"]
         assert joint["epsilon"] == pytest.approx(1.0)
         assert f"This table alone is not claimed {eps:g}-DP" in joint["guarantee"]
+        # The components are the group's, stated as a table measured alone states its own
+        # (they were the member's vectors at the group's epsilon under the member's names).
+        split, components = details["details"]["split"], details["details"]["components"]
+        assert set(split) == set(components) == {"count+centred_sum(hours)"}
+        (fact,) = components.values()
+        assert fact["epsilon"] == split["count+centred_sum(hours)"] == pytest.approx(1.0)
+        assert fact["noise_scale"] == pytest.approx(fact["sensitivity"] / fact["epsilon"])
+        assert details["sensitivity"] == fact["sensitivity"]
         assert summaries[name].details["joint"]["group"] == "people"
     report = (folder / "report.md").read_text()
     assert "differential privacy, jointly: epsilon 1 with by_marital, by_sex" in report
