@@ -4,13 +4,14 @@ VLDB 2022), on exact marginal counts computed elsewhere (dppub's one shared scan
 The loop, under rho-zCDP with a neighbour moving any marginal's vector by at most
 ``sensitivity`` in L1 and in L2 (1 for one row; m for a privacy unit of at most m rows):
 
-1. (``rows`` not given) a noisy row count, Gaussian, at ``count_share`` of rho.
-2. Every one-way marginal measured with ``sigma_0 = sensitivity * sqrt(T / (2 * 0.9 * rho))``,
+1. (``rows`` not given) a noisy row count, Gaussian, at ``count_share`` of rho; the rest,
+   ``rho' = rho - count_rho``, is AIM's (``rho' = rho`` with ``rows`` given).
+2. Every one-way marginal measured with ``sigma_0 = sensitivity * sqrt(T / (2 * 0.9 * rho'))``,
    ``T = 4 d`` planned rounds by default for d columns (the paper's ``16 d`` took more rounds,
    each a compiled fit, for the same error on Adult at epsilon 1: ``bench/RESULTS.md``;
    :class:`Schedule`); a model fitted (Private-PGM, :mod:`dp.synthetic.pgm`).
 3. Each round: a candidate chosen by the exponential mechanism at ``epsilon_t`` among the
-   workload's downward closure that keeps the model within ``max_model_size * spent / rho`` MB,
+   workload's downward closure that keeps the model within ``max_model_size * spent / rho'`` MB,
    scored ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma_t n_r)`` (``w_r``: its overlap with the
    workload; sensitivity ``sensitivity * max w_r``); measured with Gaussian noise ``sigma_t``;
    the model refitted, warm-started. If the model moved less on the measured clique than the
@@ -262,10 +263,10 @@ def run_aim(
         rows: rows to sample; ``None``: a noisy count at ``count_share * rho``.
         max_model_size: the model's final size limit in MB (the junction tree's cells).
         max_rounds: a cap on AIM's rounds (the last spends what is left); ``None``: AIM's own.
-        planned_rounds: ``T``, which sets the first rounds' share of the budget (``rho / T``
-            each, until annealing raises it); at least the number of columns. ``None``:
-            ``4 d`` (the paper's ``16 d`` spends more rounds, hence compiled fits, on the same
-            error: ``bench/RESULTS.md``).
+        planned_rounds: ``T``, which sets the first rounds' share of the budget (``rho' / T``
+            each, ``rho'`` the rho left after the row count, until annealing raises it); at
+            least the number of columns. ``None``: ``4 d`` (the paper's ``16 d`` spends more
+            rounds, hence compiled fits, on the same error: ``bench/RESULTS.md``).
         iters: Private-PGM's iterations per fit.
         rng: ``None`` for release-grade noise (OpenDP); a seeded generator for tests and
             benchmarks (it also seeds the sampling).

@@ -18,8 +18,9 @@ noise is calibrated to that. Block ``k``, rescaled, is ``S_k P_k x`` plus Laplac
 scale ``m s ||S_k||_1 ||A||_1 / epsilon_k``: no more than member ``k`` measured alone, and the
 blocks are independent. Least squares over the whole stack is the best linear unbiased
 estimate from all blocks (equal noise scales: ordinary least squares is the Gauss-Markov
-estimate), so every published row's noise variance is at most what the member's own block
-alone gives -- the separate release's. :func:`row_variances` computes both exactly (the
+estimate), so every published row's least-squares noise variance (before counts are made
+non-negative, as for any table) is at most what the member's own block alone gives -- the
+separate release's. :func:`row_variances` computes both exactly (the
 matrix mechanism's variance formula), and ``dppub plan`` shows them.
 
 **The guarantee.** The group's measurement is ``epsilon``-DP (the sum of the members'); the
