@@ -49,9 +49,9 @@ from dppub.dp.matrix.intervals import least_squares_intervals
 from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.variance import query_variance_factors
 from dppub.dp.matrix.workload import FloatArray, Workload
-from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
+from dppub.dp.tables.linear import Linear
 from dppub.dp.tables.split import Component
-from dppub.dp.tables.table import row_bound
+from dppub.dp.tables.table import measure_components
 
 __all__ = [
     "MAX_JOINT_CELLS",
@@ -60,7 +60,6 @@ __all__ = [
     "RowsWorkload",
     "StackedStrategy",
     "finest_axes",
-    "group_facts",
     "joint_group",
     "lift",
     "measure_group",
@@ -305,60 +304,21 @@ def measure_group(
     cells of each vector (``count``, ``centred_sum(col)``), what every member reads, and its
     public ``name:epsilon``, ``name:noise_scale`` (of each strategy answer, as read) and
     ``name:sensitivity`` (of the measurement)."""
-    workload, strategy = joint.workload, joint.strategy
+    linear = measure_components(
+        joint.components,
+        joint.bounds,
+        joint.workload,
+        joint.strategy,
+        counts,
+        centred,
+        group=joint.group_rows,
+        rng=rng,
+    )
     out: dict[str, FloatArray] = {}
-
-    def keep(name: str, lin: Linear) -> None:
+    for name, lin in linear.items():
         out[name] = lin.estimate
         for fact in ("epsilon", "noise_scale", "sensitivity"):
             out[f"{name}:{fact}"] = np.asarray(float(getattr(lin, fact)))
-
-    for c in joint.components:
-        half = row_bound(c, joint.bounds)
-        if c.kind == "count_sum":
-            n, s = measure_count_and_sum(
-                workload,
-                strategy,
-                counts,
-                centred[c.column or ""],
-                epsilon=c.epsilon,
-                half=half,
-                group=joint.group_rows,
-                rng=rng,
-            )
-            keep("count", n)
-            keep(f"centred_sum({c.column})", s)
-            continue
-        values = counts if c.kind == "count" else centred[c.column or ""]
-        lin = measure_linear(
-            workload,
-            strategy,
-            values,
-            epsilon=c.epsilon,
-            row_sensitivity=half,
-            group=joint.group_rows,
-            nonneg=c.kind == "count",
-            rng=rng,
-        )
-        keep(c.name, lin)
-    return out
-
-
-def group_facts(joint: Joint, estimates: Mapping[str, FloatArray]) -> dict[str, object]:
-    """Each of the group's components' public facts, as a table measured alone states its own
-    (``release.json``'s ``components``): the group's epsilon for it, the measurement's
-    sensitivity, its Laplace scale (``sensitivity / epsilon``; a pair's: of ``a`` and ``b``)
-    and the stacked strategy."""
-    out: dict[str, object] = {}
-    for c in joint.components:
-        first = "count" if c.kind == "count_sum" else c.name
-        sensitivity = float(estimates[f"{first}:sensitivity"])
-        out[c.name] = {
-            "epsilon": c.epsilon,
-            "sensitivity": sensitivity,
-            "noise_scale": sensitivity / c.epsilon,
-            "strategy": joint.strategy.name,
-        }
     return out
 
 

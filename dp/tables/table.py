@@ -42,7 +42,15 @@ from dppub.dp.tables.quantiles import (
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
 
-__all__ = ["TableDesign", "TableRelease", "release_table", "row_bound", "table_strategy"]
+__all__ = [
+    "TableDesign",
+    "TableRelease",
+    "component_facts",
+    "measure_components",
+    "release_table",
+    "row_bound",
+    "table_strategy",
+]
 
 FloatArray = npt.NDArray[np.float64]
 INTERVAL_LEVEL = 0.95
@@ -134,28 +142,49 @@ def _measure_linear(
 ) -> tuple[dict[str, Linear], dict[str, object]]:
     """The count and centred sums over the cells and margins (one strategy), by ``count`` and
     ``centred_sum(col)``, and each component's public facts."""
-    workload = published.workload()
-    strategy = table_strategy(design)
+    linear = measure_components(
+        design.components,
+        design.bounds,
+        published.workload(),
+        table_strategy(design),
+        counts,
+        centred,
+        group=design.group,
+        rng=rng,
+    )
+    return linear, component_facts(design.components, linear)
+
+
+def measure_components(
+    components: Sequence[Component],
+    bounds: Mapping[str, tuple[float, float]],
+    workload: matrix.Workload,
+    strategy: matrix.Strategy,
+    counts: npt.ArrayLike,
+    centred: Mapping[str, npt.ArrayLike],
+    *,
+    group: int,
+    rng: np.random.Generator | None,
+) -> dict[str, Linear]:
+    """Every count and sum component (quantiles' ``cdf`` aside) measured through ``strategy``,
+    by vector: ``count``, ``centred_sum(col)`` (a pair gives both)."""
     out: dict[str, Linear] = {}
-    facts: dict[str, object] = {}
-    for c in design.components:
+    for c in components:
         if c.kind == "cdf":
             continue
-        half = row_bound(c, design.bounds)
+        half = row_bound(c, bounds)
         values = counts if c.kind == "count" else centred[c.column or ""]
         if c.kind == "count_sum":
-            n, s = measure_count_and_sum(
+            out["count"], out[f"centred_sum({c.column})"] = measure_count_and_sum(
                 workload,
                 strategy,
                 counts,
                 values,
                 epsilon=c.epsilon,
                 half=half,
-                group=design.group,
+                group=group,
                 rng=rng,
             )
-            out["count"], out[f"centred_sum({c.column})"] = n, s
-            facts[c.name] = _facts(n, noise_scale=n.sensitivity / c.epsilon)
             continue
         out[c.name] = measure_linear(
             workload,
@@ -163,12 +192,31 @@ def _measure_linear(
             values,
             epsilon=c.epsilon,
             row_sensitivity=half,
-            group=design.group,
+            group=group,
             nonneg=c.kind == "count",
             rng=rng,
         )
-        facts[c.name] = _facts(out[c.name], noise_scale=out[c.name].noise_scale)
-    return out, facts
+    return out
+
+
+def component_facts(
+    components: Sequence[Component], linear: Mapping[str, Linear]
+) -> dict[str, object]:
+    """Each count and sum component's public facts (``release.json``'s ``components``): its
+    epsilon, the measurement's sensitivity, its Laplace scale (``sensitivity / epsilon``; a
+    pair's: of ``a`` and ``b``) and the strategy."""
+    out: dict[str, object] = {}
+    for c in components:
+        if c.kind == "cdf":
+            continue
+        lin = linear["count" if c.kind == "count_sum" else c.name]
+        out[c.name] = {
+            "epsilon": c.epsilon,
+            "sensitivity": lin.sensitivity,
+            "noise_scale": lin.sensitivity / c.epsilon,
+            "strategy": lin.strategy,
+        }
+    return out
 
 
 def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
@@ -182,16 +230,6 @@ def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
     # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
     allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
     return (hi - lo) / 2.0 * (1.0 + allowance)
-
-
-def _facts(lin: Linear, *, noise_scale: float) -> dict[str, object]:
-    """A component's public facts (a pair's ``noise_scale``: the Laplace scale of ``a``, ``b``)."""
-    return {
-        "epsilon": lin.epsilon,
-        "sensitivity": lin.sensitivity,
-        "noise_scale": noise_scale,
-        "strategy": lin.strategy,
-    }
 
 
 Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]

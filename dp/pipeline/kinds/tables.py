@@ -75,7 +75,6 @@ from dppub.dp.tables.joint import (
     Joint,
     Member,
     finest_axes,
-    group_facts,
     joint_group,
     measure_group,
     member_rows,
@@ -90,6 +89,7 @@ from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
     TableDesign,
     TableRelease,
+    component_facts,
     release_table,
     table_strategy,
 )
@@ -444,7 +444,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             estimates = out.shared(
                 f"table-{joint.group}", lambda: measure_group(joint, sums.counts, sums.centred)
             )
-            measured = (member_rows(joint, estimates), group_facts(joint, estimates))
+            rows = member_rows(joint, estimates)
+            measured = (rows, component_facts(joint.components, rows))
             released = release_table(design, (), {}, {}, measured=measured)
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
