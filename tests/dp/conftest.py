@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from dppub.dp.ledger import Ledger
+from dppub.dp.budget import PrivacyCost
+from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dppub.dp.publication import Staging
 from tests.pg import PostgresServer, postgres  # noqa: F401 (the fixture)
 
 
@@ -69,3 +71,17 @@ def ledger_factory(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerFact
         return LedgerFactory("sqlite", str(tmp_path / "ledger" / "l.sqlite"))
     server: PostgresServer = request.getfixturevalue("postgres")
     return LedgerFactory("postgresql", server.schema_url())
+
+
+def reserved_staging(directory: Path, *, budget: float = 2.0, cost: float = 1.0) -> Staging:
+    """The staging folder of run ``r1`` of dataset ``d``, reserved at ``cost`` in a fresh
+    SQLite ledger in ``directory`` whose budget is ``budget``."""
+    led = Ledger(directory / "l.sqlite")
+    led.reserve(
+        run_id="r1",
+        data=DataIdentity(name="d", source="/d"),
+        policy=BudgetPolicy(total=PrivacyCost(epsilon=budget)),
+        cost=PrivacyCost(epsilon=cost),
+        config_hash="c",
+    )
+    return Staging(directory, dataset="d", run_id="r1", ledger=led).create()

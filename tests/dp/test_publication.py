@@ -6,8 +6,8 @@ import pytest
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InvariantError
-from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from dppub.dp.publication import Staging, sha256_files
+from tests.dp.conftest import reserved_staging
 
 
 def test_publish_is_a_single_rename(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_publish_is_a_single_rename(tmp_path: Path) -> None:
 
 
 def test_completed_release_is_reused_not_recomputed(tmp_path: Path) -> None:
-    st = _staging(tmp_path)
+    st = reserved_staging(tmp_path, budget=1.0, cost=0.5)
     assert st.attempt("q", PrivacyCost(epsilon=0.1)) is None
     st.write_json("q", "model.json", {"w": 1})
     first = st.complete("q", {"name": "q"})
@@ -52,7 +52,7 @@ def test_hash_covers_names_and_bytes(tmp_path: Path) -> None:
 
 
 def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Path) -> None:
-    st = _staging(tmp_path)
+    st = reserved_staging(tmp_path, budget=1.0, cost=0.5)
     assert st.attempt("q", PrivacyCost(epsilon=0.1)) is None  # its draw is recorded
     # A second attempt (say a task dask re-ran after losing its worker) must not draw again.
     with pytest.raises(InvariantError, match="already attempted"):
@@ -65,16 +65,3 @@ def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Pat
     with pytest.raises(FileNotFoundError):
         st.write_json("q", "late.json", {})
     assert not st.dir.exists()
-
-
-def _staging(tmp_path: Path) -> Staging:
-    """A staging folder of a reserved run in a fresh ledger."""
-    led = Ledger(tmp_path / "l.sqlite")
-    led.reserve(
-        run_id="r1",
-        data=DataIdentity(name="d", source="/d"),
-        policy=BudgetPolicy(total=PrivacyCost(epsilon=1.0)),
-        cost=PrivacyCost(epsilon=0.5),
-        config_hash="c",
-    )
-    return Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()

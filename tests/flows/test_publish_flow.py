@@ -21,18 +21,18 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from dppub.dp import matrix
 from dppub.dp.axes import category_axis
 from dppub.dp.budget import PrivacyCost
-from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
+from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
 from dppub.dp.pipeline.execute import compute_release
 from dppub.dp.pipeline.kinds import ReleasePlan
 from dppub.dp.pipeline.kinds.workload import WorkloadSpec
 from dppub.dp.pipeline.plan import load_config, load_plan
-from dppub.dp.publication import Staging
 from dppub.dp.reference.anonymize import anonymize
 from dppub.dp.reference.frame import read_table
 from dppub.dp.schema import ColumnSpec
 from dppub.flows.publish import publish
+from tests.dp.conftest import reserved_staging
 from tests.flows.conftest import PrefectServer
 
 
@@ -150,15 +150,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
 
 
 def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None:
-    led = Ledger(tmp_path / "l.sqlite")
-    led.reserve(
-        run_id="r1",
-        data=DataIdentity(name="d", source="/d"),
-        policy=BudgetPolicy(total=PrivacyCost(epsilon=2.0)),
-        cost=PrivacyCost(epsilon=1.0),
-        config_hash="c",
-    )
-    staging = Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()
+    staging = reserved_staging(tmp_path)
     spec = ColumnSpec(name="sex", type="category", categories=("F", "M"))
     release = ReleasePlan(
         name="q",

@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 from dppub.dp.axes import Axis
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import InvariantError
-from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
-from dppub.dp.publication import Staging
 from dppub.dp.tables.joint import (
     Joint,
     Member,
@@ -29,6 +27,7 @@ from dppub.dp.tables.joint import (
 from dppub.dp.tables.margins import Dimension, published_rows
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import TableDesign, table_strategy
+from tests.dp.conftest import reserved_staging
 
 REGION = Axis(column="region", labels=("n", "s", "e"))
 MONTH = Axis(column="month", labels=("jan", "feb", "mar", "apr"))
@@ -167,20 +166,8 @@ def test_published_members_add_up_to_each_other(name: str) -> None:
         assert (rows["count"].answers >= -1e-9).all()
 
 
-def _staging(tmp_path: Path) -> Staging:
-    led = Ledger(tmp_path / "l.sqlite")
-    led.reserve(
-        run_id="r1",
-        data=DataIdentity(name="d", source="/d"),
-        policy=BudgetPolicy(total=PrivacyCost(epsilon=2.0)),
-        cost=PrivacyCost(epsilon=1.0),
-        config_hash="c",
-    )
-    return Staging(tmp_path, dataset="d", run_id="r1", ledger=led).create()
-
-
 def test_a_group_is_recorded_whole_before_its_one_draw_and_drawn_once(tmp_path: Path) -> None:
-    st = _staging(tmp_path)
+    st = reserved_staging(tmp_path)
     group = [("a", PrivacyCost(epsilon=0.6)), ("b", PrivacyCost(epsilon=0.4))]
     draws: list[int] = []
 
@@ -211,7 +198,7 @@ def test_a_group_measurement_whose_drawer_failed_is_never_drawn_again(tmp_path: 
     """The first member's draw can fail after its noise was drawn (a solver error in the
     reconstruction): a second member then drew fresh noise, and the group's members could
     rest on two draws while the ledger holds one. Now the second is refused."""
-    st = _staging(tmp_path)
+    st = reserved_staging(tmp_path)
     group = [("a", PrivacyCost(epsilon=0.6)), ("b", PrivacyCost(epsilon=0.4))]
     draws: list[int] = []
 
@@ -230,7 +217,7 @@ def test_a_group_measurement_whose_drawer_failed_is_never_drawn_again(tmp_path: 
 
 
 def test_a_late_member_after_discard_stores_nothing(tmp_path: Path) -> None:
-    st = _staging(tmp_path)
+    st = reserved_staging(tmp_path)
     st.discard()
     with pytest.raises(InvariantError, match="staging folder"):
         st.shared("table-g", lambda: {"count": np.zeros(2)})
