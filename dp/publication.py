@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow.parquet as pq
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InvariantError
@@ -205,6 +206,20 @@ class Staging:
         without Parquet; floats written exactly: ``repr`` precision)."""
         self.write_frame(name, f"{stem}.parquet", frame)
         frame.to_csv(self.release_dir(name) / f"{stem}.csv", index=False, float_format="%.17g")
+
+    def copy_as_csv(self, name: str, stem: str) -> None:
+        """The rows of release ``name``'s ``stem.parquet`` also as ``stem.csv``, batch by batch
+        (a table written by a streaming release may not fit in memory); as :meth:`write_table`."""
+        fault_point("writing")
+        target = self.release_dir(name) / f"{stem}.csv"
+        source = pq.ParquetFile(self.release_dir(name) / f"{stem}.parquet")
+        with target.open("w", newline="") as fh:
+            header = True
+            for batch in source.iter_batches():
+                batch.to_pandas().to_csv(fh, index=False, header=header, float_format="%.17g")
+                header = False
+            if header:  # no rows: the header alone
+                source.schema_arrow.empty_table().to_pandas().to_csv(fh, index=False)
 
     def write_json(self, name: str, filename: str, payload: Mapping[str, Any]) -> None:
         fault_point("writing")

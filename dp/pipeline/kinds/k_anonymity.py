@@ -165,6 +165,7 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
             suppress_if_impossible=True,
             backend=data.backend,
         )
+        out.copy_as_csv(plan.name, "table")
         out.write_json(plan.name, "metrics.json", result.metrics)
         return Executed.of(
             KAnonymityResult(
