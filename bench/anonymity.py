@@ -41,11 +41,11 @@ from dppub.dp.anonymity.classes import CodedTable  # noqa: E402
 from dppub.dp.anonymity.metrics import MetricTables  # noqa: E402
 from dppub.dp.reference.anonymize import anonymize, encode_columns  # noqa: E402
 from dppub.dp.reference.mondrian import mondrian  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "bench"
 SETS = {
-    "adult": ("adult/adult.csv", "adult/adult_hierarchy_{}.csv"),
-    "fars": ("fars/fars_int.csv", "fars/fars_int_hierarchy_{}.csv"),
+    "adult": (folder("adult") / "adult.csv", str(folder("adult") / "adult_hierarchy_{}.csv")),
+    "fars": (folder("fars") / "fars_int.csv", str(folder("fars") / "fars_int_hierarchy_{}.csv")),
 }
 KS = (5, 10)
 SIGMAS = (0.0, 0.04, 0.05, 0.1, 1.0)
@@ -90,8 +90,8 @@ print(json.dumps(out))
 
 def load(name: str) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:
     data, hier = SETS[name]
-    df = pd.read_csv(DATA / data, sep=";", dtype=str)
-    return df, {c: Hierarchy.from_csv(DATA / hier.format(c), name=c) for c in df.columns}
+    df = pd.read_csv(data, sep=";", dtype=str)
+    return df, {c: Hierarchy.from_csv(hier.format(c), name=c) for c in df.columns}
 
 
 def run_dppub(
@@ -202,8 +202,8 @@ def main() -> None:
                         args.tools_python,
                         _ANJANA,
                         {
-                            "data": str(DATA / data),
-                            "hier": str(DATA / hier),
+                            "data": str(data),
+                            "hier": hier,
                             "k": k,
                             "sigma": sigma,
                         },

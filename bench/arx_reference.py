@@ -7,7 +7,7 @@ coincide, its value). ``ARX_LOSS``: ARX's global optimum and its Loss under
 ``<data>_hierarchy_<column>.csv`` (read by ``CSVHierarchyInput``, ``;``); printed by
 ``getGlobalOptimum().getHighestScore()`` from ARX 3.9.2 (arx-deidentifier/arx at
 aacd487fb77b3af7970d5d6fa1b2f6cca1182b64), built from source on this machine (2026-11-25) and
-run on ``../shared/bench``. ARX truncates each attribute's loss to 10 decimals before the mean.
+run on ``data/public``. ARX truncates each attribute's loss to 10 decimals before the mean.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ the pipeline makes it.
 
 Data. The demo table (``data/generate.py``, 50,000 rows, generated as the Makefile does if
 missing) with the demo config's workloads and models, and DPBench 1-D histograms
-(``../shared/bench/dpbench1d``: normalized, ``scale`` records drawn, coarsened).
+(``data/public/dpbench1d.npz``: normalized, ``scale`` records drawn, coarsened).
 
     .venv/bin/python bench/intervals.py            # the table (~10-15 min on 2 cores)
     .venv/bin/python bench/intervals.py --quick    # 30 runs each (~2 min)
@@ -70,6 +70,7 @@ from dppub.dp.matrix.intervals import answer_intervals, least_squares_intervals 
 from dppub.dp.matrix.measure import Measurement  # noqa: E402
 from dppub.dp.matrix.reconstruct import reconstruct  # noqa: E402
 from dppub.dp.reference.histogram import histogram  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.reference.regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
@@ -83,7 +84,7 @@ from dppub.dp.regression.uncertainty import coefficient_table  # noqa: E402
 from dppub.dp.schema import ColumnSpec  # noqa: E402
 
 SAMPLE = ROOT / "data" / "sample" / "census.parquet"
-DPBENCH = ROOT.parent / "shared" / "bench" / "dpbench1d"
+DPBENCH = folder("dpbench1d")
 OUT = ROOT / "bench" / "results" / "intervals.json"
 COVERAGE = (0.93, 0.97)
 RATIO = (0.8, 1.25)

@@ -5,7 +5,7 @@ Prints one table and writes ``bench/results/marginals.json``. Not run by the tes
 Workloads: all 2- and 3-way marginals of
 * the demo (``configs/demo.yaml``): age in 5-year bands over [17, 90] x sex x race x education
   x marital status, 15 x 2 x 5 x 6 x 4 = 3,600 cells;
-* Adult (``../shared/bench/adult``, the ARX extract): its nine attributes over the domains its
+* Adult (``data/public/adult``, the ARX extract): its nine attributes over the domains its
   hierarchy files declare, age in their 5-year bands, 2 x 20 x 5 x 7 x 16 x 41 x 8 x 14 x 2 =
   205,721,600 cells (expected errors only: they need 2^9 numbers, never the histogram).
 
@@ -57,8 +57,9 @@ sys.path.insert(0, str(ROOT))
 import dppub.dp.matrix as mx  # noqa: E402
 from dppub.dp.matrix.marginal_basis import complement_sizes  # noqa: E402
 from dppub.dp.matrix.opt_marginals import descend  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 
-ADULT = ROOT.parent / "shared" / "bench" / "adult"
+ADULT = folder("adult")
 DEMO_DATA = ROOT / "data" / "sample" / "census.parquet"
 OUT = ROOT / "bench" / "results" / "marginals.json"
 

@@ -5,7 +5,7 @@ Prints one table and writes ``bench/results/matrix.json``. Not run by the test s
 1. Analytic error: expected per-query RMSE of least squares over the SVD lower bound, for the
    selected strategy and fixed baselines (identity, H_b, Haar), n = 256, 1024, 4096, and 2-D
    all-range 256 x 256; selection wall time.
-2. DPBench 1-D protocol (Hay et al. SIGMOD 2016) on ``../shared/bench/dpbench1d``: normalize a
+2. DPBench 1-D protocol (Hay et al. SIGMOD 2016) on ``data/public/dpbench1d.npz``: normalize a
    histogram, draw ``scale`` records (multinomial), coarsen 4096 -> ``n`` by summing blocks,
    answer prefix and all-range workloads, compare each reconstruction with least squares on the
    same noise draw (same measurement). Reported: RMSE ratios (workload, per cell) and DPBench's
@@ -48,8 +48,9 @@ import dppub.dp.matrix as mx  # noqa: E402
 from dppub.dp.matrix.opt_blocks import _spd_inverse  # noqa: E402
 from dppub.dp.matrix.reconstruct import l1_fit, sparse_matrix  # noqa: E402
 from dppub.dp.matrix.select import cached_error_factor  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "bench" / "dpbench1d"
+DATA = folder("dpbench1d")
 OUT = ROOT / "bench" / "results" / "matrix.json"
 # Issue 3 targets: expected RMSE / SVD bound (HDMM's figures where it has them).
 RATIO_TARGETS = {

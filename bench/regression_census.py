@@ -3,7 +3,7 @@
 Run through ``bench/regression.py --table categorical`` or ``--table auto`` (or this file with
 the same flag). Each prints one table and writes ``bench/results/regression_<table>.json``.
 
-Data: UCI Adult (``../shared/bench/adult/adult.csv``, 30,162 rows). The six category columns
+Data: UCI Adult (``adult.csv`` in ``data/public``, 30,162 rows). The six category columns
 sex, race, marital-status, education, workclass and occupation are declared with the categories
 of the ARX hierarchy files beside it (a codebook: the first listed is the reference level),
 46 indicators after dropping the reference levels (the workclass codebook declares
@@ -41,6 +41,7 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.reference.regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
@@ -50,9 +51,7 @@ from dppub.dp.reference.regression import (  # noqa: E402
 from dppub.dp.regression.encoding import FeatureEncoding  # noqa: E402
 from dppub.dp.schema import ColumnSpec  # noqa: E402
 
-ADULT = ROOT.parent / "shared" / "bench" / "adult"
-if not ADULT.exists():
-    ADULT = Path("/work/shared/bench/adult")
+ADULT = folder("adult")
 CATS = ["sex", "race", "marital-status", "education", "workclass", "occupation"]
 AGE = (17.0, 90.0)
 

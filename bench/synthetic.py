@@ -5,7 +5,7 @@ normalised to sum 1 (so each error lies in [0, 2]), between the data and a publi
 sample of as many rows as the data (Adult: 30,162). Each method runs at epsilon 0.3, 1 and 3,
 delta 1e-9, on the same binned table, with fixed seeds; wall time is the fit plus the sampling.
 
-Data: the nine columns of ``../shared/bench/adult/adult.csv``, age in the 5-year bands of its
+Data: the nine columns of ``adult.csv`` (``data/public``), age in the 5-year bands of its
 hierarchy file; and the demo census (``data/generate.py``, 50,000 rows): age in 5-year bands over
 [17, 90], sex, race, education, marital, income in 32 equal bins over [0, 250,000]. All columns
 are categorical with the domains declared here (never read from the data); smartnoise's
@@ -58,7 +58,6 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-ADULT = ROOT.parent / "shared" / "bench" / "adult"
 DEMO = ROOT / "data" / "sample" / "census.parquet"
 RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "synthetic_runs.json"
@@ -94,10 +93,14 @@ INCOME_MAX = 250_000.0
 
 
 def adult() -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    df = pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str)[ADULT_COLUMNS]
+    # Imported here: the peers' interpreter runs this file as a worker and has no dppub.
+    from dppub.dp.reference.public_data import folder
+
+    data = folder("adult")
+    df = pd.read_csv(data / "adult.csv", sep=";", dtype=str)[ADULT_COLUMNS]
     domains: dict[str, list[str]] = {}
     for col in ADULT_COLUMNS:
-        h = pd.read_csv(ADULT / f"adult_hierarchy_{col}.csv", sep=";", header=None, dtype=str)
+        h = pd.read_csv(data / f"adult_hierarchy_{col}.csv", sep=";", header=None, dtype=str)
         if col == "age":
             df[col] = df[col].map(dict(zip(h[0], h[1], strict=True)))
             domains[col] = list(dict.fromkeys(h[1]))

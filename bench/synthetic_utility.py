@@ -11,7 +11,7 @@ marginal summed to 1, so 0 to 2).
 Data sets, at epsilon 1, delta 1e-9:
 * demo: ``configs/synthetic.yaml`` on the demo census (``make run`` generates it): all 20 3-way
   marginals of 6 columns, ``max_model_size`` 10;
-* fars (held out: neither demo nor Adult): ``../shared/bench/fars/fars_int.csv``, 100,937 rows,
+* fars (held out: neither demo nor Adult): ``fars_int.csv`` (``data/public``), 100,937 rows,
   8 columns (age in 5-year codes), a list of 2-way marginals (``FARS_WORKLOAD``).
 
     .venv/bin/python bench/synthetic_utility.py --seeds 3
@@ -40,12 +40,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.synthetic import cdp_rho, marginal_answers, run_aim, workload_cliques  # noqa: E402
 from dppub.dp.synthetic.pgm import Clique  # noqa: E402
 from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "synthetic_utility.json"
-FARS = ROOT.parent / "shared" / "bench" / "fars" / "fars_int.csv"
+FARS = folder("fars") / "fars_int.csv"
 FARS_WORKLOAD = [
     ["iage", "isex"],
     ["iage", "iinjury"],

@@ -21,7 +21,7 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
      them (1-3 rows each); row-level (each row a unit) and per person with at most 4 postcodes
      and 3 rows per postcode (m = 4, the issue's setting);
    * ``census``: the demo census (``data/generate.py``, 5,000 rows), ``zip`` (400 codes) row-level;
-   * ``adult``: Adult (``../shared/bench/adult``), ``native-country`` (41 values) row-level.
+   * ``adult``: Adult (``data/public/adult``), ``native-country`` (41 values) row-level.
 
 2. **RMSE** of count, sum and mean of income by education (6 declared groups, 20,000 census
    rows, epsilon 1, pure DP), a three-measure table and a mean alone, row-level and per
@@ -44,7 +44,7 @@ on the *same Parquet file* at the same (epsilon, delta). dppub's side runs in th
    epsilon / 9), and the expected error of the median's mechanism (simulated).
 
 ``--data`` picks the data of sections 1, 2 and 4 (section 3 runs for ``demo`` only):
-``demo`` (the above), ``adult`` or ``fars`` (``../shared/bench``; FARS is the held-out set,
+``demo`` (the above), ``adult`` or ``fars`` (``data/public``; FARS is the held-out set,
 neither the demo nor Adult), chosen before looking at any result (:func:`data_sets`). Neither
 file has a unit column: a unit is a *household* of consecutive rows, 1-4 each (sizes drawn from a
 fixed seed, :func:`_households`), the demo's rule. Declared groups are the leaves of the public
@@ -93,6 +93,7 @@ from dppub.dp.engine.key_weights import KeyWeightsAggregate  # noqa: E402
 from dppub.dp.engine.unit_bounding import BoundedBackend, BoundingAggregate, UnitBound  # noqa: E402
 from dppub.dp.pipeline.plan import load_plan  # noqa: E402
 from dppub.dp.pipeline.publish import in_order, publish  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.schema import ColumnSpec, TableSchema  # noqa: E402
 from dppub.dp.tables.keys import (  # noqa: E402
     GRID,
@@ -105,9 +106,8 @@ from dppub.dp.tables.keys import (  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "tables.json"
 REQUIREMENTS = ROOT / "bench" / "requirements-tables.txt"
-SHARED = ROOT.parent / "shared" / "bench"
-ADULT = SHARED / "adult" / "adult.csv"
-FARS = SHARED / "fars" / "fars_int.csv"
+ADULT = folder("adult") / "adult.csv"
+FARS = folder("fars") / "fars_int.csv"
 EPSILON, DELTA = 1.0, 1e-6
 
 
@@ -244,7 +244,8 @@ class DataSet:
 
 def _leaves(name: str) -> tuple[str, ...]:
     """The leaf values of a public ARX hierarchy file (its first column), in file order."""
-    path = SHARED / name
+    data_set, file = name.split("/")
+    path = folder(data_set) / file
     return tuple(line.split(";")[0] for line in path.read_text().splitlines() if line)
 
 

@@ -1,21 +1,24 @@
-"""A throwaway PostgreSQL server for the tests: Debian's ``postgresql``, one per test process.
+"""A throwaway PostgreSQL server for the tests, from the ``pgserver`` wheel: one per test process.
 
-The ``postgres`` fixture starts a server in a temporary folder the first time a test asks for
-it: no TCP port (a Unix socket in that folder only), trust authentication, and durability off
-(``fsync``), since the tests kill clients, never the server. When the server binaries are missing
-it installs Debian's ``postgresql`` once (``apt-get``, idempotent and serialized between test
-processes by a file lock); as root, the server runs as the ``postgres`` user, because PostgreSQL
-refuses to run as root. Use it from a conftest with ``from tests.pg import postgres``.
+``make setup`` installs ``pgserver`` into ``.venv`` (the ``dev`` extra); it bundles PostgreSQL's
+own binaries (16.x, relocatable: ``initdb``, ``pg_ctl``, ``postgres``), which run here directly.
+Nothing is installed on the machine. The ``postgres`` fixture starts a server in a temporary
+folder the first time a test asks for it: no TCP port (a Unix socket in that folder only), trust
+authentication, and durability off (``fsync``), since the tests kill clients, never the server.
+Without the wheel, a test that asks for the server skips with one line naming the install
+command (under ``DPPUB_REQUIRE_ALL=1``, as ``.ci/run`` sets, it fails: ``tests/conftest.py``).
+Use it from a conftest with ``from tests.pg import postgres``.
 
-Not the ``pgserver`` wheel, which does run as root here: to do so it adds a system user and
-opens every parent folder of its data and of the virtualenv up to ``/`` to other users, its
-server start has a fixed 10 s limit (tight on two loaded cores), and it bundles its own server
-build; Debian's server is part of the machine image and takes ~1 s to start.
+PostgreSQL refuses to run as root: as root, the server runs as ``nobody`` (every Debian machine
+has it), from the wheel's folder when ``nobody`` can reach it, else from a copy under ``/tmp``.
+pgserver's Python API is not used: as root it adds a system user and opens every parent folder
+of its data and of the virtualenv up to ``/`` to other users, and its start has a fixed 10 s
+limit (tight on two loaded cores). Its binaries start a server in ~1 s.
 """
 
 from __future__ import annotations
 
-import fcntl
+import importlib.util
 import os
 import pwd
 import shutil
@@ -31,38 +34,15 @@ import pytest
 
 __all__ = ["PostgresServer", "postgres"]
 
-_INSTALL_LOCK = Path(tempfile.gettempdir()) / "dppub-postgresql-install.lock"
+INSTALL = "make setup (or: .venv/bin/pip install -e '.[dev]')"
 
 
-def _bindir() -> Path | None:
-    """The newest installed server's binaries (Debian keeps them per major version)."""
-    found = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
-        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
-    )
-    if found:
-        return found[-1].parent
-    initdb = shutil.which("initdb")
-    return None if initdb is None else Path(initdb).parent
-
-
-def _install() -> Path:
-    if os.geteuid() != 0:
-        pytest.fail(
-            "no PostgreSQL server found: install Debian's postgresql (or put initdb on PATH)"
-        )
-    with _INSTALL_LOCK.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other test process may be installing it now
-        if _bindir() is None:
-            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-            install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"]
-            if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-                subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
-                subprocess.run(install, env=env, check=True, capture_output=True)
-    found = _bindir()
-    if found is None:
-        pytest.fail("apt-get installed postgresql, but no initdb was found")
-    return found
+def _bundled() -> Path:
+    """The folder of the wheel's PostgreSQL (``bin/``, ``lib/``, ``share/``)."""
+    spec = importlib.util.find_spec("pgserver")  # found, not imported: its import does nothing here
+    if spec is None or spec.origin is None:
+        pytest.skip(f"PostgreSQL tests need the pgserver wheel: {INSTALL}")
+    return Path(spec.origin).parent / "pginstall"
 
 
 class PostgresServer:
@@ -73,14 +53,18 @@ class PostgresServer:
     """
 
     def __init__(self, *, durable: bool = False) -> None:
-        bindir = _bindir() or _install()
-        # Under /tmp: the postgres user must reach it, and a socket path has ~100 characters.
+        install = _bundled()
+        # Under /tmp: the server's user must reach it, and a socket path has ~100 characters.
         self.base = Path(tempfile.mkdtemp(prefix="dppub-pg-", dir="/tmp"))
         self._as: dict[str, Any] = {"cwd": self.base, "capture_output": True, "text": True}
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
-            os.chown(self.base, user.pw_uid, user.pw_gid)
-            self._as.update(user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+        self.uid, self.gid = os.geteuid(), os.getegid()  # the server's user, owner of its files
+        if self.uid == 0:
+            user = pwd.getpwnam("nobody")
+            self.uid, self.gid = user.pw_uid, user.pw_gid
+            os.chown(self.base, self.uid, self.gid)
+            self._as.update(user=self.uid, group=self.gid, extra_groups=[])
+            install = self._reachable(install)
+        bindir = install / "bin"
         self._pg_ctl = [str(bindir / "pg_ctl"), "-D", str(self.base / "data")]
         self._run(
             str(bindir / "initdb"),
@@ -93,6 +77,23 @@ class PostgresServer:
         self._run(
             *self._pg_ctl, "-l", str(self.base / "log"), "-w", "-t", "120", "-o", options, "start"
         )
+
+    def _reachable(self, install: Path) -> Path:
+        """``install``, or a copy in the server's folder when the server's user cannot run it
+        there (a virtualenv under a folder closed to others, such as ``/root``)."""
+        probe = [str(install / "bin" / "initdb"), "--version"]
+        try:
+            if subprocess.run(probe, check=False, **self._as).returncode == 0:
+                return install
+        except PermissionError:  # the file itself cannot be executed as that user
+            pass
+        site = self.base / "site"  # the wheel's layout: the binaries' RPATH is relative
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(install / part, site / "pgserver" / "pginstall" / part, symlinks=True)
+        libs = install.parents[1] / "pgserver.libs"  # RPATH $ORIGIN/../../../pgserver.libs
+        if libs.is_dir():
+            shutil.copytree(libs, site / "pgserver.libs", symlinks=True)
+        return site / "pgserver" / "pginstall"
 
     def _run(self, *command: str) -> None:
         done = subprocess.run(command, check=False, **self._as)

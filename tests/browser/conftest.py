@@ -1,4 +1,4 @@
-"""Browser tests: Chromium is installed once per machine, started once per test session."""
+"""Browser tests: Chromium (a prerequisite, never installed here) started once per session."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.chromium import Browser, ensure_chromium
+from tests.browser.chromium import Browser, find_chromium
 from tests.dp.pipeline.published_run import Demo, publish_demo
 
 
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    chromium = Browser(ensure_chromium(), tmp_path_factory.mktemp("chromium") / "profile")
+    chromium = Browser(find_chromium(), tmp_path_factory.mktemp("chromium") / "profile")
     yield chromium
     chromium.close()
 

@@ -1,16 +1,15 @@
-"""Fixtures: the Adult benchmark (read in place, never copied) and a small synthetic table."""
+"""Fixtures: the Adult benchmark (the repository's copy in data/public) and a small table."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from dppub.dp.anonymity import Hierarchy
+from dppub.dp.reference.public_data import folder
 from tests.dp.anonymity.oracle import small_table
 
-ADULT = Path(__file__).resolve().parents[4] / "shared" / "bench" / "adult"
+ADULT = folder("adult")
 
 
 @pytest.fixture(scope="session")

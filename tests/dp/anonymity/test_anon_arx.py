@@ -23,7 +23,6 @@ Every expectation below is a figure from ARX's JUnit suite (github.com/arx-deide
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,9 +32,10 @@ from dppub.dp.anonymity import Hierarchy
 from dppub.dp.anonymity.search import exhaustive, optimal
 from dppub.dp.errors import InputError
 from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.public_data import folder
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
-FARS = Path(__file__).resolve().parents[4] / "shared" / "bench" / "fars"
+FARS = folder("fars")
 ARX_TESTS = "arx-deidentifier/arx src/test/org/deidentifier/arx/test/"
 
 

@@ -8,7 +8,6 @@ than the ledger's timeout, an immutable file, another user; afterwards the ledge
 
 import multiprocessing as mp
 import os
-import pwd
 import shutil
 import sqlite3
 import subprocess
@@ -202,9 +201,8 @@ def test_postgres_read_only_is_named(postgres: PostgresServer) -> None:
 def test_postgres_on_a_full_disk_is_named(postgres: PostgresServer) -> None:
     base = Path(tempfile.mkdtemp(prefix="dppub-pgdisk-", dir="/tmp"))
     base.chmod(0o755)  # the server's user reaches the tablespace through it
-    owner = pwd.getpwnam("postgres")
     with mounted_small_disk(base / "disk") as disk:
-        os.chown(disk.path, owner.pw_uid, owner.pw_gid)
+        os.chown(disk.path, postgres.uid, postgres.gid)  # the server's own user
         space = f"t_{base.name.rsplit('-', 1)[1].lower()}"
         admin = psycopg.connect(postgres.url(), autocommit=True)
         try:
