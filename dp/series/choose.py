@@ -35,6 +35,8 @@ class Choice:
 
     strategy: CausalStrategy
     """The candidate with the least expected total squared error (the first on a tie)."""
+    strategies: tuple[CausalStrategy, ...]
+    """The candidates, in table order."""
     table: tuple[ErrorProfile, ...]
     """Each candidate's expected error, in candidate order."""
     bound: float
@@ -71,5 +73,8 @@ def choose_strategy(
     )
     best = min(range(len(table)), key=lambda i: table[i].total)
     return Choice(
-        strategy=strategies[best], table=table, bound=svd_bound(workload, relation, noise=noise)
+        strategy=strategies[best],
+        strategies=strategies,
+        table=table,
+        bound=svd_bound(workload, relation, noise=noise),
     )
