@@ -19,7 +19,13 @@ lower-triangular factorizations); Li & Miklau, VLDB 2012 (the SVD bound).
 """
 
 from dppub.dp.series.choose import Choice, candidates, choose_strategy
-from dppub.dp.series.error import ErrorProfile, Noise, expected_errors, svd_bound
+from dppub.dp.series.error import (
+    ErrorProfile,
+    Noise,
+    expected_errors,
+    factorization_bound,
+    svd_bound,
+)
 from dppub.dp.series.estimate import causal_estimates, estimator, next_value, revised_estimate
 from dppub.dp.series.optimize import Optimized, optimized
 from dppub.dp.series.sensitivity import Relation, Sensitivity, sensitivity
@@ -50,6 +56,7 @@ __all__ = [
     "choose_strategy",
     "estimator",
     "expected_errors",
+    "factorization_bound",
     "moving_sum",
     "next_value",
     "optimized",

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dppub.dp.series.error import ErrorProfile, Noise, expected_errors, svd_bound
+from dppub.dp.series.error import (
+    ErrorProfile,
+    Noise,
+    expected_errors,
+    factorization_bound,
+    svd_bound,
+)
 from dppub.dp.series.optimize import optimized
 from dppub.dp.series.sensitivity import Relation
 from dppub.dp.series.strategies import BinaryTree, CausalStrategy, Identity, SquareRoot
@@ -41,6 +47,9 @@ class Choice:
     """Each candidate's expected error, in candidate order."""
     bound: float
     """The SVD lower bound on the expected total squared error (:func:`svd_bound`)."""
+    factorization_bound: float
+    """A second lower bound, from contiguous windows of periods (attained row-level; the larger
+    of the two bounds is the one to compare with): :func:`dp.series.error.factorization_bound`."""
 
     @property
     def profile(self) -> ErrorProfile:
@@ -77,4 +86,5 @@ def choose_strategy(
         strategies=strategies,
         table=table,
         bound=svd_bound(workload, relation, noise=noise),
+        factorization_bound=factorization_bound(workload, relation, noise=noise),
     )

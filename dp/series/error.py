@@ -34,11 +34,19 @@ import numpy as np
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.series.estimate import estimator
+from dppub.dp.series.optimize import maximise_dual
 from dppub.dp.series.sensitivity import Norm, Relation, Sensitivity, sensitivity
 from dppub.dp.series.strategies import CausalStrategy
 from dppub.dp.series.workloads import FloatArray, SeriesWorkload
 
-__all__ = ["ErrorProfile", "Noise", "expected_errors", "noise_norm", "svd_bound"]
+__all__ = [
+    "ErrorProfile",
+    "Noise",
+    "expected_errors",
+    "factorization_bound",
+    "noise_norm",
+    "svd_bound",
+]
 
 Noise = Literal["gaussian", "laplace"]
 """The noise the measurements get: Gaussian (L2 sensitivity) or Laplace (L1)."""
@@ -108,3 +116,29 @@ def svd_bound(workload: SeriesWorkload, relation: Relation, *, noise: Noise = "g
     nuclear = float(np.sum(np.linalg.svd(workload.matrix @ root, compute_uv=False)))
     m = relation.max_rows_per_unit
     return _UNIT_VARIANCE[noise] * m * m * nuclear * nuclear
+
+
+def factorization_bound(
+    workload: SeriesWorkload, relation: Relation, *, noise: Noise = "gaussian"
+) -> float:
+    """A second lower bound on the expected total squared error of every factorization: tight
+    row-level, and much higher than :func:`svd_bound` for a unit over many periods (at
+    ``T = 120``, ``k = 12``; on short horizons it can be lower: report the larger).
+
+    A unit may fill any ``k`` consecutive periods (or the first or last ``j < k``), so
+    ``Delta_2^2 >= m^2 v_j^T X v_j`` for each such window ``v_j``, and the error is at least
+    ``m^2 min tr(G X^-1)`` subject to ``v_j^T X v_j <= 1``: the dual value of that problem
+    (:func:`dp.series.optimize.maximise_dual`) bounds it whatever the solver reached. Row-level
+    (``k = 1``) the windows are the periods and this is the optimised factorization's own
+    problem, so the bound is attained; for a unit over several periods the gap to the best
+    strategy found is what a contiguous-window relaxation leaves open.
+    """
+    noise_norm(noise)  # checks the name
+    periods = workload.horizon
+    k = min(relation.max_periods_per_unit, periods)
+    starts = np.arange(-(k - 1), periods)[:, None]
+    t = np.arange(periods)[None, :]
+    windows = ((t >= starts) & (t < starts + k)).astype(np.float64).T
+    _, value = maximise_dual(workload, windows)
+    m = relation.max_rows_per_unit
+    return _UNIT_VARIANCE[noise] * m * m * value

@@ -39,6 +39,7 @@ def test_the_choice_has_the_least_error_and_beats_identity_and_square_root(
     assert choice.profile.total == min(totals.values())
     assert choice.profile.total <= min(totals["Identity"], totals["SquareRoot"])
     assert choice.bound <= choice.profile.total * (1 + 1e-9)
+    assert choice.factorization_bound <= choice.profile.total * (1 + 1e-9)
 
 
 def test_running_totals_choose_the_optimized_factorization_row_level() -> None:

@@ -15,7 +15,9 @@ from dppub.dp.series import (
     SquareRoot,
     causal_estimates,
     expected_errors,
+    factorization_bound,
     moving_sum,
+    optimized,
     per_period,
     running_total,
     sensitivity,
@@ -66,6 +68,7 @@ def test_the_unit_bound_is_below_every_factorization_brute_forced() -> None:
     w = stack(per_period(horizon), moving_sum(horizon, 3))
     relation = Relation(max_periods_per_unit=k)
     bound = svd_bound(w, relation)
+    floor = factorization_bound(w, relation)
     rng = np.random.default_rng(5)
     matrices = [
         np.tril(rng.normal(size=(horizon, horizon))) + 3 * np.eye(horizon) for _ in range(20)
@@ -78,7 +81,15 @@ def test_the_unit_bound_is_below_every_factorization_brute_forced() -> None:
             for s in itertools.combinations(range(horizon), size)
         )
         error = exact * float(np.sum((w.matrix @ np.linalg.inv(a)) ** 2))
-        assert bound <= error * (1 + 1e-9)
+        assert max(bound, floor) <= error * (1 + 1e-9)
     # k = 1 is the classic bound (sum of singular values)^2 / T.
     sv = np.linalg.svd(w.matrix, compute_uv=False)
     assert svd_bound(w, ROW) == pytest.approx(sv.sum() ** 2 / horizon)
+
+
+def test_row_level_factorization_bound_is_the_optimised_strategys_dual_value() -> None:
+    w = stack(per_period(30), moving_sum(30, 12))
+    opt = optimized(w)
+    floor = factorization_bound(w, ROW)
+    assert floor == pytest.approx(opt.dual_bound, rel=1e-6)
+    assert svd_bound(w, ROW) <= floor <= expected_errors(opt, w, ROW).total * (1 + 1e-9)
