@@ -76,14 +76,18 @@ def _next(
     strategy: CausalStrategy, workload: SeriesWorkload, y: FloatArray, published: FloatArray
 ) -> FloatArray:
     t = published.shape[0]
-    if workload.horizon != strategy.horizon or t >= strategy.horizon:
-        raise ConfigError(f"period {t} is outside the horizon {workload.horizon}")
+    if workload.horizon != strategy.horizon:
+        raise ConfigError(f"workload horizon {workload.horizon} is not {strategy.horizon}")
+    if t >= strategy.horizon:
+        raise InputError(f"period {t} is outside the horizon {strategy.horizon}")
     if y.shape[0] != strategy.measured_by(t) or published.shape[1] != y.shape[1]:
         raise InputError(
             f"period {t} needs {strategy.measured_by(t)} measurements and {t} published values"
         )
     x_hat = _lstsq(strategy, y)
     figures = workload.matrix[workload.periods == t]
+    if figures.shape[0] == 0:  # nothing published this period: its best estimate
+        return np.asarray(x_hat[t])
     a = figures[:, t]
     revision = x_hat[:t] - published
     return np.asarray(x_hat[t] + (a @ (figures[:, :t] @ revision)) / float(a @ a))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dppub.dp.errors import InputError
+from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.series import (
     BinaryTree,
     CausalStrategy,
@@ -104,3 +104,21 @@ def test_measurements_that_do_not_end_a_period_are_refused() -> None:
         revised_estimate(tree, np.ones(2))
     with pytest.raises(InputError, match="period 2 needs 4 measurements and 2 published"):
         next_value(tree, running_total(T), np.ones(3), np.ones(2))
+    with pytest.raises(InputError, match="period 20 is outside the horizon 20"):
+        next_value(tree, running_total(T), np.ones(tree.matrix.shape[0]), np.ones(T))
+    with pytest.raises(ConfigError, match="workload horizon 21 is not 20"):
+        next_value(tree, running_total(T + 1), np.ones(1), np.ones(0))
+
+
+def test_a_period_without_figures_gets_its_least_squares_estimate() -> None:
+    from dppub.dp.series import SeriesWorkload
+
+    # Quarterly totals over 6 months: months 0, 1, 3 and 4 publish nothing.
+    quarters = SeriesWorkload(matrix=np.kron(np.eye(2), np.ones((1, 3))), blocks=(("quarter", 2),))
+    tree = BinaryTree(horizon=6)
+    _, y = _noisy(tree, seed=4)
+    values = causal_estimates(tree, quarters, y)
+    assert values[0] == pytest.approx(revised_estimate(tree, y[: tree.measured_by(0)])[0])
+    assert np.sum(values[:3]) == pytest.approx(
+        np.sum(revised_estimate(tree, y[: tree.measured_by(2)]))
+    )
