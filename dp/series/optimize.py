@@ -79,7 +79,12 @@ def maximise_dual(workload: SeriesWorkload, constraints: FloatArray) -> tuple[Fl
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Optimized(CausalStrategy):
     """The lower-triangular ``A`` minimising ``||W A^-1||_F^2 max_i ||A e_i||_2^2`` for the
-    declared workload (row-level Gaussian error), columns scaled to a maximum norm of 1."""
+    declared workload (row-level Gaussian error), columns scaled to a maximum norm of 1.
+
+    It is optimised for the row-level relation only; under a unit over several periods it is
+    a candidate with its certified unit sensitivity, and
+    :func:`dp.series.error.factorization_bound` says how far any strategy could go below it.
+    """
 
     workload: SeriesWorkload
     """The figures the strategy is optimised for (its horizon is the strategy's)."""
