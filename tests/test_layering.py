@@ -24,6 +24,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "dp.kmeans",
         "dp.anonymity",
         "dp.tables",
+        "dp.series",
     ),
     "synthetic": ("dp.synthetic",),
     "data access": ("dp.engine", "dp.io"),
