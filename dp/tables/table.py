@@ -38,6 +38,7 @@ from dppub.dp.tables.quantiles import (
     cdf_strategy,
     measure_quantiles,
     measure_quantiles_jointly,
+    quantile_method,
 )
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
@@ -49,6 +50,7 @@ __all__ = [
     "measure_components",
     "release_table",
     "row_bound",
+    "table_mechanism",
     "table_strategy",
 ]
 
@@ -89,6 +91,28 @@ class TableDesign:
             if c.kind == kind and c.column == column:
                 return c
         return None
+
+
+def table_mechanism(design: TableDesign, selection: str | None = None) -> str:
+    """The mechanisms a table runs, by name, joined by ``+`` (the ledger's, the manifest's and
+    ``release.json``'s ``mechanism``): ``selection`` (a private-keys rule's,
+    :attr:`dp.tables.keys.KeyRule.mechanism`), ``laplace`` for counts, sums and a hierarchical
+    CDF, ``exponential`` for quantiles drawn by the exponential mechanism -- the method
+    :func:`dp.tables.quantiles.quantile_method` chooses from public values (with margins always
+    the CDF).
+
+    >>> table_mechanism(TableDesign(keys=(), dims=(), measures=(), components=()), "x")
+    'x'
+    """
+    names = [] if selection is None else [selection]
+    for c in design.components:
+        method = "cdf"
+        if c.kind == "cdf" and not design.margins:
+            (at,) = (m.at for m in design.measures if m.kind == "quantile" and m.column == c.column)
+            bins = len(design.edges[c.column or ""]) - 1
+            method = quantile_method(bins, at, c.epsilon, design.group)[0]
+        names.append("exponential" if method == "exponential" else "laplace")
+    return "+".join(dict.fromkeys(names))
 
 
 def table_strategy(design: TableDesign) -> matrix.Strategy:

@@ -91,6 +91,7 @@ from dppub.dp.tables.table import (
     TableRelease,
     component_facts,
     release_table,
+    table_mechanism,
     table_strategy,
 )
 
@@ -364,7 +365,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         return ReleasePlan(
             name=item.name,
             kind=self.label,
-            mechanism="laplace",
+            mechanism=table_mechanism(design),
             cost=item.cost,
             is_dp=True,
             bounding=bounding,
@@ -729,7 +730,7 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
     return ReleasePlan(
         name=item.name,
         kind="table",
-        mechanism="laplace",
+        mechanism=table_mechanism(design, rule.mechanism),
         cost=item.cost,
         is_dp=True,
         bounding=bounding,

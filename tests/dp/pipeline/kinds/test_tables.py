@@ -298,3 +298,42 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     (summary,) = published.summaries
     cdf = summary.details["components"]["cdf(hours)"]
     assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
+
+
+@pytest.mark.slow  # ~3 s: three tables published, the audit page drawn
+def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_small: Path) -> None:
+    # Issue 34, item 6 (old code: every table was recorded as 'laplace', also quantiles drawn
+    # by the exponential mechanism).
+    from dppub.flows.commands import audit_payload, write_audit_page
+
+    both = {
+        "name": "hours_by_sex",
+        "epsilon": 1.0,
+        "by": ["sex"],
+        "measures": ["count", {"quantile": "hours", "at": [0.5]}],
+    }
+    cdf = {**both, "name": "hours_with_margins", "margins": True}
+    config = _config(tmp_path, census_small, [TABLES[0], TABLES[1], both, cdf])
+    expected = {
+        "income_by_race": "laplace",
+        "median_hours": "exponential",
+        "hours_by_sex": "laplace+exponential",
+        "hours_with_margins": "laplace",  # with margins, quantiles come from the noisy CDF
+    }
+    assert {r.name: r.mechanism for r in load_plan(config).releases} == expected
+    ledger = tmp_path / "ledger.sqlite"
+    folder = publish_in_process(config, ledger, tmp_path / "out").folder
+    book = Ledger(str(ledger), create=False)
+    rows = [r for r in book.history() if r["event"] == "release"]
+    assert {r["release"]: r["mechanism"] for r in rows} == expected
+    assert book.verify().ok
+    entries = {
+        e["name"]: e["mechanism"]
+        for e in json.loads((folder / "manifest.json").read_text())["releases"]
+    }
+    assert entries == expected
+    for name, mechanism in expected.items():
+        assert json.loads((folder / name / "release.json").read_text())["mechanism"] == mechanism
+    page = tmp_path / "audit.html"
+    write_audit_page(str(ledger), audit_payload(str(ledger), None), page)
+    assert "<td>laplace+exponential</td>" in page.read_text()
