@@ -747,9 +747,14 @@ def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact
         for c in design.components
         if c.kind in ("centred_sum", "count_sum") and c.column is not None
     )
-    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
-    # Both aggregates read the same rows: those with every column of the table.
-    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
+    # Units are told apart by their ids; rows come bounded, and a unit counts in at most the
+    # rule's keys. Both aggregates read the same rows: those with every column of the table.
+    limit = 1 if plan.spec.selection is None else plan.spec.selection.max_partitions
+    unit = (
+        None
+        if b.unit is None
+        else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
+    )
     weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
     sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
 
