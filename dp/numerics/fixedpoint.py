@@ -29,8 +29,9 @@ is therefore computed exactly:
    by at most their exact difference plus ``2^-52 n M``. Up to :data:`MAX_ROWS` ``= 2^36`` rows
    that is :data:`CONVERSION_ALLOWANCE` ``M = 2^-16 M`` per coordinate, which the declared
    sensitivities include (:mod:`dp.regression.sensitivity`, :mod:`dp.kmeans`). Counts are
-   integers below ``2^53``: exact, no allowance. A statistic of more than ``MAX_ROWS`` rows is
-   refused when it is finished (:func:`check_rows`): the allowance would not cover it.
+   integers below ``2^53``: exact, no allowance. Data of more than ``MAX_ROWS`` rows is
+   refused from its footers before a run reserves (:func:`dp.io.check_source`), and a
+   statistic of more when it is finished (:func:`check_rows`): the allowance would not cover it.
 """
 
 from __future__ import annotations
