@@ -3,7 +3,9 @@
 Two kinds of problems, handled so that no single record can change what a run does:
 
 * structural -- a missing file, not Parquet, a missing column, a wrong type (in *any* file of a
-  folder), a folder that lists one file twice or loops (:func:`data_files`) -- found by
+  folder), a folder that lists one file twice or loops (:func:`data_files`), more rows in all
+  files than the exact sums' rounding allowance covers (:data:`dp.numerics.fixedpoint.MAX_ROWS`,
+  the footers' row counts: no statistic can sum more rows than the files hold) -- found by
   :func:`check_source` from the listing and the Parquet footers before any value is read, each
   a one-line :class:`InputError` naming the file and column, never a data value;
 * value-level -- nulls, NaN, infinities, numbers outside the declared bounds, undeclared
@@ -32,6 +34,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from dppub.dp.errors import InputError, InvariantError
+from dppub.dp.numerics.fixedpoint import check_rows
 from dppub.dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
@@ -158,7 +161,9 @@ def check_source(
 ) -> None:
     """Check the structure of a Parquet file or folder from its listing and footers only (reads
     no value): it exists, lists each file once (:func:`data_files`), every file is Parquet and
-    has the declared columns with compatible types.
+    has the declared columns with compatible types, and the files hold at most
+    :data:`dp.numerics.fixedpoint.MAX_ROWS` rows in all (:func:`check_rows`: what the row count
+    alone reveals, the README's *Privacy model* says).
 
     Raises:
         InputError: one line naming the file and the problem.
@@ -166,6 +171,7 @@ def check_source(
     p = Path(path)
     wanted = list(columns) if columns is not None else list(schema.names)
     specs = [schema[name] for name in wanted]
+    rows = 0
     try:
         for fragment in fragments(p):
             where = Path(fragment.path)
@@ -175,8 +181,10 @@ def check_source(
                 raise InputError(f"{where}: missing declared column(s) {missing}")
             for s in specs:
                 _check_type(s, physical.field(s.name).type, where)
+            rows += fragment.metadata.num_rows
     except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
         raise InputError(f"cannot read {p} as Parquet: {_reason(exc)}") from None
+    check_rows(rows)
 
 
 def empty_frame(specs: Sequence[ColumnSpec]) -> pd.DataFrame:

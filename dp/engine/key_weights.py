@@ -6,12 +6,16 @@ privacy units with a row in it, and the sum of those units' weights
 ``k`` keys -- as exact integers. Row-level, every row is its own unit (weight ``2^20``, count 1).
 
 Under a privacy unit, a unit's weight depends on all its keys, which a batch does not see whole:
-the accumulator keeps the distinct (unit, key) pairs (a unit's hashed id under the run's key, as
-:class:`dp.engine.unit_bounding.UnitBound` hashes it; memory: distinct pairs, not rows), merged by
-set union, and :meth:`KeyWeightsAggregate.finish` counts each unit's keys once all are in. Sets
-and integer sums do not depend on the merge order, so every engine gives the same bits. Rows are
-read *after* unit bounding (wrap in :class:`dp.engine.unit_bounding.Bounded`), so ``k`` is at most
-``max_partitions_per_unit``.
+the accumulator keeps the distinct (unit, key) pairs (a unit's id as stored,
+:meth:`dp.engine.unit_bounding.UnitBound.ids`, and the key's labels: both compared exactly, never
+by a hash; memory: distinct pairs, not rows), merged by set union, and
+:meth:`KeyWeightsAggregate.finish` counts each unit's keys once all are in. Sets and integer sums
+do not depend on the merge order, so every engine gives the same bits. Rows are read *after*
+unit bounding (wrap in :class:`dp.engine.unit_bounding.Bounded`), which keeps a unit's rows in at
+most ``max_partitions`` keys; the finish enforces that bound itself, by label: a unit found in
+more keys (whatever let it through) counts in its ``max_partitions`` lowest labels only -- a
+choice that depends on the unit's own keys alone -- so no unit ever weighs on more keys than the
+selection rule is calibrated for.
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ class KeyWeightsAggregate:
     by: tuple[str, ...]
     """The table's ``by`` columns, in order."""
     unit: UnitBound | None = None
-    """The privacy unit (``None``: row-level, each row a unit in one key)."""
+    """The privacy unit (``None``: row-level, each row a unit in one key); its
+    ``max_partitions``: the most keys a unit counts in."""
     complete: tuple[str, ...] = ()
     """Further columns a row must have to count (a table's measured columns: the selection
     reads the rows its measures read)."""
@@ -100,7 +105,7 @@ class KeyWeightsAggregate:
             for key, n in keys.value_counts(sort=False).items():
                 acc.rows[str(key)] = acc.rows.get(str(key), 0) + int(n)
             return acc
-        pairs = pd.DataFrame({"unit": self.unit.units(batch), "key": keys.to_numpy()})
+        pairs = pd.DataFrame({"unit": self.unit.ids(batch)[0], "key": keys.to_numpy()})
         acc.pairs.append(pairs.drop_duplicates())
         return acc
 
@@ -120,6 +125,8 @@ class KeyWeightsAggregate:
         if not acc.pairs:
             return KeyWeights(labels=(), units=_EMPTY, weights=_EMPTY)
         pairs = pd.concat(acc.pairs, ignore_index=True).drop_duplicates()
+        pairs = pairs.sort_values("key", kind="stable")
+        pairs = pairs[pairs.groupby("unit", sort=False).cumcount() < self.unit.max_partitions]
         per_unit = pairs.groupby("unit", sort=False)["key"].transform("size").to_numpy()
         table = {k: unit_weight(int(k)) for k in np.unique(per_unit)}
         weight = np.array([table[k] for k in per_unit], dtype=np.int64)

@@ -9,26 +9,31 @@ Which rows are kept is decided by a data-independent rule: each row gets a prior
 keyed hash of its unit and its own values under a fresh random key for the run (OS
 randomness), and each unit keeps its ``max_rows`` rows of lowest priority -- a uniform random
 choice among its rows. A partitioned release first keeps, per unit, the ``max_partitions``
-partitions of lowest keyed hash among those the unit has rows in. A unit's choice depends on
+partitions of lowest keyed hash among those the unit has rows in (ties, two labels with one
+hash, broken by the labels themselves). A unit's choice depends on
 that unit's rows only, so removing one unit leaves every other unit's kept rows as they were:
 the bounded tables of two unit-neighbours differ by at most ``max_rows`` rows of one unit. A
 row without a unit (a null, or an undeclared category) is never read.
 
 A unit is its id *as stored*, never a value rule's result (:attr:`dp.schema.ColumnSpec.unit`):
 an ``int`` id exactly as an int64 (:attr:`Batch.keys`; not through float64, not clamped), a text
-id by its characters. Two distinct ids are two units (up to a 64-bit keyed hash collision).
+id by its characters. Two distinct ids are two units and two distinct labels two partitions,
+always: hashes (keyed with the run's secret key, so nobody can search for a collision offline)
+only spread units over buckets and order rows and partitions; units and partitions are told
+apart by comparing the ids and labels themselves (:data:`Ids`), so a hash collision merges
+nothing. (A merge would not just keep fewer rows: removing one of two merged units changes
+which rows the other keeps.)
 
 One extra pass (:class:`BoundingAggregate`) finds the rows to leave out, by position; its
 accumulator spills to disk in unit-hash buckets when it outgrows :data:`SPILL_ROWS`, so memory
 is bounded by the bucket size and the rows left out, not by the row count. The spill files are
 unnamed temporary files (unlinked at creation): whatever ends the process, nothing is left.
-Unit ids are hashed (keyed) to 64 bits; a collision merges two units under one bound, which
-only keeps fewer rows.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,13 +110,27 @@ class UnitBound:
             return _mix(batch.keys[self.column].view(np.uint64), self.key)
         if self.column in batch.numeric:
             raise InvariantError(f"unit column {self.column!r} was not read as a unit id")
-        return _hashed(batch.text[self.column], self.key.to_bytes(8, "big").hex()[:16])
+        return _hashed(batch.text[self.column], _hash_key(self.key))
+
+    def ids(self, batch: Batch) -> Ids:
+        """Each row's unit id as stored (an int64, or its text) and, for a partitioned release,
+        its partition label: compared exactly, never by hash (rows complete in the columns)."""
+        if self.column in batch.keys:
+            unit: npt.NDArray[Any] = batch.keys[self.column]
+        elif self.column in batch.numeric:
+            raise InvariantError(f"unit column {self.column!r} was not read as a unit id")
+        else:
+            unit = _texts(batch.text[self.column])
+        if self.partition is None:
+            return (unit,)
+        return unit, _texts(batch.text[self.partition])
 
     def parts(self, batch: Batch, units: U64) -> U64:
-        """Each row's (unit, partition) pair, hashed (zeros without a partition)."""
+        """Each row's (unit, partition) pair, hashed under the run's key (zeros without a
+        partition): it orders a unit's partitions, the labels tell them apart."""
         if self.partition is None:
             return np.zeros(len(units), dtype=np.uint64)
-        labels = _hashed(batch.text[self.partition], "dppub-partitions")
+        labels = _hashed(batch.text[self.partition], _hash_key(self.key ^ _PARTITIONS))
         return _mix(units ^ labels, self.key)
 
     def priorities(self, batch: Batch, units: U64) -> U64:
@@ -128,6 +147,21 @@ class UnitBound:
                 values = np.where(mark, np.uint64(1), values)
             h = _mix(h ^ values, self.key)
         return _mix(h, self.key ^ 0x5DEECE66D)
+
+
+_PARTITIONS = 0x7061727469746E73
+"""Derives the partitions' hash key from the run's (a different key than the units')."""
+
+
+def _hash_key(key: int) -> str:
+    """The 16 characters :func:`_hashed` keys with, from a 64-bit key."""
+    return key.to_bytes(8, "big").hex()
+
+
+def _texts(column: Any) -> npt.NDArray[Any]:
+    """Each row's value of a dictionary column as a Python string (rows complete in it)."""
+    words = np.asarray(column.dictionary.to_pylist(), dtype=object)
+    return np.asarray(words[column.indices.to_numpy(zero_copy_only=False)], dtype=object)
 
 
 def _hashed(column: Any, hash_key: str) -> U64:
@@ -162,23 +196,34 @@ class UnitFilter:
 
 
 Quad = tuple[U64, U64, U64, npt.NDArray[np.int64]]
+Ids = tuple[npt.NDArray[Any], ...]
+"""Each row's exact unit id and, for a partitioned release, its partition label
+(:meth:`UnitBound.ids`)."""
+Chunk = tuple[Quad, Ids]
+
+
+def _concat(chunks: Sequence[Chunk]) -> Chunk:
+    quads, ids = zip(*chunks, strict=True)
+    u, p, q, r = (np.concatenate(a) for a in zip(*quads, strict=True))
+    return (u, p, q, r), tuple(np.concatenate(a) for a in zip(*ids, strict=True))
 
 
 @dataclass(eq=False)
 class _Rows:
-    """(unit, partition, priority, position) per row, spilled to disk in unit-hash buckets
-    when large; positions of rows without a unit, kept apart (they are always left out)."""
+    """(unit, partition, priority, position) per row with its :data:`Ids`, spilled to disk in
+    unit-hash buckets when large; positions of rows without a unit, kept apart (they are always
+    left out)."""
 
-    arrays: list[Quad] = field(default_factory=list)
+    arrays: list[Chunk] = field(default_factory=list)
     unitless: list[npt.NDArray[np.int64]] = field(default_factory=list)
     held: int = 0
-    files: list[IO[bytes]] | None = None
-    """One unnamed temporary file per bucket once spilled (unlinked at creation: a crash or a
-    kill leaves nothing; closing them frees the space)."""
+    files: list[tuple[IO[bytes], IO[bytes]]] | None = None
+    """Two unnamed temporary files per bucket once spilled, the hashes and the ids (unlinked at
+    creation: a crash or a kill leaves nothing; closing them frees the space)."""
 
-    def add(self, quad: Quad) -> None:
-        self.arrays.append(quad)
-        self.held += len(quad[0])
+    def add(self, chunk: Chunk) -> None:
+        self.arrays.append(chunk)
+        self.held += len(chunk[0][0])
         if self.held > SPILL_ROWS:
             self.spill()
 
@@ -188,10 +233,13 @@ class _Rows:
         if self.files is None:
             # Open for the whole pass (closed by buckets()); no name, so nothing to clean up.
             self.files = [
-                tempfile.TemporaryFile(prefix="dppub-units-")  # noqa: SIM115
+                (
+                    tempfile.TemporaryFile(prefix="dppub-units-"),  # noqa: SIM115
+                    tempfile.TemporaryFile(prefix="dppub-units-"),  # noqa: SIM115
+                )
                 for _ in range(_BUCKETS)
             ]
-        for units, parts, prio, pos in self.arrays:  # one batch at a time: no copy of all
+        for (units, parts, prio, pos), ids in self.arrays:  # one batch at a time: no copy
             bucket = (units % np.uint64(_BUCKETS)).astype(np.uint8)
             order = np.argsort(bucket, kind="stable")  # a radix sort, rows kept in order
             edges = np.searchsorted(bucket[order], np.arange(_BUCKETS + 1))
@@ -199,42 +247,56 @@ class _Rows:
                 at = order[edges[b] : edges[b + 1]]
                 if len(at):
                     quad = (units[at], parts[at], prio[at], pos[at].view(np.uint64))
-                    self.files[b].write(np.stack(quad, axis=1).tobytes())
+                    hashes, exact = self.files[b]
+                    hashes.write(np.stack(quad, axis=1).tobytes())
+                    # Our own unnamed file, read back by this process or its dask partial.
+                    pickle.dump(tuple(a[at] for a in ids), exact)
         self.arrays, self.held = [], 0
 
-    def buckets(self) -> Iterator[Quad]:
+    def buckets(self) -> Iterator[Chunk]:
         """The rows, one bucket at a time (every row of a unit in one bucket)."""
         if self.files is None:
             if self.arrays:
-                u, p, q, r = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
-                yield u, p, q, r
+                yield _concat(self.arrays)
             return
         self.spill()
         files, self.files = self.files, None
         try:
-            for f in files:
-                quad = _read(f)
-                f.close()
-                if len(quad[0]):
-                    yield quad
+            for pair in files:
+                chunk = _read(*pair)
+                for f in pair:
+                    f.close()
+                if chunk is not None:
+                    yield chunk
         finally:
-            for f in files:
-                f.close()
+            for pair in files:
+                for f in pair:
+                    f.close()
 
     def __getstate__(self) -> dict[str, Any]:
         """Shipped between processes (a dask worker's partial): spilled rows travel in memory."""
-        spilled = [_read(f) for f in self.files or []]
-        arrays = self.arrays + [q for q in spilled if len(q[0])]
-        held = sum(len(q[0]) for q in arrays)
+        spilled = [_read(*pair) for pair in self.files or []]
+        arrays = self.arrays + [c for c in spilled if c is not None]
+        held = sum(len(c[0][0]) for c in arrays)
         return {"arrays": arrays, "unitless": self.unitless, "held": held, "files": None}
 
 
-def _read(f: IO[bytes]) -> Quad:
-    """The rows spilled to one bucket file (left at its end, for more appends)."""
-    f.flush()
-    f.seek(0)
-    t = np.frombuffer(f.read(), dtype=np.uint64).reshape(-1, 4)
-    return t[:, 0].copy(), t[:, 1].copy(), t[:, 2].copy(), t[:, 3].copy().view(np.int64)
+def _read(hashes: IO[bytes], exact: IO[bytes]) -> Chunk | None:
+    """The rows spilled to one bucket's files (left at their end, for more appends)."""
+    for f in (hashes, exact):
+        f.flush()
+        f.seek(0)
+    t = np.frombuffer(hashes.read(), dtype=np.uint64).reshape(-1, 4)
+    if not len(t):
+        return None
+    parts: list[Ids] = []
+    while True:  # our own unnamed file, written by spill() above
+        try:
+            parts.append(pickle.load(exact))
+        except EOFError:
+            break
+    ids = tuple(np.concatenate(a) for a in zip(*parts, strict=True))
+    return (t[:, 0].copy(), t[:, 1].copy(), t[:, 2].copy(), t[:, 3].copy().view(np.int64)), ids
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -264,20 +326,23 @@ class BoundingAggregate:
         rows = batch.take(present)
         units = self.bound.units(rows)
         parts = self.bound.parts(rows, units)
-        acc.add((units, parts, self.bound.priorities(rows, units), rows.rows))  # type: ignore[arg-type]
+        quad = (units, parts, self.bound.priorities(rows, units), rows.rows)
+        acc.add((quad, self.bound.ids(rows)))  # type: ignore[arg-type]
         return acc
 
     def merge(self, left: _Rows, right: _Rows) -> _Rows:
-        for quad in right.buckets():
-            left.add(quad)
+        for chunk in right.buckets():
+            left.add(chunk)
         left.unitless += right.unitless
         return left
 
     def finish(self, acc: _Rows) -> UnitFilter:
         dropped: list[npt.NDArray[np.int64]] = list(acc.unitless)
-        for units, parts, prio, pos in acc.buckets():
+        for (_, parts, prio, pos), ids in acc.buckets():
+            units = pd.factorize(ids[0])[0]  # the units themselves (equal ids, equal codes)
             if self.bound.partition is not None:
-                keep = _keep_partitions(units, parts, self.bound.max_partitions)
+                labels = pd.factorize(ids[1], sort=True)[0]  # label order: ties by label
+                keep = _keep_partitions(units, parts, labels, self.bound.max_partitions)
                 dropped.append(pos[~keep])
                 units, prio, pos = units[keep], prio[keep], pos[keep]
             order = np.lexsort((pos, prio, units))  # ties (identical rows) broken by position
@@ -289,24 +354,19 @@ class BoundingAggregate:
         return UnitFilter(bound=self.bound, dropped=out.astype(np.int64))
 
 
-def _member(values: U64, sorted_set: U64) -> Mask:
-    if not len(sorted_set):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return np.asarray(sorted_set[at] == values, dtype=bool)
-
-
-def _keep_partitions(units: U64, parts: U64, limit: int) -> Mask:
-    """Rows whose (unit, partition) is among the unit's ``limit`` lowest-hash partitions."""
-    if not len(units):
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort((parts, units))  # by unit, then partition hash
-    u, p = units[order], parts[order]
-    distinct = np.r_[True, (u[1:] != u[:-1]) | (p[1:] != p[:-1])]
-    u, p = u[distinct], p[distinct]  # the distinct (unit, partition) pairs, sorted
-    first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
-    rank = np.arange(len(u)) - np.repeat(first, np.diff(np.r_[first, len(u)]))
-    return _member(parts, np.sort(p[rank < limit]))
+def _keep_partitions(
+    units: npt.NDArray[np.intp], parts: U64, labels: npt.NDArray[np.intp], limit: int
+) -> Mask:
+    """Rows whose partition (``labels``: exact codes in label order) is among their unit's
+    (``units``: exact codes) ``limit`` partitions of lowest hash ``parts``, ties by label."""
+    order = np.lexsort((labels, parts, units))  # by unit, then partition hash, then label
+    u, lab = units[order], labels[order]
+    new_unit = np.r_[True, u[1:] != u[:-1]]
+    pair = np.cumsum(new_unit | np.r_[True, lab[1:] != lab[:-1]])  # (unit, label) pair number
+    first = np.maximum.accumulate(np.where(new_unit, pair, 0))  # its unit's first pair
+    keep = np.empty(len(units), dtype=bool)
+    keep[order] = pair - first < limit
+    return keep
 
 
 @dataclass(frozen=True, slots=True, eq=False)

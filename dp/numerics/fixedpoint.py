@@ -29,8 +29,9 @@ is therefore computed exactly:
    by at most their exact difference plus ``2^-52 n M``. Up to :data:`MAX_ROWS` ``= 2^36`` rows
    that is :data:`CONVERSION_ALLOWANCE` ``M = 2^-16 M`` per coordinate, which the declared
    sensitivities include (:mod:`dp.regression.sensitivity`, :mod:`dp.kmeans`). Counts are
-   integers below ``2^53``: exact, no allowance. A statistic of more than ``MAX_ROWS`` rows is
-   refused when it is finished (:func:`check_rows`): the allowance would not cover it.
+   integers below ``2^53``: exact, no allowance. Data of more than ``MAX_ROWS`` rows is
+   refused from its footers before a run reserves (:func:`dp.io.check_source`), and a
+   statistic of more when it is finished (:func:`check_rows`): the allowance would not cover it.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ __all__ = [
     "exact_products",
     "exact_sums",
     "fixed_point_record",
+    "float_allowance",
     "int_zeros",
     "quantise",
     "to_float",
@@ -74,6 +76,21 @@ CONVERSION_ALLOWANCE = MAX_ROWS * 2.0**-52
 """``2^-16``: the extra distance, per coordinate and per unit of its per-row magnitude bound,
 between neighbours' float64 statistics beyond their exact difference (module doc, step 3)."""
 _EXACT = 53  # float64 holds every integer of magnitude <= 2^53
+
+
+def float_allowance(roundings: int) -> float:
+    """The allowance of a float64 result that is its exact value up to ``roundings`` roundings,
+    each at most ``2^-53`` of a magnitude ``n M`` (``n <= MAX_ROWS`` rows of per-row magnitude
+    ``M``): two neighbours' results then differ by at most their exact difference plus
+    ``roundings * 2^-52 n M <= roundings * CONVERSION_ALLOWANCE * M`` -- the allowance of
+    step 3, once per rounding, per unit of ``M``.
+
+    >>> float_allowance(1) == CONVERSION_ALLOWANCE
+    True
+    """
+    return roundings * CONVERSION_ALLOWANCE
+
+
 _INT64_CHUNKS = 2**9  # chunk results (each <= 2^53) added in int64 before moving to Python ints
 
 

@@ -12,10 +12,13 @@ delta)`` runs its mechanism at the row-level ``(epsilon / m, delta / (m e^((m-1)
 on the bounded rows: for Laplace noise this is exactly a noise scale ``m`` times larger, i.e. a
 sensitivity ``m`` times the row sensitivity, which is what the manifest declares. Rows of one
 unit spread over several partitions still total at most ``m``, so the same bound covers a
-partitioned release's parallel composition. Workloads use that sensitivity directly: they are
-measured at the unit-level cost with ``m`` times the row sensitivity (the bounded tables of two
-unit-neighbours differ by at most ``m`` rows). With Laplace noise the result is the same. With
-Gaussian noise it is tighter than group privacy.
+partitioned release's parallel composition. Regressions and k-means run this way
+(:func:`unit_statement`). Workloads, tables and synthetic data instead calibrate at the unit
+level: they are measured at the unit-level cost with ``m`` times the row sensitivity (the
+bounded tables of two unit-neighbours differ by at most ``m`` rows). With Laplace noise the
+result is the same; with Gaussian noise it is tighter than group privacy; AIM runs at the
+unit-level rho with sensitivity ``m`` and states a row-level figure only as the conversion of
+``rho / m^2`` (:func:`zcdp_unit_statement`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dppub.dp.engine.unit_bounding import (
     UnitFilter,
 )
 from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.synthetic.accounting import cdp_epsilon
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.kinds.base import JSON
@@ -47,6 +51,7 @@ __all__ = [
     "row_level_cost",
     "unit_filters",
     "unit_statement",
+    "zcdp_unit_statement",
 ]
 
 
@@ -165,6 +170,42 @@ def unit_statement(bounding: Bounding, cost: PrivacyCost) -> dict[str, JSON]:
             f"the mechanism runs at the row-level cost on at most {bounding.rows_per_unit} "
             "rows per unit (its sensitivities and noise scales are per row); group privacy "
             "over them gives epsilon and delta for one unit"
+        ),
+    }
+    return out
+
+
+def zcdp_unit_statement(bounding: Bounding, cost: PrivacyCost, rho: float) -> dict[str, JSON]:
+    """What a release calibrated at the unit level under rho-zCDP states (synthetic data: AIM
+    runs at the unit-level ``rho`` with sensitivity ``m``, never at a row-level cost). Its
+    row-level figure is only the zCDP conversion of ``rho / m^2`` (a row moves each measured
+    count by 1, not ``m``), at the unit-level delta -- not ``epsilon / m``, which AIM never
+    ran at and which group privacy does not give back.
+
+    >>> b = Bounding(rows_per_unit=3, unit="zip")
+    >>> s = zcdp_unit_statement(b, PrivacyCost(epsilon=1.0, delta=1e-9), 0.014973)
+    >>> row = s["privacy_unit"]
+    >>> round(row["row_level_rho"], 6), round(row["row_level_epsilon"], 4)
+    (0.001664, 0.3191)
+    """
+    out: dict[str, JSON] = {"epsilon": cost.epsilon, "delta": cost.delta, "zcdp_rho": rho}
+    if bounding.unit is None:
+        return out
+    m = bounding.rows_per_unit
+    row_rho = rho / (m * m)
+    out["neighbours"] = "add/remove " + bounding.neighbours
+    out["privacy_unit"] = {
+        "column": bounding.unit,
+        "max_rows_per_unit": m,
+        "max_partitions_per_unit": bounding.max_partitions,
+        "sensitivity": float(m),
+        "row_level_rho": row_rho,
+        "row_level_epsilon": cdp_epsilon(row_rho, cost.delta),
+        "row_level_delta": cost.delta,
+        "note": (
+            f"the mechanism runs at the unit-level rho = {rho:.6g} with sensitivity {m} (all "
+            f"the rows one unit may contribute); for one row it is rho / {m}^2-zCDP, whose "
+            "conversion gives the row-level epsilon at the same delta"
         ),
     }
     return out

@@ -13,7 +13,8 @@ The loop, under rho-zCDP with a neighbour moving any marginal's vector by at mos
 3. Each round: a candidate chosen by the exponential mechanism at ``epsilon_t`` among the
    workload's downward closure that keeps the model within ``max_model_size * spent / rho'`` MB,
    scored ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma_t n_r)`` (``w_r``: its overlap with the
-   workload; sensitivity ``sensitivity * max w_r``); measured with Gaussian noise ``sigma_t``;
+   workload; sensitivity ``max_r (sensitivity * w_r + its float64 rounding allowance)``,
+   :func:`quality_allowance`); measured with Gaussian noise ``sigma_t``;
    the model refitted, warm-started. If the model moved less on the measured clique than the
    noise's expected L1, ``sigma_t`` halves and ``epsilon_t`` doubles (annealing). The round that
    would leave less than two rounds' cost (or the ``max_rounds``-th) spends exactly what is
@@ -38,6 +39,7 @@ import numpy.typing as npt
 from dppub.dp.calibration import zcdp_gaussian_sigma
 from dppub.dp.errors import ConfigError, InvariantError, Stopped
 from dppub.dp.mechanisms import exponential, gaussian
+from dppub.dp.numerics.fixedpoint import MAX_ROWS, float_allowance
 from dppub.dp.synthetic import pgm
 from dppub.dp.synthetic.pgm import Clique
 
@@ -49,6 +51,7 @@ __all__ = [
     "marginal_answers",
     "project_answer",
     "quality",
+    "quality_allowance",
     "run_aim",
     "workload_cliques",
 ]
@@ -165,8 +168,21 @@ def quality(weight: float, exact: FloatArray, estimate: FloatArray, sigma: float
     """AIM's score of a candidate: ``w_r (||x_r - xhat_r||_1 - sqrt(2/pi) sigma n_r)``, the
     model's error on it less the error measuring it would leave. One neighbour moves ``x_r``
     by at most ``m`` in L1 (``m`` rows per unit), hence the score by ``m w_r``; ``xhat_r`` (the
-    model) and ``sigma`` are public."""
-    return weight * (float(np.abs(exact - estimate).sum()) - _BIAS * sigma * exact.size)
+    model) and ``sigma`` are public. The L1 norm is summed correctly rounded (``math.fsum``), so
+    the float64 score is the exact one up to :func:`quality_allowance`."""
+    return weight * (math.fsum(np.abs(exact - estimate)) - _BIAS * sigma * exact.size)
+
+
+def quality_allowance(weight: float, estimate: FloatArray, sigma: float) -> float:
+    """How much further than ``m w_r`` float64 rounding can move :func:`quality` between
+    neighbours, from public values only. Each ``|x_j - xhat_j|`` is rounded once, the sum once
+    (correctly), the subtraction and the product by ``w`` once each: together at most
+    ``5 u w B`` per table with ``u = 2^-53`` and ``B = n + ||xhat||_1 + sqrt(2/pi) sigma k``
+    bounding every magnitude involved (``n <= MAX_ROWS`` rows; the slack absorbs second-order
+    terms), so ``10 u w B`` between neighbours: five roundings' allowance
+    (:func:`dp.numerics.fixedpoint.float_allowance`) scaled to ``B``."""
+    public = math.fsum(np.abs(estimate)) + _BIAS * sigma * estimate.size
+    return weight * float_allowance(5) * (1.0 + public / MAX_ROWS)
 
 
 class Schedule:
@@ -345,10 +361,14 @@ def run_aim(
         sigma_counts = plan.sigma * sensitivity
         before = {cl: pgm.model_marginal(model, cl) for cl in small}
         scores = [quality(cands[cl], exact[cl], before[cl], sigma_counts) for cl in small]
+        bound = max(
+            sensitivity * cands[cl] + quality_allowance(cands[cl], before[cl], sigma_counts)
+            for cl in small
+        )
         chosen = small[
             exponential(
                 scores,
-                sensitivity=sensitivity * max(cands[cl] for cl in small),
+                sensitivity=bound,
                 rho=sel_rho,
                 rng=rng,
             )

@@ -180,6 +180,12 @@ class KeyRule:
     delta_noise: float = 0.0
     """``gaussian``: the Gaussian mechanism's share of delta (the rest bounds new keys)."""
 
+    @property
+    def mechanism(self) -> str:
+        """The selection's name in the ledger, the manifest and ``release.json``: the optimal
+        threshold on unit counts, or the Gaussian threshold on weights."""
+        return "optimal_threshold" if self.kind == "threshold" else "gaussian_threshold"
+
     def units_for_half(self) -> float:
         """Units (each in ``max_partitions`` keys) a key needs to be released half the time."""
         if self.kind == "threshold":

@@ -29,10 +29,14 @@ from dppub.dp.matrix.intervals import least_squares_intervals
 from dppub.dp.matrix.measure import Measurement
 from dppub.dp.matrix.reconstruct import reconstruct
 from dppub.dp.mechanisms import laplace
+from dppub.dp.numerics.fixedpoint import float_allowance
 
-__all__ = ["Linear", "measure_count_and_sum", "measure_linear"]
+__all__ = ["PAIR_ROUNDINGS", "Linear", "measure_count_and_sum", "measure_linear"]
 
 FloatArray = npt.NDArray[np.float64]
+PAIR_ROUNDINGS = 4
+"""Roundings of ``half N`` in each of a pair's vectors ``a`` and ``b`` (their L1 errors add up to
+``2 * 4 u half n``, half the pair's ``2 half``-relative allowance of 4 roundings)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,13 +85,20 @@ def measure_count_and_sum(
     group: int,
     rng: np.random.Generator | None = None,
 ) -> tuple[Linear, Linear]:
-    """The count and a centred sum (``half``: a row's bound on ``|v - mid|``) measured together
-    at ``epsilon`` (module doc of :mod:`dp.tables.split`): a row adds ``v - lo >= 0`` to ``a``
-    and ``hi - v >= 0`` to ``b``, ``2 half`` in all, so ``(A a, A b)`` has L1 sensitivity
-    ``m 2 half ||A||_1``."""
+    """The count and a centred sum (``half``: the declared bound on ``|v - mid|``) measured
+    together at ``epsilon`` (module doc of :mod:`dp.tables.split`): a row adds ``v - lo >= 0``
+    to ``a`` and ``hi - v >= 0`` to ``b``, ``2 half`` in all, so ``(A a, A b)`` has L1
+    sensitivity ``m 2 half ||A||_1`` -- computed exactly. In float64, ``a = fl(fl(S) + fl(half
+    N))`` (``fl(S)``: the exact centred sum rounded once) carries four roundings' worth of
+    ``half N`` (one for ``fl(S)``, one for the shift ``half N``, two for the sum, of magnitude
+    up to ``2 half N``), and so does ``b``: :data:`PAIR_ROUNDINGS` roundings' allowance
+    (:func:`dp.numerics.fixedpoint.float_allowance`) on the sensitivity. (The offset is the
+    declared ``half``: an offset inflated by an allowance still rounds.)"""
     n = np.asarray(counts, dtype=np.float64)
     s = np.asarray(centred, dtype=np.float64)
-    sensitivity = group * 2.0 * half * strategy.sensitivity
+    sensitivity = (
+        group * 2.0 * half * strategy.sensitivity * (1.0 + float_allowance(PAIR_ROUNDINGS))
+    )
     noisy = laplace(
         np.concatenate([strategy @ (s + half * n), strategy @ (half * n - s)]),
         sensitivity=sensitivity,

@@ -67,8 +67,10 @@ from dppub.dp import matrix
 from dppub.dp.matrix.intervals import laplace_multiplier
 from dppub.dp.matrix.variance import query_noise_moments, query_variance_factors
 from dppub.dp.mechanisms import laplace, noisy_max
+from dppub.dp.numerics.fixedpoint import float_allowance
 
 __all__ = [
+    "RANK_ROUNDINGS",
     "Quantiles",
     "cdf_strategy",
     "em_rank_error",
@@ -116,6 +118,8 @@ def em_rank_error(at: Sequence[float], epsilon: float, group: int) -> float:
 
 
 QuantileMethod = Literal["exponential", "cdf"]
+RANK_ROUNDINGS = 4
+"""Float64 roundings in a rank utility (three, and one for their second-order terms)."""
 
 
 def quantile_method(
@@ -266,7 +270,9 @@ def rank_utility(histogram: npt.ArrayLike, p: float, *, tied: bool = False) -> F
     ``-|C_j - p n|`` (``C_j``: the rows below ``e_j``; ``n``: all rows). With ``tied`` (one bin
     per integer: bin ``b`` holds only the value ``e_b``) the candidates are the values, scored
     as OpenDP does with the bin's rows tied: ``-|(1 - p) C_b - p (n - C_(b+1))|``. A row added
-    or removed moves every score by at most ``max(p, 1 - p)``."""
+    or removed moves every exact score by at most ``max(p, 1 - p)``; the float64 score is it up
+    to :data:`RANK_ROUNDINGS` roundings of magnitude ``n`` (``p n``, ``(1 - p) C_b``, the
+    difference; counts are exact), whose allowance the mechanism's sensitivity adds."""
     below = np.concatenate(([0.0], np.cumsum(np.asarray(histogram, dtype=np.float64))))
     n = below[-1]
     if tied:
@@ -295,13 +301,13 @@ def _exponential(
         for j, p in enumerate(at):
             i = noisy_max(
                 rank_utility(hist[g], p, tied=tied),
-                sensitivity=group * max(p, 1.0 - p),
+                sensitivity=group * max(p, 1.0 - p) + float_allowance(RANK_ROUNDINGS),
                 epsilon=eps,
                 rng=rng,
             )
             values[g, j] = grid[i]
     del hist
-    sensitivity = group * worst
+    sensitivity = group * worst + float_allowance(RANK_ROUNDINGS)
     scale = 2.0 * sensitivity / eps
     empty = np.full_like(values, np.nan)
     return Quantiles(

@@ -31,13 +31,14 @@ import pandas as pd
 from dppub.dp import matrix
 from dppub.dp.matrix.cache import cached_select_strategy
 from dppub.dp.matrix.intervals import laplace_multiplier
-from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.numerics.fixedpoint import float_allowance
 from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.margins import Dimension, Published, published_rows
 from dppub.dp.tables.quantiles import (
     cdf_strategy,
     measure_quantiles,
     measure_quantiles_jointly,
+    quantile_method,
 )
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Component, Measure
@@ -49,6 +50,7 @@ __all__ = [
     "measure_components",
     "release_table",
     "row_bound",
+    "table_mechanism",
     "table_strategy",
 ]
 
@@ -89,6 +91,28 @@ class TableDesign:
             if c.kind == kind and c.column == column:
                 return c
         return None
+
+
+def table_mechanism(design: TableDesign, selection: str | None = None) -> str:
+    """The mechanisms a table runs, by name, joined by ``+`` (the ledger's, the manifest's and
+    ``release.json``'s ``mechanism``): ``selection`` (a private-keys rule's,
+    :attr:`dp.tables.keys.KeyRule.mechanism`), ``laplace`` for counts, sums and a hierarchical
+    CDF, ``exponential`` for quantiles drawn by the exponential mechanism -- the method
+    :func:`dp.tables.quantiles.quantile_method` chooses from public values (with margins always
+    the CDF).
+
+    >>> table_mechanism(TableDesign(keys=(), dims=(), measures=(), components=()), "x")
+    'x'
+    """
+    names = [] if selection is None else [selection]
+    for c in design.components:
+        method = "cdf"
+        if c.kind == "cdf" and not design.margins:
+            (at,) = (m.at for m in design.measures if m.kind == "quantile" and m.column == c.column)
+            bins = len(design.edges[c.column or ""]) - 1
+            method = quantile_method(bins, at, c.epsilon, design.group)[0]
+        names.append("exponential" if method == "exponential" else "laplace")
+    return "+".join(dict.fromkeys(names))
 
 
 def table_strategy(design: TableDesign) -> matrix.Strategy:
@@ -191,7 +215,8 @@ def measure_components(
             strategy,
             values,
             epsilon=c.epsilon,
-            row_sensitivity=half,
+            # a centred sum is its exact sum rounded once (fl(S)): one rounding's allowance
+            row_sensitivity=half * (1.0 + float_allowance(1 if c.kind == "centred_sum" else 0)),
             group=group,
             nonneg=c.kind == "count",
             rng=rng,
@@ -220,16 +245,14 @@ def component_facts(
 
 
 def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
-    """A row's bound on a component's vector: 1 for a count, ``half`` for a centred sum or a
-    pair (measured as ``v - lo``, ``hi - v``)."""
+    """A row's declared bound on a component's vector: 1 for a count, ``half`` for a centred sum
+    or a pair (measured as ``v - lo``, ``hi - v``); the float roundings' allowances are added
+    where the vectors are computed (:func:`measure_components`,
+    :func:`dp.tables.linear.measure_count_and_sum`)."""
     if c.kind == "count":
         return 1.0
     lo, hi = bounds[c.column or ""]
-    # fixed-point sums: the float rounding of each exact sum adds 2^-16 of a row's bound
-    # (twice that for a pair, whose a = S + half N and b = half N - S add one more
-    # rounding of at most 2^-53 |a|: below 2^-16 half for fewer than 2^36 rows)
-    allowance = CONVERSION_ALLOWANCE * (2.0 if c.kind == "count_sum" else 1.0)
-    return (hi - lo) / 2.0 * (1.0 + allowance)
+    return (hi - lo) / 2.0
 
 
 Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]

@@ -54,7 +54,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
 )
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
-from dppub.dp.pipeline.units import bounding_for, unit_statement
+from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
 from dppub.dp.publication import Staging
 from dppub.dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
 from dppub.dp.synthetic.aim import Measurement
@@ -143,7 +143,8 @@ class SyntheticResult:
     rows: int
     columns: list[str]
     workload: list[list[str]]
-    rho: float
+    zcdp_rho: float
+    """The unit-level rho AIM ran at (sensitivity ``m``): the report's zCDP total reads it."""
     rho_used: float
     count_rho: float
     noisy_count: float | None
@@ -176,7 +177,7 @@ class SyntheticResult:
             rows=as_int(data["rows"]),
             columns=list(as_strs(data["columns"])),
             workload=cliques(data["workload"]),
-            rho=as_float(data["rho"]),
+            zcdp_rho=as_float(data["zcdp_rho"]),
             rho_used=as_float(data["rho_used"]),
             count_rho=as_float(data["count_rho"]),
             noisy_count=as_float_or_none(data["noisy_count"]),
@@ -453,7 +454,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             rows=result.rows,
             columns=[a.column for a in spec.axes],
             workload=[list(w) for w in spec.workload],
-            rho=spec.rho,
+            zcdp_rho=spec.rho,
             rho_used=result.rho_used,
             count_rho=result.count_rho,
             noisy_count=result.noisy_count,
@@ -466,7 +467,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             error_high=float(high.mean()),
             covered_marginals=sum(e is not None for e in estimates),
             accounting=accounting,
-            guarantee=unit_statement(plan.bounding, plan.cost),
+            guarantee=zcdp_unit_statement(plan.bounding, plan.cost, spec.rho),
         )
         return Executed.of(released, sensitivity=m)
 

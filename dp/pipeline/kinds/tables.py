@@ -91,6 +91,7 @@ from dppub.dp.tables.table import (
     TableRelease,
     component_facts,
     release_table,
+    table_mechanism,
     table_strategy,
 )
 
@@ -364,7 +365,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         return ReleasePlan(
             name=item.name,
             kind=self.label,
-            mechanism="laplace",
+            mechanism=table_mechanism(design),
             cost=item.cost,
             is_dp=True,
             bounding=bounding,
@@ -729,7 +730,7 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
     return ReleasePlan(
         name=item.name,
         kind="table",
-        mechanism="laplace",
+        mechanism=table_mechanism(design, rule.mechanism),
         cost=item.cost,
         is_dp=True,
         bounding=bounding,
@@ -746,9 +747,14 @@ def _scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact
         for c in design.components
         if c.kind in ("centred_sum", "count_sum") and c.column is not None
     )
-    # Units are told apart by a keyed hash (any key: it is never published); rows come bounded.
-    # Both aggregates read the same rows: those with every column of the table.
-    unit = None if b.unit is None else UnitBound(column=b.unit, max_rows=b.rows_per_unit)
+    # Units are told apart by their ids; rows come bounded, and a unit counts in at most the
+    # rule's keys. Both aggregates read the same rows: those with every column of the table.
+    limit = 1 if plan.spec.selection is None else plan.spec.selection.max_partitions
+    unit = (
+        None
+        if b.unit is None
+        else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
+    )
     weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
     sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from dppub.dp.engine import StreamingBackend
 from dppub.dp.engine.key_weights import KeyWeightsAggregate
 from dppub.dp.engine.unit_bounding import UnitBound
 from dppub.dp.schema import ColumnSpec, TableSchema
-from dppub.dp.tables.keys import GRID, KeyWeights
+from dppub.dp.tables.keys import GRID, KeyWeights, unit_weight
 
 SCHEMA = TableSchema(
     columns=(
@@ -69,7 +70,9 @@ def _visits(seed: int, units: int = 60, keys: int = 12) -> pd.DataFrame:
 
 def test_every_engine_and_batching_gives_the_same_bits(tmp_path: Path) -> None:
     frame = _visits(1)
-    agg = KeyWeightsAggregate(("postcode",), UnitBound(column="person", max_rows=99, key=11))
+    agg = KeyWeightsAggregate(
+        ("postcode",), UnitBound(column="person", max_rows=99, max_partitions=4, key=11)
+    )
     one = _run(_write(tmp_path / "one", frame), agg, batch=1_000)
     many = _run(_write(tmp_path / "many", frame, files=4), agg, batch=7, workers=2)
     assert one.labels == many.labels
@@ -81,7 +84,9 @@ def test_every_engine_and_batching_gives_the_same_bits(tmp_path: Path) -> None:
 @given(seed=st.integers(0, 10_000), drop=st.integers(0, 59))
 def test_removing_one_unit_moves_the_key_weights_by_l2_at_most_one(seed: int, drop: int) -> None:
     frame = _visits(seed)
-    agg = KeyWeightsAggregate(("postcode",), UnitBound(column="person", max_rows=99, key=3))
+    agg = KeyWeightsAggregate(
+        ("postcode",), UnitBound(column="person", max_rows=99, max_partitions=4, key=3)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         full = _run(_write(Path(tmp) / "a", frame), agg, batch=16)
         less = _run(_write(Path(tmp) / "b", frame[frame["person"] != f"u{drop}"]), agg)
@@ -109,3 +114,26 @@ def test_a_row_without_a_measured_value_is_not_counted(tmp_path: Path) -> None:
     agg = KeyWeightsAggregate(("postcode",), complete=("hours",))
     got: KeyWeights = StreamingBackend().run(agg, path, schema)
     assert got.labels == ("A", "B") and got.units.tolist() == [1, 1]
+
+
+def test_a_unit_counts_in_at_most_its_bound_of_keys_whatever_the_hashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 34, item 1: even if a unit's rows reach more keys than max_partitions (old code:
+    # two labels with one 64-bit hash under a public key were one partition to the bounding
+    # pass), the fold counts it in its max_partitions lowest labels only. Hashes truncated to
+    # 2 bits: ids and labels, not hashes, tell units and keys apart.
+    import dppub.dp.engine.unit_bounding as units_module
+
+    mix, hashed = units_module._mix, units_module._hashed
+    monkeypatch.setattr(units_module, "_mix", lambda v, k: mix(v, k) & np.uint64(3))
+    monkeypatch.setattr(units_module, "_hashed", lambda c, k: hashed(c, k) & np.uint64(3))
+    frame = _visits(7, units=40, keys=12)  # up to 4 keys per unit, unbounded here
+    for p in (1, 2, 3):
+        agg = KeyWeightsAggregate(
+            ("postcode",), UnitBound(column="person", max_rows=99, max_partitions=p)
+        )
+        got = _run(_write(tmp_path / f"d{p}", frame), agg, batch=7)
+        keys = frame.drop_duplicates(["person", "postcode"]).groupby("person").size()
+        assert got.units.sum() == keys.clip(upper=p).sum()  # every unit, in at most p keys
+        assert got.weights.sum() == sum(unit_weight(min(k, p)) * min(k, p) for k in keys)

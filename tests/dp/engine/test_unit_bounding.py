@@ -170,15 +170,26 @@ def test_a_fresh_key_per_run_chooses_a_uniform_subset(tmp_path: Path) -> None:
 @given(
     st.lists(st.tuples(st.integers(0, 5), st.integers(0, 7)), max_size=60),
     st.integers(1, 4),
+    st.integers(1, 8),
 )
-def test_kept_partitions_are_each_units_lowest_hashes(pairs: list[tuple[int, int]], m: int) -> None:
-    units = np.array([u for u, _ in pairs], dtype=np.uint64)
-    parts = np.array([u * 100 + p for u, p in pairs], dtype=np.uint64)  # distinct per unit
-    lowest: set[int] = set()
+def test_kept_partitions_are_each_units_lowest_hashes_told_apart_by_label(
+    pairs: list[tuple[int, int]], m: int, values: int
+) -> None:
+    # Hashes from only `values` values collide; the labels still tell partitions apart, so a
+    # unit keeps exactly min(m, its labels) of them: its lowest (hash, label) pairs.
+    units = np.array([u for u, _ in pairs], dtype=np.intp)
+    labels = np.array([p for _, p in pairs], dtype=np.intp)
+    parts = np.array([(u * 7 + p * 13) % values for u, p in pairs], dtype=np.uint64)
+    lowest: set[tuple[int, int]] = set()
     for u in set(units.tolist()):
-        lowest |= set(sorted(set(parts[units == u].tolist()))[:m])
-    want = np.array([int(p) in lowest for p in parts], dtype=bool)
-    assert np.array_equal(units_module._keep_partitions(units, parts, m), want)
+        own = sorted(
+            {(int(h), int(p)) for h, p in zip(parts[units == u], labels[units == u], strict=True)}
+        )
+        lowest |= {(u, p) for _, p in own[:m]}
+    want = np.array(
+        [(int(u), int(p)) in lowest for u, p in zip(units, labels, strict=True)], dtype=bool
+    )
+    assert np.array_equal(units_module._keep_partitions(units, parts, labels, m), want)
 
 
 def test_a_spilled_partitioned_pass_on_two_threads_chooses_the_same_rows(
@@ -361,3 +372,83 @@ def test_a_spilled_partial_travels_between_processes(
     assert shipped.files is None
     want = aggregate.finish(acc).dropped
     assert np.array_equal(aggregate.finish(shipped).dropped, want)
+
+
+def _truncate_hashes(monkeypatch: pytest.MonkeyPatch, bits: int = 2) -> None:
+    """Every hash of the bounding pass keeps only its low ``bits`` bits: collisions galore."""
+    mask = np.uint64((1 << bits) - 1)
+    mix, hashed = units_module._mix, units_module._hashed
+    monkeypatch.setattr(units_module, "_mix", lambda v, k: mix(v, k) & mask)
+    monkeypatch.setattr(units_module, "_hashed", lambda c, k: hashed(c, k) & mask)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+@pytest.mark.parametrize("ids", ["string", "int"])
+def test_units_whose_hashes_collide_are_never_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: bool, ids: str
+) -> None:
+    # Issue 34, item 2: with 2-bit hashes, 40 units share 4 hash values. Old code: units with
+    # one hash were one unit under one bound (they kept m rows between them, and removing one
+    # changed which rows the other kept).
+    _truncate_hashes(monkeypatch)
+    if spill:
+        monkeypatch.setattr(units_module, "SPILL_ROWS", 30)
+    rng = np.random.default_rng(34)
+    people = rng.integers(0, 40, 300)
+    frame = pd.DataFrame(
+        {
+            "person": [f"p{p}" for p in people] if ids == "string" else people * 2**55 + 1,
+            "age": rng.integers(0, 10, 300),
+            "group": rng.choice(["a", "b", "c"], 300),
+        }
+    )
+    schema = SCHEMA if ids == "string" else ID_SCHEMA
+    path = tmp_path / "t.parquet"
+    m = 3
+    bound = UnitBound(column="person", max_rows=m, content=COLUMNS, key=5)
+    kept = {}
+    for name, part in (("full", frame), ("less", frame[people != people[0]])):
+        part.to_parquet(path, index=False, row_group_size=7)
+        dropped = StreamingBackend(batch_size=11).run(BoundingAggregate(bound), path, schema)
+        rows = part.reset_index(drop=True).drop(index=dropped.dropped)
+        kept[name] = sorted(rows.itertuples(index=False, name=None))
+        want = part.groupby("person").size().clip(upper=m).to_dict()
+        assert rows.groupby("person").size().to_dict() == want
+    victim = frame["person"].iloc[0]
+    assert [r for r in kept["full"] if r[0] != victim] == kept["less"]
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_labels_whose_hashes_collide_are_two_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: bool
+) -> None:
+    # Issue 34, item 1: with 2-bit hashes, 12 labels share 4 values. Old code: labels with one
+    # hash were one partition, so a unit kept rows in more than max_partitions labels.
+    _truncate_hashes(monkeypatch)
+    if spill:
+        monkeypatch.setattr(units_module, "SPILL_ROWS", 30)
+    schema = TableSchema(
+        columns=(
+            ColumnSpec(name="person", type="string"),
+            ColumnSpec(name="age", type="int", bounds=(0, 9)),
+            ColumnSpec(name="group", type="string"),
+        )
+    )
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            "person": [f"p{p}" for p in rng.integers(0, 10, 400)],
+            "age": rng.integers(0, 10, 400),
+            "group": [f"label{g}" for g in rng.integers(0, 12, 400)],
+        }
+    )
+    path = tmp_path / "t.parquet"
+    frame.to_parquet(path, index=False, row_group_size=7)
+    for p in (1, 2, 3):
+        bound = UnitBound(
+            column="person", max_rows=8, max_partitions=p, partition="group", content=COLUMNS
+        )
+        dropped = StreamingBackend(batch_size=11).run(BoundingAggregate(bound), path, schema)
+        rows = frame.drop(index=dropped.dropped)
+        assert rows.groupby("person")["group"].nunique().max() == p  # each unit has 12 labels
+        assert rows.groupby("person").size().max() <= 8

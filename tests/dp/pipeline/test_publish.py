@@ -77,3 +77,25 @@ def test_a_failed_release_is_settled_by_whoever_opened_the_run(
     assert [r["release"] for r in drawn] == [plan.releases[0].name]
     assert not (out / "census_demo" / run.run_id).exists()
     assert not run.staging.dir.exists()
+
+
+def test_more_rows_than_the_allowance_covers_are_refused_before_the_reservation(
+    tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 34, item 7 (old code: DID NOT RAISE -- the run reserved its budget and the scan
+    # refused). The footers' row count is checked with the structure, before the ledger opens.
+    import pyarrow.parquet as pq
+
+    from dppub.dp.errors import InputError
+    from dppub.dp.numerics import fixedpoint
+
+    rows = pq.ParquetFile(census_small).metadata.num_rows
+    plan = load_plan(demo_config(tmp_path, census_small))
+    ledger = tmp_path / "ledger.sqlite"
+    monkeypatch.setattr(fixedpoint, "MAX_ROWS", rows - 1)
+    with pytest.raises(InputError, match="more than 2\\^"):
+        plan.open_run(ledger, tmp_path / "out")
+    assert not ledger.exists()  # nothing reserved, nothing charged
+    monkeypatch.setattr(fixedpoint, "MAX_ROWS", rows)
+    with plan.open_run(ledger, tmp_path / "out") as run:
+        assert run.run_id

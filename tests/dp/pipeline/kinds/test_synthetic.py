@@ -16,6 +16,7 @@ from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.registry import kind_of
+from dppub.dp.synthetic.accounting import cdp_epsilon
 from tests.dp.pipeline.published_run import ROOT, publish_in_process
 
 
@@ -116,16 +117,25 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     assert table["income"].between(0, 250000).all()
     assert len(pd.read_csv(folder / "synthetic.csv")) == len(table)
 
-    assert details["rho_used"] == pytest.approx(details["rho"], rel=1e-9)
+    assert details["rho_used"] == pytest.approx(details["zcdp_rho"], rel=1e-9)
     assert details["rounds"] == 2
     measured = pd.read_parquet(folder / "measurements.parquet")
     assert measured["measurement"].nunique() == len(details["measured"]) == 6 + 2
     # round 0: each one-way marginal at sigma_0 = m sqrt(T / (2 0.9 rho_aim)), T = 4 d, d = 6
-    sigma_0 = 2 * math.sqrt(4 * 6 / (2 * 0.9 * 0.99 * details["rho"]))
+    sigma_0 = 2 * math.sqrt(4 * 6 / (2 * 0.9 * 0.99 * details["zcdp_rho"]))
     first = measured[measured["round"] == 0]
     assert first["sigma"].to_numpy() == pytest.approx(sigma_0, rel=1e-12)
     assert details["sensitivity"] == 2.0
-    assert details["guarantee"]["privacy_unit"]["column"] == "zip"
+    # AIM ran at the unit-level rho with sensitivity m = 2; the row-level figure is only the
+    # conversion of rho / m^2 (issue 34: it stated epsilon / m, which AIM never ran at).
+    unit = details["guarantee"]["privacy_unit"]
+    assert unit["column"] == "zip"
+    assert unit["sensitivity"] == 2.0
+    assert unit["row_level_rho"] == pytest.approx(details["zcdp_rho"] / 4, rel=1e-12)
+    assert unit["row_level_epsilon"] == pytest.approx(
+        cdp_epsilon(details["zcdp_rho"] / 4, 1e-9), rel=1e-12
+    )
+    assert unit["row_level_epsilon"] != pytest.approx(0.5)
     utility = pd.read_csv(folder / "utility.csv")
     assert list(utility["marginal"]) == ["age x sex", "education x income"]
     # The stated error: the bootstrap's mean over every workload marginal, measured or not.
@@ -144,6 +154,8 @@ def test_publishes_a_synthetic_table_beside_the_k_anonymous_one(
     report = (published.folder / "report.md").read_text()
     assert "### synthetic_census (synthetic)" in report
     assert "all rows of one zip (at most 2 read)" in report
+    # The run's zCDP total reads the synthetic release's rho (old code: no zCDP line at all).
+    assert f"zCDP accounting (Bun & Steinke 2016): rho = {details['zcdp_rho']:.4g}" in report
     assert f"{details['rows']} synthetic rows over 6 columns" in report
     html = (published.folder / "report.html").read_text()
     assert f"about {details['error']:.3g}" in report

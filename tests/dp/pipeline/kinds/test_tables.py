@@ -13,7 +13,9 @@ import yaml
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.numerics.fixedpoint import float_allowance
 from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.tables.quantiles import RANK_ROUNDINGS
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 TABLES: list[dict[str, Any]] = [
@@ -116,7 +118,8 @@ def test_tables_are_planned_published_recorded_and_reported(
     assert quantiles[["std_error", "ci_low", "ci_high"]].isna().all().all()  # no value interval
     details = json.loads((folder / "median_hours" / "release.json").read_text())
     cdf = details["details"]["components"]["cdf(hours)"]
-    assert cdf["method"].startswith("exponential mechanism") and cdf["sensitivity"] == 0.9
+    assert cdf["method"].startswith("exponential mechanism")
+    assert cdf["sensitivity"] == 0.9 + float_allowance(RANK_ROUNDINGS)  # float roundings
 
     entry = {e["name"]: e for e in published.manifest["releases"]}["median_hours"]
     assert entry["kind"] == "table"
@@ -298,3 +301,42 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     (summary,) = published.summaries
     cdf = summary.details["components"]["cdf(hours)"]
     assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
+
+
+@pytest.mark.slow  # ~3 s: three tables published, the audit page drawn
+def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_small: Path) -> None:
+    # Issue 34, item 6 (old code: every table was recorded as 'laplace', also quantiles drawn
+    # by the exponential mechanism).
+    from dppub.flows.commands import audit_payload, write_audit_page
+
+    both = {
+        "name": "hours_by_sex",
+        "epsilon": 1.0,
+        "by": ["sex"],
+        "measures": ["count", {"quantile": "hours", "at": [0.5]}],
+    }
+    cdf = {**both, "name": "hours_with_margins", "margins": True}
+    config = _config(tmp_path, census_small, [TABLES[0], TABLES[1], both, cdf])
+    expected = {
+        "income_by_race": "laplace",
+        "median_hours": "exponential",
+        "hours_by_sex": "laplace+exponential",
+        "hours_with_margins": "laplace",  # with margins, quantiles come from the noisy CDF
+    }
+    assert {r.name: r.mechanism for r in load_plan(config).releases} == expected
+    ledger = tmp_path / "ledger.sqlite"
+    folder = publish_in_process(config, ledger, tmp_path / "out").folder
+    book = Ledger(str(ledger), create=False)
+    rows = [r for r in book.history() if r["event"] == "release"]
+    assert {r["release"]: r["mechanism"] for r in rows} == expected
+    assert book.verify().ok
+    entries = {
+        e["name"]: e["mechanism"]
+        for e in json.loads((folder / "manifest.json").read_text())["releases"]
+    }
+    assert entries == expected
+    for name, mechanism in expected.items():
+        assert json.loads((folder / name / "release.json").read_text())["mechanism"] == mechanism
+    page = tmp_path / "audit.html"
+    write_audit_page(str(ledger), audit_payload(str(ledger), None), page)
+    assert "<td>laplace+exponential</td>" in page.read_text()

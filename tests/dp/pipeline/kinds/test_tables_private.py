@@ -88,6 +88,8 @@ def test_private_keys_publish_only_real_keys_row_level_and_per_unit(tmp_path: Pa
     details = release["details"]
     rule = details["key_selection"]
     assert rule["rule"] == "threshold" and rule["released_keys"] == len(BIG)
+    assert release["mechanism"] == "optimal_threshold+laplace"  # old code: 'laplace'
+    assert [r["mechanism"] for r in rows] == ["optimal_threshold+laplace"]
     assert rule["epsilon"] == pytest.approx(1.0 / 3) and rule["delta"] == 1e-6
     assert sum(details["split"].values()) == pytest.approx(2.0 / 3)
     assert [(r["epsilon"], r["delta"]) for r in rows] == [(1.0, 1e-6)]
@@ -95,10 +97,11 @@ def test_private_keys_publish_only_real_keys_row_level_and_per_unit(tmp_path: Pa
     unit = tmp_path / "unit"
     unit.mkdir()
     cfg = config(unit, data, privacy_unit="person", max_rows_per_unit=8, max_partitions_per_unit=4)
-    answers, release, _ = _publish(unit, cfg)
+    answers, release, rows = _publish(unit, cfg)
     assert set(answers["site"]) == set(BIG)
     rule = release["details"]["key_selection"]
     assert rule["rule"] == "gaussian" and rule["max_partitions_per_unit"] == 4
+    assert [r["mechanism"] for r in rows] == ["gaussian_threshold+laplace"]
 
 
 @pytest.mark.slow  # ~2 s: one table published
