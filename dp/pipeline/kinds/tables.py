@@ -93,6 +93,7 @@ from dppub.dp.tables.table import (
     release_table,
     table_strategy,
 )
+from dppub.dp.validation import MIN_EPSILON
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.html.sections import Section
@@ -361,6 +362,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             integer=item.round == "integer",
             group=bounding.rows_per_unit,
         )
+        # a joint group's components are at the sum of its members' epsilons: above these
+        _check_floor(f"table {item.name!r}", item.epsilon, _runs_at(design))
         return ReleasePlan(
             name=item.name,
             kind=self.label,
@@ -686,6 +689,37 @@ def _joint_facts(joint: Joint) -> dict[str, JSON]:
     }
 
 
+def _runs_at(design: TableDesign) -> dict[str, float]:
+    """Every epsilon a mechanism of the table runs at, by what runs at it: each component's,
+    and a quantile drawn by the exponential mechanism's per probability (``epsilon / len(at)``,
+    :mod:`dp.tables.quantiles`: the method does not depend on epsilon's scale, so it is chosen
+    at 1 here)."""
+    out = {f"the {c.name} component": c.epsilon for c in design.components}
+    for m in () if design.margins else design.measures:
+        cdf = design.component("cdf", m.column) if m.kind == "quantile" else None
+        if cdf is None:
+            continue
+        bins = len(design.edges[m.column or ""]) - 1
+        if quantile_method(bins, m.at, 1.0, design.group)[0] == "exponential":
+            what = f"each of the {len(m.at)} quantile({m.column}) draws (exponential mechanism)"
+            out[what] = cdf.epsilon / len(m.at)
+    return out
+
+
+def _check_floor(where: str, epsilon: float, epsilons: Mapping[str, float]) -> None:
+    """Refuse, naming the table, a split that runs a mechanism below
+    :data:`dp.validation.MIN_EPSILON` (each runs at a fixed share of ``epsilon``, so the
+    smallest sufficient ``epsilon`` is known before any data)."""
+    what, low = min(epsilons.items(), key=lambda kv: kv[1])
+    if low < MIN_EPSILON:
+        need = epsilon * MIN_EPSILON / low
+        raise ConfigError(
+            f"{where}: epsilon {epsilon:g} is split so that {what} runs at epsilon {low:.3g}, "
+            f"below the floor of {MIN_EPSILON:g}; give it epsilon >= {need * (1 + 1e-9):.4g} "
+            "or fewer measures"
+        )
+
+
 PRIVATE_PLACEHOLDER = "(selected from the data)"
 """A private-keys table's one group label before the selection (plan and expected errors)."""
 
@@ -724,6 +758,11 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         bounds=bounds,
         integer=item.round == "integer",
         group=bounding.rows_per_unit,
+    )
+    _check_floor(
+        f"table {item.name!r}",
+        item.epsilon,
+        {"the key selection": eps_select / per_unit, **_runs_at(design)},
     )
     rule = key_rule(eps_select, delta, per_unit)
     return ReleasePlan(
@@ -798,7 +837,9 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             return 0.0, 0.0
         # a count and a centred sum measured together: each as if alone at epsilon / sqrt(2)
         eps = c.epsilon / (math.sqrt(2.0) if c.kind == "count_sum" else 1.0)
-        return c.epsilon, float(matrix.expected_rmse(workload, strategy, eps / m))
+        # Laplace noise scales as m / eps: the RMSE at epsilon 1 scaled (no floor on eps / m,
+        # which no mechanism runs at)
+        return c.epsilon, m / eps * float(matrix.expected_rmse(workload, strategy, 1.0))
 
     eps_n, count = rmse("count")
     out: list[dict[str, JSON]] = []

@@ -1,0 +1,104 @@
+"""Mistakes a plan can find are refused by ``dppub plan`` and ``dppub run`` alike, in one line
+naming the release, before anything is reserved (issue 34: each was charged after the draw)."""
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dppub.flows import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MEASURES: list[Any] = ["count", {"sum": "income"}, {"mean": "hours"}]
+
+
+def config(tmp: Path, data: Path, **sections: Any) -> Path:
+    """The demo's dataset with only ``sections`` as releases."""
+    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    for key in ("schedule", "anonymize", "workloads", "regressions", "clustering"):
+        raw.pop(key)
+    raw["dataset"]["path"] = str(data)
+    raw.update(sections)
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def refused_alike(tmp: Path, path: Path, message: str) -> str:
+    """``plan`` and ``run`` exit 2 with the same one error line holding ``message``; the ledger
+    holds no entry (not even a reserve/abort pair) and nothing is published."""
+    ledger, out = tmp / "ledger.sqlite", tmp / "out"
+    lines = []
+    for args in (
+        ["plan", str(path)],
+        ["run", str(path), "--ledger", str(ledger), "--out", str(out)],
+    ):
+        result = CliRunner().invoke(cli.app, args)
+        assert result.exit_code == 2, result.output
+        errors = [ln for ln in result.stderr.splitlines() if ln.startswith("dppub: error:")]
+        assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert message in errors[0], errors[0]
+        lines.append(errors[0])
+    assert lines[0] == lines[1]
+    if ledger.exists():
+        with sqlite3.connect(ledger) as con:
+            assert con.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+    assert not any((out / "census_demo").glob("[!.]*")) if out.exists() else True
+    return lines[0]
+
+
+FLOOR = {
+    # the centred sum of income gets 30% of 2e-6
+    "split": (
+        [{"name": "t", "epsilon": 2e-6, "by": ["sex"], "measures": MEASURES}],
+        "table 't': epsilon 2e-06 is split so that the centred_sum(income) component runs at "
+        "epsilon 6.01e-07, below the floor of 1e-06; give it epsilon >= 3.326e-06",
+    ),
+    # three quantiles by the exponential mechanism: each at 1e-6 / 3
+    "exponential": (
+        [
+            {
+                "name": "q",
+                "epsilon": 1e-6,
+                "by": ["sex"],
+                "measures": [{"quantile": "age", "at": [0.25, 0.5, 0.75]}],
+            }
+        ],
+        "table 'q': epsilon 1e-06 is split so that each of the 3 quantile(age) draws "
+        "(exponential mechanism) runs at epsilon 3.33e-07",
+    ),
+    "joint": (
+        [
+            {"name": "j1", "epsilon": 2e-6, "by": ["sex"], "joint": "g", "measures": MEASURES},
+            {"name": "j2", "epsilon": 2e-6, "by": ["race"], "joint": "g", "measures": MEASURES},
+        ],
+        "table 'j1': epsilon 2e-06 is split so that the centred_sum(income) component",
+    ),
+    "private keys": (
+        [
+            {
+                "name": "p",
+                "epsilon": 3e-6,
+                "delta": 1e-9,
+                "keys": "private",
+                "by": ["zip"],
+                "measures": MEASURES,
+            }
+        ],
+        "table 'p': epsilon 3e-06 is split so that",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOOR))
+def test_a_split_below_the_epsilon_floor_is_refused_before_the_reservation(
+    tmp_path: Path, census_small: Path, name: str
+) -> None:
+    # old code: `plan` refused with "epsilon must be at least 1e-06 ..." naming no table (or
+    # accepted the three quantiles); `run` reserved, drew, failed and was charged
+    tables, message = FLOOR[name]
+    refused_alike(tmp_path, config(tmp_path, census_small, tables=tables), message)
