@@ -1,7 +1,10 @@
 """Mistakes a plan can find are refused by ``dppub plan`` and ``dppub run`` alike, in one line
 naming the release, before anything is reserved (issue 34: each was charged after the draw)."""
 
+import importlib.abc
+import importlib.machinery
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +105,40 @@ def test_a_split_below_the_epsilon_floor_is_refused_before_the_reservation(
     # accepted the three quantiles); `run` reserved, drew, failed and was charged
     tables, message = FLOOR[name]
     refused_alike(tmp_path, config(tmp_path, census_small, tables=tables), message)
+
+
+class _NoMbi(importlib.abc.MetaPathFinder):
+    """A Python where the extra ``dppub[synth]`` is missing: ``mbi`` is not found."""
+
+    def find_spec(self, name: str, *args: object) -> importlib.machinery.ModuleSpec | None:
+        if name == "mbi" or name.startswith("mbi."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def test_a_missing_synth_extra_is_refused_before_the_reservation(
+    tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # old code: `plan` accepted; `run` reserved, the table drew its noise, the synthetic
+    # release failed importing mbi: the whole run charged, nothing published
+    monkeypatch.setattr(sys, "meta_path", [_NoMbi(), *sys.meta_path])
+    for name in [m for m in sys.modules if m == "mbi" or m.startswith("mbi.")]:
+        monkeypatch.delitem(sys.modules, name)
+    table = {"name": "t", "epsilon": 0.5, "by": ["sex"], "measures": ["count"]}
+    synthetic = {
+        "name": "s",
+        "epsilon": 0.5,
+        "delta": 1e-9,
+        "columns": ["sex", "race"],
+        "workload": {"marginals": 2},
+    }
+    path = config(tmp_path, census_small, tables=[table], synthetic=[synthetic])
+    raw = yaml.safe_load(path.read_text())
+    raw["dataset"]["budget"]["delta"] = 1e-6
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    refused_alike(
+        tmp_path,
+        path,
+        "synthetic 's': synthetic data needs the optional extra: pip install "
+        "'dppub[synth]' (mbi>=2.0,<2.1 and JAX; no module named 'mbi')",
+    )

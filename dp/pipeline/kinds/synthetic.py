@@ -58,7 +58,7 @@ from dppub.dp.pipeline.units import bounding_for, unit_statement
 from dppub.dp.publication import Staging
 from dppub.dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
 from dppub.dp.synthetic.aim import Measurement
-from dppub.dp.synthetic.pgm import Clique
+from dppub.dp.synthetic.pgm import Clique, check_installed
 from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 
 if TYPE_CHECKING:
@@ -292,6 +292,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     model = SyntheticModel
 
     def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
+        check_installed(f"synthetic {item.name!r}")  # else the run is charged, nothing published
         columns = declared_columns(cfg, item.columns)
         if len(columns) != len(item.columns):
             raise ConfigError(f"synthetic {item.name!r}: a column is listed twice")
