@@ -142,3 +142,53 @@ def test_a_missing_synth_extra_is_refused_before_the_reservation(
         "synthetic 's': synthetic data needs the optional extra: pip install "
         "'dppub[synth]' (mbi>=2.0,<2.1 and JAX; no module named 'mbi')",
     )
+
+
+def _synthetic(tmp: Path, data: Path, **item: Any) -> Path:
+    synthetic = {"name": "s", "epsilon": 1.0, "delta": 1e-9, "columns": ["sex", "race"], **item}
+    path = config(tmp, data, synthetic=[synthetic])
+    raw = yaml.safe_load(path.read_text())
+    raw["dataset"]["budget"]["delta"] = 1e-6
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        # old code: sampled 2^31 rows after the charge (memory exhausted)
+        ({"rows": 2**31}, "synthetic.0.rows: Input should be less than or equal to 67108864"),
+        (
+            {"rows": 2**25, "columns": ["sex", "race", "age"]},
+            "synthetic 's': rows x columns is 100,663,296, more than the limit of 67,108,864",
+        ),
+        # old code: a noisy count of sigma 2.8e7 published 24.7 million rows from 1,000
+        (
+            {"epsilon": 1e-6},
+            "synthetic 's': at rho 6.55e-14 the noisy row count's standard deviation would be "
+            "8.74e+06 rows with 10% of the budget, more than 1% of max_rows 1,000,000",
+        ),
+    ],
+)
+def test_a_synthetic_table_that_cannot_finish_is_refused(
+    tmp_path: Path, census_small: Path, item: dict[str, Any], message: str
+) -> None:
+    refused_alike(tmp_path, _synthetic(tmp_path, census_small, **item), message)
+
+
+def test_a_table_of_too_many_answers_is_refused(tmp_path: Path, census_small: Path) -> None:
+    # old code: 4,194,304 groups accepted (a count over 10^6 took 6 GB before the fix to
+    # linear-time variances)
+    tables = [
+        {
+            "name": "t",
+            "epsilon": 1.0,
+            "by": [{"column": "income", "bins": 2**21}],
+            "measures": ["count"],
+        }
+    ]
+    refused_alike(
+        tmp_path,
+        config(tmp_path, census_small, tables=tables),
+        "table 't': groups x measures is 2,097,152, more than the limit of 1,048,576",
+    )

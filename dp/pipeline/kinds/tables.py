@@ -67,7 +67,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import Bounding, bounding_for
 from dppub.dp.publication import Staging
 from dppub.dp.tables.joint import (
@@ -333,6 +333,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         shape = tuple(a.size for a in axes)
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
+        answers = cells * sum(len(m.labels()) for m in measures)
+        check_at_most(f"table {item.name!r}: groups x measures", answers, MAX_TABLE_ANSWERS)
         quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
         if len(set(quantiled)) != len(quantiled):
             raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
