@@ -202,9 +202,12 @@ class Staging:
 
     def write_table(self, name: str, stem: str, frame: pd.DataFrame) -> None:
         """A released table as ``stem.parquet`` and the same rows as ``stem.csv`` (for readers
-        without Parquet; floats written exactly: ``repr`` precision)."""
+        without Parquet; floats written exactly: ``repr`` precision). RFC 4180 line ends: the
+        csv module quotes a field holding a character of the line terminator, so a label with
+        a carriage return (as well as a line feed) is quoted, never split."""
         self.write_frame(name, f"{stem}.parquet", frame)
-        frame.to_csv(self.release_dir(name) / f"{stem}.csv", index=False, float_format="%.17g")
+        path = self.release_dir(name) / f"{stem}.csv"
+        frame.to_csv(path, index=False, float_format="%.17g", lineterminator="\r\n")
 
     def write_json(self, name: str, filename: str, payload: Mapping[str, Any]) -> None:
         fault_point("writing")

@@ -192,3 +192,23 @@ def test_a_table_of_too_many_answers_is_refused(tmp_path: Path, census_small: Pa
         config(tmp_path, census_small, tables=tables),
         "table 't': groups x measures is 2,097,152, more than the limit of 1,048,576",
     )
+
+
+def test_a_group_named_like_the_margin_mark_is_refused(tmp_path: Path, census_small: Path) -> None:
+    # old code: published; answers.csv had the category '*' and the margin '*' as two rows of
+    # one key, and the plot dropped the category as if it were a margin
+    path = config(
+        tmp_path,
+        census_small,
+        tables=[
+            {"name": "t", "epsilon": 1.0, "by": ["race"], "measures": ["count"], "margins": True}
+        ],
+    )
+    raw = yaml.safe_load(path.read_text())
+    raw["dataset"]["columns"]["race"]["categories"].append("*")
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    refused_alike(
+        tmp_path,
+        path,
+        "table 't': 'race' has a group named '*', the mark of a summed-out key in answers.csv",
+    )

@@ -81,7 +81,7 @@ from dppub.dp.tables.joint import (
     row_variances,
 )
 from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
-from dppub.dp.tables.margins import Dimension, published_rows
+from dppub.dp.tables.margins import STAR, Dimension, published_rows
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
 from dppub.dp.tables.split import Measure, split_epsilon
@@ -238,6 +238,12 @@ def table_groups(cfg: PipelineConfig, item: TableModel) -> Groups:
         axes.append(axis)
         dims.append(dim)
         keys.extend(f"{column}_level{level}" for level in levels)
+    for axis, dim in zip(axes, dims, strict=True):
+        if STAR in dim.labels or any(STAR in level for level in dim.coarser):
+            raise ConfigError(
+                f"table {item.name!r}: {axis.column!r} has a group named {STAR!r}, the mark "
+                "of a summed-out key in answers.csv; rename that category or level label"
+            )
     return Groups(axes=tuple(axes), dims=tuple(dims), keys=tuple(keys))
 
 
