@@ -212,3 +212,35 @@ def test_a_group_named_like_the_margin_mark_is_refused(tmp_path: Path, census_sm
         path,
         "table 't': 'race' has a group named '*', the mark of a summed-out key in answers.csv",
     )
+
+
+@pytest.mark.parametrize(
+    ("at", "reason"),
+    [
+        ([0], "quantile probabilities must lie in (0, 1), got [0.0]"),
+        ([1], "quantile probabilities must lie in (0, 1), got [1.0]"),
+        ([1.5], "quantile probabilities must lie in (0, 1), got [1.5]"),
+        ([], "at: List should have at least 1 item"),
+    ],
+)
+def test_a_bad_quantile_probability_says_why(
+    tmp_path: Path, census_small: Path, at: list[float], reason: str
+) -> None:
+    # old code: "tables.0.measures.0.\\"literal['count']\\": Input should be 'count', got {...}"
+    measures = ["count", {"quantile": "age", "at": at}]
+    tables = [{"name": "t", "epsilon": 1.0, "by": ["sex"], "measures": measures}]
+    line = refused_alike(tmp_path, config(tmp_path, census_small, tables=tables), reason)
+    assert "tables.0.measures: measure 1 (quantile): " in line and "count" not in line
+
+
+@pytest.mark.parametrize("pool", ["", " ", "a/b"])
+def test_deploy_refuses_a_pool_name_prefect_cannot_look_up(tmp_path: Path, pool: str) -> None:
+    # old code: '' reached Prefect's client, which asked for the pools' collection: a 405
+    # traceback (here, with no API configured: "no Prefect API configured")
+    config = ROOT / "configs" / "demo.yaml"
+    result = CliRunner().invoke(cli.app, ["deploy", str(config), "--pool", pool])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "dppub: error: --pool must name a work pool (no '/' or '%', no surrounding spaces), "
+        f"got {pool!r}"
+    )

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dppub.dp import matrix
 from dppub.dp.axes import Axis, numeric_axis
@@ -137,6 +137,11 @@ class QuantileModel(Model):
 
 
 MeasureModel = Literal["count"] | SumModel | MeanModel | QuantileModel
+_MEASURE_MODELS: dict[str, type[Model]] = {
+    "sum": SumModel,
+    "mean": MeanModel,
+    "quantile": QuantileModel,
+}
 
 
 class TableModel(Cost):
@@ -154,6 +159,28 @@ class TableModel(Cost):
     """Tables naming the same group are measured once, together (:mod:`dp.tables.joint`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("measures", mode="before")
+    @classmethod
+    def _each_measure(cls, value: object) -> object:
+        """A mapping measure checked against the model its key names, so a refusal says why
+        (the union's error named its first alternative: "Input should be 'count'")."""
+        if not isinstance(value, list):
+            return value
+        out: list[object] = []
+        for i, m in enumerate(value):
+            kind = next((k for k in _MEASURE_MODELS if isinstance(m, dict) and k in m), None)
+            if kind is None:
+                out.append(m)
+                continue
+            try:
+                out.append(_MEASURE_MODELS[kind].model_validate(m))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                reason = str(first["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"measure {i} ({kind}): {where}: {reason}") from None
+        return out
 
     @model_validator(mode="after")
     def _options(self) -> TableModel:
