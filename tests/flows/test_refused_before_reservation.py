@@ -244,3 +244,47 @@ def test_deploy_refuses_a_pool_name_prefect_cannot_look_up(tmp_path: Path, pool:
         "dppub: error: --pool must name a work pool (no '/' or '%', no surrounding spaces), "
         f"got {pool!r}"
     )
+
+
+@pytest.mark.parametrize("immutable", ["file", "folder", "both"])
+def test_an_auditor_reads_a_ledger_on_read_only_storage(
+    tmp_path: Path, census_small: Path, immutable: str
+) -> None:
+    # old code: audit and plan said "permission denied (unable to open database file)" and
+    # could not verify the chain. Tests run as root, which ignores modes: the immutable
+    # attribute (chattr +i) makes the storage read-only for root too.
+    import shutil
+    import subprocess
+
+    from tests.flows.conftest import publish_here
+
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    tables = [{"name": "t", "epsilon": 0.5, "by": ["sex"], "measures": ["count"]}]
+    path = config(tmp_path, census_small, tables=tables)
+    publish_here(path, tmp_path / "ledger.sqlite", tmp_path / "out")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(tmp_path / "ledger.sqlite", copy / "ledger.sqlite")
+    before = (copy / "ledger.sqlite").read_bytes()
+    locked = {"file": [copy / "ledger.sqlite"], "folder": [copy]}.get(
+        immutable, [copy / "ledger.sqlite", copy]
+    )
+    subprocess.run(["chattr", "+i", *map(str, locked)], check=True)
+    try:
+        ledger = str(copy / "ledger.sqlite")
+        audit = CliRunner().invoke(cli.app, ["audit", "--ledger", ledger])
+        assert audit.exit_code == 0, audit.output
+        assert "hash chain: ok (5 rows" in audit.stdout
+        planned = CliRunner().invoke(cli.app, ["plan", str(path), "--ledger", ledger])
+        assert planned.exit_code == 0, planned.output
+        assert "remaining before this run: epsilon=3.5 of 4" in planned.stdout
+        run = CliRunner().invoke(
+            cli.app, ["run", str(path), "--ledger", ledger, "--out", str(tmp_path / "out2")]
+        )
+        assert run.exit_code == 2 and "is read-only" in run.stderr, run.output
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, locked)], check=True)
+    assert (copy / "ledger.sqlite").read_bytes() == before
+    if immutable != "file":  # (a writable folder gets SQLite's -wal and -shm files)
+        assert sorted(p.name for p in copy.iterdir()) == ["ledger.sqlite"]
