@@ -203,9 +203,12 @@ class Staging:
 
     def write_table(self, name: str, stem: str, frame: pd.DataFrame) -> None:
         """A released table as ``stem.parquet`` and the same rows as ``stem.csv`` (for readers
-        without Parquet; floats written exactly: ``repr`` precision)."""
+        without Parquet; floats written exactly: ``repr`` precision). RFC 4180 line ends: the
+        csv module quotes a field holding a character of the line terminator, so a label with
+        a carriage return (as well as a line feed) is quoted, never split."""
         self.write_frame(name, f"{stem}.parquet", frame)
-        frame.to_csv(self.release_dir(name) / f"{stem}.csv", index=False, float_format="%.17g")
+        path = self.release_dir(name) / f"{stem}.csv"
+        frame.to_csv(path, index=False, float_format="%.17g", lineterminator="\r\n")
 
     def copy_as_csv(self, name: str, stem: str) -> None:
         """The rows of release ``name``'s ``stem.parquet`` also as ``stem.csv``, batch by batch

@@ -121,10 +121,15 @@ def deploy_configs(configs: list[Path], pool: str, ledger: str | None, out: Path
     the process work pool ``pool`` (``dppub deploy``).
 
     Raises:
-        ConfigError: no Prefect API configured, or it does not answer; no such work pool, or
-            not a process pool; a config without a schedule (checked before anything is
-            registered).
+        ConfigError: a pool name Prefect cannot look up (empty, with ``/``); no Prefect API
+            configured, or it does not answer; no such work pool, or not a process pool; a
+            config without a schedule (checked before anything is registered).
     """
+    if not pool or pool != pool.strip() or any(c in pool for c in "/%"):
+        # an empty name made Prefect's client ask for the pools' collection: a 405 traceback
+        raise ConfigError(
+            f"--pool must name a work pool (no '/' or '%', no surrounding spaces), got {pool!r}"
+        )
     bound = bind(configs, ledger, out)
     url = configured_api()
     if url is None:

@@ -78,6 +78,8 @@ class SqliteStore:
             if not create:
                 raise NoLedgerError(f"no ledger at {self.path}")
             self._create()
+        if not self._opens(self._uri):
+            self._uri = self._read_only_uri()
         self._check_format()
 
     @property
@@ -107,6 +109,38 @@ class SqliteStore:
         finally:
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 leftover.unlink(missing_ok=True)
+
+    def _opens(self, uri: str) -> bool:
+        """Whether ``uri`` opens and reads; False only where the storage refuses (a read-only
+        file or folder, a permission): every other error is left to :meth:`_check_format`."""
+        try:
+            con = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+            try:
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            refused = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM)
+            return code not in refused or not os.access(self.path, os.R_OK)
+        return True
+
+    def _read_only_uri(self) -> str:
+        """Read-only storage (an auditor's copy): ``mode=ro``, else, where SQLite cannot make
+        the WAL's shared-memory file beside it (a read-only folder), ``immutable=1`` -- safe
+        only without a WAL file holding commits the main file lacks (a copy of a ledger no
+        process had open has none), so that case is refused. Writes fail as read-only."""
+        base = self.path.absolute().as_uri()
+        if self._opens(f"{base}?mode=ro"):
+            return f"{base}?mode=ro"
+        wal = Path(f"{self.path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise LedgerError(
+                f"ledger {self.path} is on read-only storage with a write-ahead log ({wal}) it "
+                "cannot replay there: copy the ledger with `sqlite3 LEDGER '.backup COPY'` "
+                "and read the copy"
+            )
+        return f"{base}?mode=ro&immutable=1"
 
     def _check_format(self) -> None:
         try:

@@ -266,6 +266,14 @@ class Tree(SparseStrategy):
             out -= h.T @ (alpha[:, None] * (h @ y))
         return out
 
+    def inv_gram_diag(self) -> FloatArray:
+        """The diagonal of ``(A^T A)^-1`` in ``O(n depth)``: each level subtracts
+        ``sum_v alpha_v h_vj^2`` (the cells' variance factors, without forming columns)."""
+        out = 1.0 / self._leaf_c
+        for _, h, alpha in self._levels:
+            out -= np.asarray(h.multiply(h).T @ alpha, dtype=np.float64)
+        return out
+
     def _lstsq(self, r: FloatArray) -> FloatArray:
         return self.inv_gram(self._rmatmat(r))
 

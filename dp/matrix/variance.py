@@ -153,12 +153,17 @@ def _blockwise(workload: Workload, strategy: Strategy, sig: Apply) -> NoiseMomen
         second = np.asarray(diag[j] + (i > 0) * (diag[before] - 2.0 * c[before, j]))
         if fourth is None:
             return NoiseMoments(second=second, fourth=None)
+    if isinstance(workload, Identity) and isinstance(strategy, Tree):
+        # the cells' factors are the diagonal: linear in n (blocks of columns are n^2)
+        second = strategy.inv_gram_diag()
+        if fourth is None:
+            return NoiseMoments(second=second, fourth=None)
     vectors = _vectors(workload)
     for start in range(0, m, _BLOCK):
         stop = min(m, start + _BLOCK)
         v = vectors(start, stop)
         sv = sig(v)
-        if not isinstance(workload, AllRange):
+        if not isinstance(workload, AllRange | Identity) or not isinstance(strategy, Tree):
             second[start:stop] = np.einsum("ij,ij->j", v, sv)
         if fourth is not None:
             fourth[start:stop] = np.sum((strategy @ sv) ** 4, axis=0)

@@ -35,6 +35,8 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_QUERIES",
     "MAX_RHO",
+    "MAX_SYNTHETIC_VALUES",
+    "MAX_TABLE_ANSWERS",
     "check_at_most",
     "check_bound",
     "check_config_delta",
@@ -79,6 +81,12 @@ MAX_ITERATIONS = 1_000
 """DP k-means runs at most 1,000 Lloyd iterations (each costs a pass over the data)."""
 MAX_CLUSTERS = 10_000
 """DP k-means fits at most 10,000 centres."""
+MAX_TABLE_ANSWERS = 1 << 20
+"""A table publishes at most 1,048,576 answers (groups times the measures' values, counted
+before margins are added): a count over 10^6 groups takes about 1 GB and a few minutes."""
+MAX_SYNTHETIC_VALUES = 1 << 26
+"""A synthetic table's rows times columns (its ``rows``, else its ``max_rows``) is at most
+67,108,864: its codes, the published frame and the bootstrap's samples are held in memory."""
 MAX_HIERARCHY_BYTES = 64 << 20
 """A hierarchy file of more than 64 MiB is refused before it is read."""
 MAX_HIERARCHY_ROWS = 1_000_000

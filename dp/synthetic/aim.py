@@ -257,6 +257,7 @@ def run_aim(
     sensitivity: float = 1.0,
     rows: int | None = None,
     count_share: float = 0.01,
+    max_rows: int | None = None,
     max_model_size: float = 80.0,
     max_rounds: int | None = None,
     planned_rounds: int | None = None,
@@ -277,6 +278,8 @@ def run_aim(
         sensitivity: how far one neighbour moves a marginal (L1 and L2): 1 for a row, m for a
             privacy unit of at most m rows.
         rows: rows to sample; ``None``: a noisy count at ``count_share * rho``.
+        max_rows: the most rows sampled from the noisy count (it is clamped to
+            ``[1, max_rows]``, post-processing); ``None``: no bound.
         max_model_size: the model's final size limit in MB (the junction tree's cells).
         max_rounds: a cap on AIM's rounds (the last spends what is left); ``None``: AIM's own.
         planned_rounds: ``T``, which sets the first rounds' share of the budget (``rho' / T``
@@ -382,7 +385,8 @@ def run_aim(
     spent = plan.spent
     if spent > rho * (1.0 + 1e-9):
         raise InvariantError(f"AIM spent rho {spent!r} of a budget of {rho!r}")
-    n_rows = rows if rows is not None else max(1, round(noisy_count or 0.0))
+    clamped = min(max(1.0, noisy_count or 0.0), float(max_rows or math.inf))
+    n_rows = rows if rows is not None else round(clamped)
     seed = int(rng.integers(2**32)) if rng is not None else secrets.randbits(32)
     return AimResult(
         model=model,

@@ -13,6 +13,7 @@ numpy's global generator around mbi's ``synthetic_data`` (which draws from it).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import string
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,16 @@ import numpy.typing as npt
 
 from dppub.dp.errors import ConfigError
 
-__all__ = ["Clique", "combined", "fit", "model_marginal", "model_size", "require_mbi", "sample"]
+__all__ = [
+    "Clique",
+    "check_installed",
+    "combined",
+    "fit",
+    "model_marginal",
+    "model_size",
+    "require_mbi",
+    "sample",
+]
 
 Clique = tuple[str, ...]
 FloatArray = npt.NDArray[np.float64]
@@ -32,6 +42,19 @@ MISSING = (
     "synthetic data needs the optional extra: pip install 'dppub[synth]' "
     "(mbi>=2.0,<2.1 and JAX; {error})"
 )
+
+
+def check_installed(release: str) -> None:
+    """ConfigError naming ``release`` unless the extra's modules can be found, without
+    importing them (JAX takes seconds to load): a plan checks this before anything is
+    reserved."""
+    for name in ("jax", "mbi"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a broken install, or a parent that is no package
+            found = False
+        if not found:
+            raise ConfigError(f"{release}: {MISSING.format(error=f'no module named {name!r}')}")
 
 
 def require_mbi() -> Any:

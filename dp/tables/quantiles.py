@@ -105,7 +105,9 @@ def _prefix_variance(bins: int) -> float:
 @cache
 def expected_rank_error(bins: int, epsilon: float, group: int) -> float:
     """Expected RMSE, in rows, of a group's noisy CDF at one point (least squares)."""
-    return float(matrix.expected_rmse(matrix.prefix(bins), cdf_strategy(bins), epsilon / group))
+    # Laplace noise scales as group / epsilon: no floor on epsilon / group, which nothing runs at
+    rmse = float(matrix.expected_rmse(matrix.prefix(bins), cdf_strategy(bins), 1.0))
+    return group / epsilon * rmse
 
 
 def em_rank_error(at: Sequence[float], epsilon: float, group: int) -> float:

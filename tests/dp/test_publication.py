@@ -65,3 +65,24 @@ def test_a_release_is_attempted_once_and_never_outside_its_staging(tmp_path: Pat
     with pytest.raises(FileNotFoundError):
         st.write_json("q", "late.json", {})
     assert not st.dir.exists()
+
+
+def test_a_label_with_a_carriage_return_is_quoted_in_the_csv(tmp_path: Path) -> None:
+    # old code: written unquoted (the csv module quotes only the line terminator's characters,
+    # and pandas wrote "\n"): CSV readers split the row in two
+    import csv
+
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    frame = pd.DataFrame({"site": ["a\rb", "c\nd", "e\r\nf", "g"], "answer": [1.5, 2.0, 3.25, 4.0]})
+    st.write_table("t", "answers", frame)
+    path = st.release_dir("t") / "answers.csv"
+    pd.testing.assert_frame_equal(pd.read_csv(path, dtype={"site": str}), frame)
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows == [
+        ["site", "answer"],
+        ["a\rb", "1.5"],
+        ["c\nd", "2"],
+        ["e\r\nf", "3.25"],
+        ["g", "4"],
+    ]

@@ -53,12 +53,12 @@ from dppub.dp.pipeline.kinds.base import (
     as_str,
     as_strs,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
 from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
 from dppub.dp.publication import Staging
 from dppub.dp.synthetic import candidates, cdp_rho, project_answer, run_aim, workload_cliques
 from dppub.dp.synthetic.aim import Measurement
-from dppub.dp.synthetic.pgm import Clique
+from dppub.dp.synthetic.pgm import Clique, check_installed
 from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 
 if TYPE_CHECKING:
@@ -81,6 +81,37 @@ REPLICATES = 2
 one sample each; the mean over the workload marginals varies little between them."""
 
 
+DEFAULT_MAX_ROWS = 1_000_000
+"""The most rows a synthetic table publishes from its noisy count unless ``max_rows`` says."""
+COUNT_SHARES = (0.01, 0.1)
+"""The noisy row count's share of rho: at least 1%, at most 10% (:func:`count_share`)."""
+COUNT_ERROR = 0.01
+"""The noisy row count's standard deviation is held to 1% of ``max_rows``."""
+
+
+def count_share(rho: float, sensitivity: float, max_rows: int, where: str) -> float:
+    """The noisy row count's share of rho: the smallest in :data:`COUNT_SHARES` at which its
+    standard deviation ``m / sqrt(2 share rho)`` is at most :data:`COUNT_ERROR` of
+    ``max_rows`` (the declared scale of the data), so the count's error is small against a
+    table of that size; a one-line error if 10% is not enough (give ``rows``, public, or a
+    larger epsilon). Public values only.
+
+    >>> count_share(0.015, 1.0, 1_000_000, "s")
+    0.01
+    """
+    low, high = COUNT_SHARES
+    sigma = COUNT_ERROR * max_rows
+    need = (sensitivity / sigma) ** 2 / (2.0 * rho)  # m / sqrt(2 share rho) = sigma
+    if need > high:
+        worst = sensitivity / math.sqrt(2.0 * high * rho)
+        raise ConfigError(
+            f"{where}: at rho {rho:.3g} the noisy row count's standard deviation would be "
+            f"{worst:.3g} rows with {high:.0%} of the budget, more than {COUNT_ERROR:.0%} of "
+            f"max_rows {max_rows:,}; give rows: (public), a larger max_rows or a larger epsilon"
+        )
+    return max(low, need)
+
+
 class MarginalsWorkload(Model):
     """All ``k``-way marginals of the declared columns."""
 
@@ -98,8 +129,12 @@ class SyntheticModel(Cost):
         default_factory=lambda: MarginalsWorkload(marginals=2)
     )
     """What the table must preserve: all k-way marginals, or a list of column sets."""
-    rows: Integer | None = Field(default=None, ge=1, le=1 << 31)
-    """Rows to publish; default: a noisy count paid from the release's budget."""
+    rows: Integer | None = Field(default=None, ge=1, le=MAX_SYNTHETIC_VALUES)
+    """Rows to publish (public); default: a noisy count paid from the release's budget."""
+    max_rows: Integer | None = Field(default=None, ge=1, le=MAX_SYNTHETIC_VALUES)
+    """With the noisy count: the most rows published (the count is clamped to it), and the
+    scale its noise is held small against (:func:`count_share`). Default
+    :data:`DEFAULT_MAX_ROWS`."""
     max_model_size: Number = Field(default=80.0, gt=0.0, le=4096.0)
     """The model's size limit in MB: bounds a run's memory and time."""
     max_rounds: Integer | None = Field(default=None, ge=1, le=10_000)
@@ -115,6 +150,8 @@ class SyntheticModel(Cost):
     def _delta(self) -> SyntheticModel:
         if not self.delta > 0.0:
             raise ValueError("synthetic data is accounted in zCDP: it needs delta > 0")
+        if self.rows is not None and self.max_rows is not None:
+            raise ValueError("max_rows bounds the noisy row count: give rows or max_rows")
         return self
 
 
@@ -127,6 +164,13 @@ class SyntheticSpec:
     """The marginals the shared scan counts: the workload's, and the one-way marginal of each
     column no workload marginal covers (AIM measures every one-way marginal)."""
     rho: float
+    count_share: float | None
+    """The noisy row count's share of rho (:func:`count_share`); ``None`` with ``rows``."""
+
+    @property
+    def max_rows(self) -> int:
+        """The most rows published."""
+        return self.item.rows or self.item.max_rows or DEFAULT_MAX_ROWS
 
     @property
     def domain(self) -> dict[str, int]:
@@ -293,6 +337,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     model = SyntheticModel
 
     def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
+        check_installed(f"synthetic {item.name!r}")  # else the run is charged, nothing published
         columns = declared_columns(cfg, item.columns)
         if len(columns) != len(item.columns):
             raise ConfigError(f"synthetic {item.name!r}: a column is listed twice")
@@ -321,15 +366,30 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             )
         covered = {c for cl in workload for c in cl}
         scanned = (*workload, *((c,) for c in columns if c not in covered))
+        where = f"synthetic {item.name!r}"
         rho = cdp_rho(item.epsilon, item.delta)
-        spec = SyntheticSpec(item=item, axes=axes, workload=workload, scanned=scanned, rho=rho)
+        bounding = bounding_for(cfg)
+        spec = SyntheticSpec(
+            item=item,
+            axes=axes,
+            workload=workload,
+            scanned=scanned,
+            rho=rho,
+            count_share=None
+            if item.rows is not None
+            else count_share(rho, bounding.rows_per_unit, item.max_rows or DEFAULT_MAX_ROWS, where),
+        )
+        # the sampled codes, the published frame and the bootstrap's samples hold rows x columns
+        check_at_most(
+            f"{where}: rows x columns", spec.max_rows * len(columns), MAX_SYNTHETIC_VALUES
+        )
         return ReleasePlan(
             name=item.name,
             kind=self.label,
             mechanism="aim",
             cost=item.cost,
             is_dp=True,
-            bounding=bounding_for(cfg),
+            bounding=bounding,
             columns=columns,
             spec=spec,
             facts={
@@ -403,6 +463,8 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             spec.rho,
             sensitivity=m,
             rows=item.rows,
+            count_share=spec.count_share or 0.0,
+            max_rows=spec.max_rows,
             max_model_size=item.max_model_size,
             max_rounds=item.max_rounds,
             planned_rounds=item.planned_rounds,

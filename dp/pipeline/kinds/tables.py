@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dppub.dp import matrix
 from dppub.dp.axes import Axis, numeric_axis
@@ -67,7 +67,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import Bounding, bounding_for
 from dppub.dp.publication import Staging
 from dppub.dp.tables.joint import (
@@ -81,7 +81,7 @@ from dppub.dp.tables.joint import (
     row_variances,
 )
 from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
-from dppub.dp.tables.margins import Dimension, published_rows
+from dppub.dp.tables.margins import STAR, Dimension, published_rows
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
 from dppub.dp.tables.split import Measure, split_epsilon
@@ -94,6 +94,7 @@ from dppub.dp.tables.table import (
     table_mechanism,
     table_strategy,
 )
+from dppub.dp.validation import MIN_EPSILON
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.html.sections import Section
@@ -137,6 +138,11 @@ class QuantileModel(Model):
 
 
 MeasureModel = Literal["count"] | SumModel | MeanModel | QuantileModel
+_MEASURE_MODELS: dict[str, type[Model]] = {
+    "sum": SumModel,
+    "mean": MeanModel,
+    "quantile": QuantileModel,
+}
 
 
 class TableModel(Cost):
@@ -154,6 +160,28 @@ class TableModel(Cost):
     """Tables naming the same group are measured once, together (:mod:`dp.tables.joint`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("measures", mode="before")
+    @classmethod
+    def _each_measure(cls, value: object) -> object:
+        """A mapping measure checked against the model its key names, so a refusal says why
+        (the union's error named its first alternative: "Input should be 'count'")."""
+        if not isinstance(value, list):
+            return value
+        out: list[object] = []
+        for i, m in enumerate(value):
+            kind = next((k for k in _MEASURE_MODELS if isinstance(m, dict) and k in m), None)
+            if kind is None:
+                out.append(m)
+                continue
+            try:
+                out.append(_MEASURE_MODELS[kind].model_validate(m))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                reason = str(first["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"measure {i} ({kind}): {where}: {reason}") from None
+        return out
 
     @model_validator(mode="after")
     def _options(self) -> TableModel:
@@ -238,6 +266,12 @@ def table_groups(cfg: PipelineConfig, item: TableModel) -> Groups:
         axes.append(axis)
         dims.append(dim)
         keys.extend(f"{column}_level{level}" for level in levels)
+    for axis, dim in zip(axes, dims, strict=True):
+        if STAR in dim.labels or any(STAR in level for level in dim.coarser):
+            raise ConfigError(
+                f"table {item.name!r}: {axis.column!r} has a group named {STAR!r}, the mark "
+                "of a summed-out key in answers.csv; rename that category or level label"
+            )
     return Groups(axes=tuple(axes), dims=tuple(dims), keys=tuple(keys))
 
 
@@ -333,6 +367,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         shape = tuple(a.size for a in axes)
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
+        answers = cells * sum(len(m.labels()) for m in measures)
+        check_at_most(f"table {item.name!r}: groups x measures", answers, MAX_TABLE_ANSWERS)
         quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
         if len(set(quantiled)) != len(quantiled):
             raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
@@ -362,6 +398,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             integer=item.round == "integer",
             group=bounding.rows_per_unit,
         )
+        # a joint group's components are at the sum of its members' epsilons: above these
+        _check_floor(f"table {item.name!r}", item.epsilon, _runs_at(design))
         return ReleasePlan(
             name=item.name,
             kind=self.label,
@@ -687,6 +725,37 @@ def _joint_facts(joint: Joint) -> dict[str, JSON]:
     }
 
 
+def _runs_at(design: TableDesign) -> dict[str, float]:
+    """Every epsilon a mechanism of the table runs at, by what runs at it: each component's,
+    and a quantile drawn by the exponential mechanism's per probability (``epsilon / len(at)``,
+    :mod:`dp.tables.quantiles`: the method does not depend on epsilon's scale, so it is chosen
+    at 1 here)."""
+    out = {f"the {c.name} component": c.epsilon for c in design.components}
+    for m in () if design.margins else design.measures:
+        cdf = design.component("cdf", m.column) if m.kind == "quantile" else None
+        if cdf is None:
+            continue
+        bins = len(design.edges[m.column or ""]) - 1
+        if quantile_method(bins, m.at, 1.0, design.group)[0] == "exponential":
+            what = f"each of the {len(m.at)} quantile({m.column}) draws (exponential mechanism)"
+            out[what] = cdf.epsilon / len(m.at)
+    return out
+
+
+def _check_floor(where: str, epsilon: float, epsilons: Mapping[str, float]) -> None:
+    """Refuse, naming the table, a split that runs a mechanism below
+    :data:`dp.validation.MIN_EPSILON` (each runs at a fixed share of ``epsilon``, so the
+    smallest sufficient ``epsilon`` is known before any data)."""
+    what, low = min(epsilons.items(), key=lambda kv: kv[1])
+    if low < MIN_EPSILON:
+        need = epsilon * MIN_EPSILON / low
+        raise ConfigError(
+            f"{where}: epsilon {epsilon:g} is split so that {what} runs at epsilon {low:.3g}, "
+            f"below the floor of {MIN_EPSILON:g}; give it epsilon >= {need * (1 + 1e-9):.4g} "
+            "or fewer measures"
+        )
+
+
 PRIVATE_PLACEHOLDER = "(selected from the data)"
 """A private-keys table's one group label before the selection (plan and expected errors)."""
 
@@ -725,6 +794,11 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         bounds=bounds,
         integer=item.round == "integer",
         group=bounding.rows_per_unit,
+    )
+    _check_floor(
+        f"table {item.name!r}",
+        item.epsilon,
+        {"the key selection": eps_select / per_unit, **_runs_at(design)},
     )
     rule = key_rule(eps_select, delta, per_unit)
     return ReleasePlan(
@@ -804,7 +878,9 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
             return 0.0, 0.0
         # a count and a centred sum measured together: each as if alone at epsilon / sqrt(2)
         eps = c.epsilon / (math.sqrt(2.0) if c.kind == "count_sum" else 1.0)
-        return c.epsilon, float(matrix.expected_rmse(workload, strategy, eps / m))
+        # Laplace noise scales as m / eps: the RMSE at epsilon 1 scaled (no floor on eps / m,
+        # which no mechanism runs at)
+        return c.epsilon, m / eps * float(matrix.expected_rmse(workload, strategy, 1.0))
 
     eps_n, count = rmse("count")
     out: list[dict[str, JSON]] = []

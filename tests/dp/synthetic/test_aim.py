@@ -94,3 +94,27 @@ def test_a_stop_request_ends_aim_between_rounds() -> None:
             should_stop=lambda: len(lines) >= 1,
         )
     assert lines == [lines[0]] and re.fullmatch(r"round 1: \d+% of rho spent", lines[0])
+
+
+def test_the_noisy_row_count_is_clamped_to_max_rows() -> None:
+    # old code: no bound; a count of standard deviation 7,071 (rho 1e-6 at 1%) sampled
+    # thousands of rows from 500 (seeded: this seed draws above 50; deterministic)
+    rng = np.random.default_rng(0)
+    codes = {
+        "a": rng.integers(0, 3, 500),
+        "b": rng.integers(0, 2, 500),
+        "c": rng.integers(0, 4, 500),
+    }
+    workload = workload_cliques(list(DOMAIN), 1)
+    result = run_aim(
+        marginal_answers(codes, DOMAIN, workload),
+        DOMAIN,
+        workload,
+        1e-6,
+        max_rows=50,
+        max_rounds=1,
+        iters=10,
+        rng=np.random.default_rng(3),
+    )
+    assert result.noisy_count is not None and result.noisy_count > 50
+    assert result.rows == 50 and len(result.synthetic["a"]) == 50

@@ -340,3 +340,33 @@ def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_sm
     page = tmp_path / "audit.html"
     write_audit_page(str(ledger), audit_payload(str(ledger), None), page)
     assert "<td>laplace+exponential</td>" in page.read_text()
+
+
+def test_a_small_epsilon_under_a_unit_plans_and_publishes(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # old code: `dppub plan` and the quantile's method choice computed an expected error at
+    # epsilon / m (2.5e-7 here), below the floor no mechanism runs at: "epsilon must be at
+    # least 1e-06 ..." in `plan`, and in `run` after the reservation (charged)
+    from dppub.dp.pipeline.registry import kind_of
+
+    frame = pd.read_parquet(census_small)
+    frame["household"] = [f"h{i % 700}" for i in range(len(frame))]
+    data = tmp_path / "households.parquet"
+    frame.to_parquet(data, index=False)
+    table = {
+        "name": "t",
+        "epsilon": 1e-5,
+        "by": ["sex"],
+        "measures": ["count", {"quantile": "hours", "at": [0.5]}],
+    }
+    config = _config(tmp_path, data, [table], privacy_unit="household", max_rows_per_unit=20)
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["columns"]["household"] = {"type": "string"}
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(config).releases
+    (count, quantile) = kind_of("table").describe(plan)["measures"]  # type: ignore[misc]
+    assert count["expected_rmse"] > 1e6 and quantile["expected_rmse"] > 1e6
+    published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
+    (summary,) = published.summaries
+    assert summary.details["rows"] == 4  # two groups, count and one quantile
