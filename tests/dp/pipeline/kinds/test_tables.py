@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,32 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     (summary,) = published.summaries
     cdf = summary.details["components"]["cdf(hours)"]
     assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
+
+
+QUANTILE = {"quantile": "age", "at": [0.5]}
+
+
+@pytest.mark.parametrize("bounds", [[0, 250_000_000], [-(2**63), 2**63]])
+def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
+    tmp_path: Path, census_small: Path, bounds: list[int]
+) -> None:
+    # Old code: one float per integer of the bounds to decide whether the grid is one bin per
+    # integer (2.1 GB and seconds for [0, 2.5e8]; a traceback for the documented limit).
+    path = _config(
+        tmp_path,
+        census_small,
+        [{"name": "ages", "epsilon": 1.0, "by": ["sex"], "measures": [QUANTILE]}],
+    )
+    raw = yaml.safe_load(path.read_text())
+    raw["dataset"]["columns"]["age"]["bounds"] = bounds
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    tracemalloc.start()
+    try:
+        plan = load_plan(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # bytes; the old code's arange alone held 2 GB
+    (release,) = plan.releases
+    assert release.spec.design.integer_grids == frozenset()  # type: ignore[attr-defined]
+    assert len(release.spec.design.edges["age"]) == 1025  # type: ignore[attr-defined]
