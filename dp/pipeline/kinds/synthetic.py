@@ -290,7 +290,8 @@ def utility_frame(
     total: float,
 ) -> pd.DataFrame:
     """``utility.parquet``: per workload marginal, the bootstrap's range ``error_low`` to
-    ``error_high`` (:func:`marginal_error_range`), ``error`` its middle, ``error_range`` what
+    ``error_high`` (:func:`marginal_error_range`), ``error`` the two refits' mean (the
+    release's ``error`` is its mean over the marginals), ``error_range`` what
     the range is (:data:`MARGINAL_RANGE`), and where a measurement covers it the check
     ``[max(distance - noise, 0), distance + noise] / total`` (NaN where nothing covers it)."""
     scale = max(total, 1.0)
@@ -300,7 +301,7 @@ def utility_frame(
         {
             "marginal": [_label(w) for w in workload],
             "cells": [math.prod(domain[c] for c in w) for w in workload],
-            "error": (lo + hi) / 2.0,
+            "error": (low.mean(axis=0) + high.mean(axis=0)) / 2.0,
             "error_low": lo,
             "error_high": hi,
             "error_range": MARGINAL_RANGE,
