@@ -77,7 +77,7 @@ class KeyedSumsAggregate:
         parts = [np.bincount(codes, minlength=len(uniques))]
         for column, lo, hi in self.bounds:
             values = np.asarray(batch.numeric[column], dtype=np.float64)
-            q = quantise(values - (lo + hi) / 2.0, (hi - lo) / 2.0)
+            q = quantise(values - (lo + hi) / 2.0, (hi - lo) / 2.0, rounding="nearest")
             parts.append(np.bincount(codes, weights=q, minlength=len(uniques)))  # exact integers
         for i, key in enumerate(uniques):
             now = [int(p[i]) for p in parts]

@@ -6,7 +6,7 @@ the same rows (those with all of them). Per group it counts rows, counts each qu
 values over its fine declared grid (a histogram per group), and sums, per measured column, the
 row's
 value clamped to the declared ``[lo, hi]`` (clamped on read) and centred on ``mid = (lo + hi) /
-2``, quantised toward zero on a grid of ``2^-16`` of ``half = (hi - lo) / 2``
+2``, quantised to the nearest point (unbiased) of a grid of ``2^-16`` of ``half = (hi - lo) / 2``
 (:func:`dp.numerics.fixedpoint.quantise`): integers of magnitude at most ``2^16``, summed exactly
 (a batch's per-group float sums stay below ``2^53``; batches add as Python integers). Integer
 sums do not depend on batch boundaries, files or merge order, so the memory, stream and Dask
@@ -104,7 +104,7 @@ class TableSumsAggregate:
         counts += np.bincount(cell, minlength=self.cells)
         for column, lo, hi in self.bounds:
             values = np.asarray(batch.numeric[column], dtype=np.float64)
-            q = quantise(values - (lo + hi) / 2.0, (hi - lo) / 2.0)
+            q = quantise(values - (lo + hi) / 2.0, (hi - lo) / 2.0, rounding="nearest")
             part = np.bincount(cell, weights=q, minlength=self.cells)  # exact: module doc
             sums[column] = sums[column] + part.astype(np.int64).astype(object)
         for grid, hist in zip(self.grids, hists, strict=True):

@@ -26,7 +26,7 @@ from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError
 from dppub.dp.matrix.error import svd_bound_rmse
 from dppub.dp.matrix.measure import check_histogram, measure, measure_gaussian
-from dppub.dp.matrix.reconstruct import check_reconstruction, reconstruct
+from dppub.dp.matrix.reconstruct import check_reconstruction, least_squares, reconstruct
 from dppub.dp.matrix.select import cached_error_factor, select_strategy
 from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.workload import FloatArray, Workload
@@ -62,6 +62,10 @@ class WorkloadAnswer:
     """Approximate-DP parameter spent (0 with Laplace noise)."""
     noise: str = "laplace"
     """``"laplace"`` or ``"gaussian"``."""
+    least_squares: FloatArray | None = None
+    """The unbiased least-squares histogram ``A^+ r`` the non-negative reconstructions start
+    from (None for ``"least-squares"``: it is ``estimate``); the intervals use it where the
+    projection moved an answer (:func:`dp.matrix.intervals.answer_intervals`)."""
 
     @property
     def strategy(self) -> str:
@@ -149,4 +153,5 @@ def answer(
         reconstruction=method,
         delta=dl,
         noise=noise,
+        least_squares=None if method == "least-squares" else least_squares(meas),
     )

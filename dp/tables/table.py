@@ -35,6 +35,7 @@ from dppub.dp.numerics.fixedpoint import float_allowance
 from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.margins import Dimension, Published, published_rows
 from dppub.dp.tables.quantiles import (
+    QUANTILE_INTERVAL_COVERS,
     cdf_strategy,
     measure_quantiles,
     measure_quantiles_jointly,
@@ -322,7 +323,13 @@ def _quantile_frames(
         q = measure_quantiles(
             hist, edges, m.at, epsilon=c.epsilon, group=design.group, rng=rng, tied=tied
         )
-    common = {"epsilon": c.epsilon, "sensitivity": q.sensitivity, "noise_scale": q.noise_scale}
+    common: dict[str, object] = {
+        "epsilon": c.epsilon,
+        "sensitivity": q.sensitivity,
+        "noise_scale": q.noise_scale,
+    }
+    if q.method == "cdf":
+        common["interval_covers"] = QUANTILE_INTERVAL_COVERS
     if design.margins:
         facts[c.name] = {
             **common,

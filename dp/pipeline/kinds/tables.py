@@ -324,12 +324,13 @@ def _grid(cfg: PipelineConfig, item: TableModel, column: str) -> Axis:
 
 
 def _per_integer(cfg: PipelineConfig, column: str, grid: Axis) -> bool:
-    """Whether an int column's grid has one bin per integer (each bin holds one value)."""
+    """Whether an int column's grid has one bin per integer (each bin holds one value), from
+    its size alone: never one value per integer of the bounds (they may span 2^64)."""
     spec = cfg.table_schema[column]
     if spec.type != "int" or spec.bounds is None or grid.edges is None:
         return False
     lo, hi = spec.bounds
-    return bool(np.array_equal(grid.edges, np.arange(lo, hi + 2, dtype=np.float64)))
+    return grid.size == int(hi) - int(lo) + 1 and grid.edges[1] - grid.edges[0] == 1.0
 
 
 def _partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:

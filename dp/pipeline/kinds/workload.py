@@ -255,6 +255,7 @@ def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> Ans
         noise_scale=result.noise_scale,
         reconstruction=spec.reconstruction,
         noise=spec.noise,
+        least_squares=result.least_squares,
     )
 
 

@@ -126,6 +126,10 @@ def test_k_means_publishes_centres_with_noisy_sizes(demo: Demo) -> None:
     # (probability e^-20 each), so their total too, within 3 x 20 scales.
     assert abs(table["size"].sum() - 3000.0) < 60.0 * scale
     assert _summary(demo, "work_patterns").details["interval_level"] == 0.95
+    # The size is the previous centres' assignment (the rows each centre averages), and the
+    # release says so (old code: no such statement; the rows nearest the published centres
+    # differed from it by about 1,000 against a stated standard error of 141).
+    assert "previous centres" in str(_summary(demo, "work_patterns").details["size_of"])
 
 
 def test_objective_perturbation_publishes_points_and_says_why(

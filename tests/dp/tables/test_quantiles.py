@@ -160,3 +160,30 @@ def test_an_integer_columns_deciles_off_the_cdf_are_its_tied_values() -> None:
     assert q.method == "cdf"
     assert list(q.values[0]) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], q.values
     assert list(q.ci_low[0]) == list(q.values[0]) == list(q.ci_high[0])
+
+
+def test_the_interval_covers_the_actual_quantile_not_only_the_grids_reading() -> None:
+    # Hours in whole numbers (normal, sd 12, 3 groups of 3,000 rows) on a float grid of 1,024
+    # bins over [1, 99] (0.096 wide): the reading, interpolated inside a bin, is not the whole
+    # number that is the actual decile. Read off the interpolated points, the old intervals
+    # covered 0.55 of the 27 deciles over 100 seeds (worst decile 0.0); with the bin edges
+    # they cover 0.9996 (200 seeds). With 2,700 (run, decile) pairs, correlated within a run
+    # (at least 100 independent runs), coverage 0.95 would have a standard error below 0.022:
+    # the threshold 0.93 is a one-sided 1-sd margin under 0.95 and 3 sd under the 0.9996
+    # measured (false-failure rate below 0.2%; the seeds are fixed).
+    data = np.random.default_rng(0)
+    groups = [np.sort(np.clip(np.round(data.normal(mu, 12, 3000)), 1, 99)) for mu in (35, 40, 45)]
+    edges = np.linspace(1.0, 99.0, 1025)
+    hist = np.stack([np.histogram(g, bins=edges)[0] for g in groups]).astype(float)
+    deciles = [i / 10 for i in range(1, 10)]
+    truth = np.array([np.quantile(g, deciles, method="inverted_cdf") for g in groups])
+    held = []
+    for seed in range(100):
+        q = measure_quantiles(
+            hist, edges, deciles, epsilon=1.0, group=1, rng=np.random.default_rng(seed)
+        )
+        assert q.method == "cdf"
+        held.append((q.ci_low <= truth) & (truth <= q.ci_high))
+    coverage = np.mean(held, axis=0)
+    assert coverage.mean() >= 0.93, coverage.mean()
+    assert coverage.min() >= 0.85, coverage.min()  # old code: 0.0

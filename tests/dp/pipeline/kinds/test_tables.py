@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +371,32 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     assert summary.details["rows"] == 4  # two groups, count and one quantile
+
+
+QUANTILE = {"quantile": "age", "at": [0.5]}
+
+
+@pytest.mark.parametrize("bounds", [[0, 250_000_000], [-(2**63), 2**63]])
+def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
+    tmp_path: Path, census_small: Path, bounds: list[int]
+) -> None:
+    # Old code: one float per integer of the bounds to decide whether the grid is one bin per
+    # integer (2.1 GB and seconds for [0, 2.5e8]; a traceback for the documented limit).
+    path = _config(
+        tmp_path,
+        census_small,
+        [{"name": "ages", "epsilon": 1.0, "by": ["sex"], "measures": [QUANTILE]}],
+    )
+    raw = yaml.safe_load(path.read_text())
+    raw["dataset"]["columns"]["age"]["bounds"] = bounds
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    tracemalloc.start()
+    try:
+        plan = load_plan(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # bytes; the old code's arange alone held 2 GB
+    (release,) = plan.releases
+    assert release.spec.design.integer_grids == frozenset()  # type: ignore[attr-defined]
+    assert len(release.spec.design.edges["age"]) == 1025  # type: ignore[attr-defined]
