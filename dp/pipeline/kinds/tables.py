@@ -4,8 +4,9 @@ Each item is one table: its groups are the cells of its ``by`` keys (declared ca
 values, bins of a float column, or a hierarchy level), its measures are read off noisy
 components whose epsilon split minimises their noise (:mod:`dp.tables.split`), and with
 ``margins: true`` every sub-total is estimated jointly with the cells by the matrix mechanism
-(:mod:`dp.tables.linear`), so cells add up exactly to every margin; ``round: integer`` makes the
-counts non-negative integers that still add up (:mod:`dp.tables.rounding`). Bounds come from
+(:mod:`dp.tables.linear`), so cells add up exactly to every margin; ``round: integer`` (or
+``{base: N}``) makes counts and sums multiples of the base that still add up
+(:mod:`dp.tables.rounding`). Bounds come from
 the declared columns only (values are clamped on read). The exact per-group counts, centred
 fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
 scan (:mod:`dp.engine.table_sums`: one aggregate, so every measure sees the same rows).
@@ -23,8 +24,12 @@ finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.jo
 ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
-sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
-split, the bounds, the key policy and the interval method in ``release.json``.
+sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``, ``quality``),
+every value rounded to the digits its noise supports, flagged and, with ``suppress:``, small
+cells withheld (:mod:`dp.tables.office`); the same values wide in ``answers_wide.csv`` and
+``answers.xlsx`` (:mod:`dp.tables.wide`, :mod:`dp.tables.workbook`); and the split, the bounds,
+the key policy, the interval method and the rounding, precision and quality rules in
+``release.json``.
 """
 
 from __future__ import annotations

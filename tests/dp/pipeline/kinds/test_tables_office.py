@@ -56,7 +56,10 @@ def test_the_example_publishes_what_an_office_publishes(
                 assert row["quality"] == "suppressed"
                 continue
             d = _decimals(row["answer"])
-            if row["std_error"] != "" and row["measure"] != "count":  # counts: integers
+            # counts are integers; a controlled-rounded sum's base is its cells' precision,
+            # so a margin (larger se) may show one more digit: both checked below
+            controlled = table == "people_by_sex_marital" and row["measure"] == "sum(income)"
+            if row["std_error"] != "" and row["measure"] != "count" and not controlled:
                 se = float(row["std_error"])
                 # no digit below a hundredth of the se (the rule: to the power of ten at or
                 # below a tenth of it; 6% allows for the se's own rounding)
@@ -128,6 +131,7 @@ def test_the_example_publishes_what_an_office_publishes(
     report = (folder / "report.md").read_text()
     assert "wide in `answers_wide.csv` and `answers.xlsx`" in report
     assert "Every value carries only the digits its noise supports" in report
+    assert "No plot for this release" not in (folder / "report.html").read_text()
 
 
 @pytest.mark.parametrize(
