@@ -82,8 +82,7 @@ def suppressed_rows(
     keys = list(keys)
     if answers.empty:
         return np.zeros(0, dtype=bool)
-    cell = ~(answers[keys] == "*").any(axis=1)
-    counts = answers[(answers["measure"] == "count") & cell]
-    small = counts[counts["answer"] < below][keys]
-    withheld = answers[keys].apply(tuple, axis=1).isin(set(small.apply(tuple, axis=1)))
-    return np.asarray(withheld & cell, dtype=bool)
+    cell = ~(answers[keys] == "*").any(axis=1).to_numpy()
+    small = (answers["measure"] == "count").to_numpy() & cell & (answers["answer"] < below)
+    groups = pd.MultiIndex.from_frame(answers[keys])
+    return np.asarray(groups.isin(groups[small]) & cell, dtype=bool)

@@ -80,24 +80,27 @@ def wide_blocks(table: OfficeTable, keys: Sequence[str]) -> list[Block]:
     down = [keys[0], *keys[2:]]
     across = keys[1] if len(keys) > 1 else None
     blocks: list[Block] = []
-    for measure in dict.fromkeys(frame["measure"].tolist()):
-        sub = frame[frame["measure"] == measure]
-        rows = list(dict.fromkeys(sub[down].itertuples(index=False, name=None)))
-        rows.sort(key=lambda r: tuple(v == STAR for v in r))
+    answer = frame["answer"].to_numpy(np.float64)
+    quality = frame["quality"].astype(str).tolist()
+    measures = frame["measure"].to_numpy(str)
+    for measure in dict.fromkeys(measures.tolist()):
+        at = np.flatnonzero(measures == measure)
+        sub = frame.iloc[at]
+        labels = list(sub[down].itertuples(index=False, name=None))
+        rows = sorted(dict.fromkeys(labels), key=lambda r: tuple(v == STAR for v in r))
         columns = [measure] if across is None else _labels(sub[across])
+        col_of = [measure] * len(at) if across is None else sub[across].tolist()
         at_row = {r: i for i, r in enumerate(rows)}
         at_col = {c: j for j, c in enumerate(columns)}
         values = np.full((len(rows), len(columns)), np.nan)
         exponent = np.full_like(values, np.nan)
         cells = [["" for _ in columns] for _ in rows]
         flags = [["" for _ in columns] for _ in rows]
-        for i in sub.index:
-            row = frame.loc[i]
-            r = at_row[tuple(row[k] for k in down)]
-            c = at_col[measure if across is None else row[across]]
-            values[r, c], exponent[r, c] = row["answer"], table.exponent[i]
-            flags[r][c] = str(row["quality"])
-            cells[r][c] = WITHHELD if row["quality"] == SUPPRESSED else text[i]
+        for i, label, col in zip(at, labels, col_of, strict=True):
+            r, c = at_row[label], at_col[col]
+            values[r, c], exponent[r, c] = answer[i], table.exponent[i]
+            flags[r][c] = quality[i]
+            cells[r][c] = WITHHELD if quality[i] == SUPPRESSED else text[i]
         blocks.append(
             Block(
                 measure=measure,

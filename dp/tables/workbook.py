@@ -3,7 +3,7 @@
 One sheet per measure, its wide block (:mod:`dp.tables.wide`): a title, a header, the rows;
 numbers are numbers, shown with their published digits (the number format of their power of
 ten); a withheld cell holds ``[c]``; a value flagged ``use with caution`` or ``unreliable``
-is shaded (light and dark orange) and carries its flag as a comment. A ``Notes`` sheet says
+is shaded (light and dark orange; the flag is in ``answers.csv``). A ``Notes`` sheet says
 what the table guarantees and how it was made: one line per note, as given.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,42 +49,44 @@ def _number_format(exponent: float) -> str:
 
 
 def write_workbook(path: Path, blocks: Sequence[Block], notes: Sequence[tuple[str, str]]) -> None:
-    """Write the workbook (module doc) to ``path``."""
+    """Write the workbook (module doc) to ``path``; streamed (openpyxl's write-only mode)."""
     from openpyxl import Workbook  # only where a table is written
-    from openpyxl.comments import Comment
+    from openpyxl.cell import WriteOnlyCell
     from openpyxl.styles import Font, PatternFill
+    from openpyxl.utils import get_column_letter
 
-    book = Workbook()
-    first = book.active
-    assert first is not None
-    book.remove(first)
+    book = Workbook(write_only=True)
     bold = Font(bold=True)
+    fills = {flag: PatternFill("solid", fgColor=colour) for flag, colour in _FILLS.items()}
+
+    def heading(sheet: Any, values: Sequence[str]) -> list[Any]:
+        cells = [WriteOnlyCell(sheet, value=v) for v in values]
+        for cell in cells:
+            cell.font = bold
+        return cells
+
     for block, name in zip(blocks, _sheet_names([b.measure for b in blocks]), strict=True):
         sheet = book.create_sheet(name)
-        sheet.append([block.title])
-        sheet["A1"].font = bold
-        sheet.append(list(block.header))
-        for cell in sheet[2]:
-            cell.font = bold
+        sheet.freeze_panes = f"{get_column_letter(len(block.down) + 1)}3"
+        sheet.append(heading(sheet, [block.title]))
+        sheet.append(heading(sheet, block.header))
         for i, labels in enumerate(block.rows):
-            sheet.append(list(labels))
-            r = sheet.max_row
+            row: list[Any] = list(labels)
             for j in range(len(block.columns)):
-                cell = sheet.cell(row=r, column=len(labels) + j + 1)
-                text, flag = block.text[i][j], block.quality[i][j]
-                if text == "" or not np.isfinite(block.values[i, j]):
-                    cell.value = text or None
+                text, value = block.text[i][j], float(block.values[i, j])
+                if text == "" or not np.isfinite(value):
+                    row.append(text or None)
                     continue
-                cell.value = float(block.values[i, j])
+                cell = WriteOnlyCell(sheet, value=value)
                 cell.number_format = _number_format(float(block.exponent[i, j]))
-                if flag in _FILLS:
-                    cell.fill = PatternFill("solid", fgColor=_FILLS[flag])
-                    cell.comment = Comment(flag, "dppub")
-        sheet.freeze_panes = sheet.cell(row=3, column=len(block.down) + 1)
+                fill = fills.get(block.quality[i][j])
+                if fill is not None:
+                    cell.fill = fill
+                row.append(cell)
+            sheet.append(row)
     sheet = book.create_sheet("Notes")
-    for topic, text in [*notes, ("Marks", MARKS)]:
-        sheet.append([topic, text])
-        sheet.cell(row=sheet.max_row, column=1).font = bold
     sheet.column_dimensions["A"].width = 16
     sheet.column_dimensions["B"].width = 120
+    for topic, text in [*notes, ("Marks", MARKS)]:
+        sheet.append([*heading(sheet, [topic]), text])
     book.save(path)
