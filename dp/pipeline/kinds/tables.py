@@ -755,8 +755,11 @@ def _write(
     (folder / "answers_wide.csv").write_text(wide_csv(blocks))
     cost = plan.cost
     guarantee = f"epsilon {cost.epsilon:g}, delta {cost.delta:g}: differential privacy"
-    if result.joint is not None:
-        guarantee += f". {result.joint['guarantee']}"
+    if result.joint is not None:  # not claimed at its own epsilon (_joint_facts)
+        guarantee = (
+            f"epsilon {as_float(result.joint['epsilon']):g} (its joint group's), delta "
+            f"{cost.delta:g}: differential privacy. {result.joint['guarantee']}"
+        )
     methods = [
         f"{name}: {as_str(as_object(fact)['method'])}"
         for name, fact in result.components.items()

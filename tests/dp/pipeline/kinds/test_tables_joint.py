@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -103,6 +104,10 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         assert fact["noise_scale"] == pytest.approx(fact["sensitivity"] / fact["epsilon"])
         assert details["sensitivity"] == fact["sensitivity"]
         assert summaries[name].details["joint"]["group"] == "people"
+        notes = openpyxl.load_workbook(folder / name / "answers.xlsx")["Notes"]
+        guarantee = {r[0].value: r[1].value for r in notes.iter_rows()}["Guarantee"]
+        assert guarantee.startswith("epsilon 1 (its joint group's), delta 0: differential")
+        assert f"This table alone is not claimed {eps:g}-DP" in guarantee
     report = (folder / "report.md").read_text()
     assert "differential privacy, jointly: epsilon 1 with by_marital, by_sex" in report
     assert "This table alone is not claimed 0.5-DP" in report
