@@ -92,7 +92,7 @@ from dppub.dp.tables.office import OfficeTable, Presentation, office_table
 from dppub.dp.tables.precision import PRECISION_RULE
 from dppub.dp.tables.quality import CAUTION, UNRELIABLE, quality_rule
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
-from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS, sum_base
+from dppub.dp.tables.rounding import GAP, MAX_ROUNDED_CELLS, NODE_LIMIT, sum_base
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
@@ -723,8 +723,10 @@ def _rounding(design: TableDesign, answers: pd.DataFrame) -> str:
             bases.append(f"{label} to multiples of {base:g}")
     return (
         "controlled rounding (post-processing): every cell rounded down or up to a multiple "
-        "of its base, minimising the L1 distance of all published rows to the released ones, "
-        "so every margin is the sum of its published cells: " + "; ".join(bases)
+        "of its base by an integer program (HiGHS) for the smallest L1 distance of all "
+        f"published rows to the released ones (it stops within {GAP:.0%} of it or after "
+        f"{NODE_LIMIT} nodes, never worse than rounding each cell alone); every margin is the "
+        "sum of its published cells: " + "; ".join(bases)
     )
 
 
