@@ -1,4 +1,4 @@
-"""Non-negative integer cells whose margins stay as close as possible to the released ones.
+"""Integer cells, or multiples of a base, whose margins stay closest to the released ones.
 
 Post-processing of released values only. Given the reconstructed non-negative cells ``x`` and
 the published rows ``M`` (cells and margins, :func:`dp.tables.margins.margin_matrix`), find
@@ -13,6 +13,14 @@ the result is never worse than rounding each cell on its own. The search stops a
 :data:`NODE_LIMIT` branch-and-bound nodes (a count, not a clock: the result never depends on the
 machine's load) with the best integer solution found, which is then not proven optimal
 (or, if none was found, each cell rounded).
+
+``round: {base: b}`` (:func:`round_to_base`) is the same problem in units of ``b``: the cells
+``x / b`` rounded as above, times ``b``, so every published row is a multiple of ``b`` and every
+margin still the sum of its cells (``round: integer`` is ``b = 1``). Counts are made
+non-negative first; a sum only when its column's values are (its lower bound is at least 0).
+A sum's base is scaled by powers of ten up to the precision its noise supports
+(:func:`sum_base`, :mod:`dp.tables.precision`): rounding it to units would publish digits the
+noise makes meaningless.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-__all__ = ["MAX_ROUNDED_CELLS", "round_integer"]
+from dppub.dp.tables.precision import exponents
+
+__all__ = ["MAX_ROUNDED_CELLS", "round_integer", "round_to_base", "sum_base"]
 
 MAX_ROUNDED_CELLS = 1024
 """Most cells a table rounds (an integer program of one variable per cell and per row): 32 x 32
@@ -34,9 +44,13 @@ GAP = 0.05
 """Branch-and-bound nodes HiGHS may explore (module doc)."""
 
 
-def round_integer(estimate: npt.ArrayLike, rows: sp.csr_matrix) -> npt.NDArray[np.int64]:
-    """The integer cells (module doc), as int64."""
-    x = np.clip(np.asarray(estimate, dtype=np.float64), 0.0, None)
+def round_integer(
+    estimate: npt.ArrayLike, rows: sp.csr_matrix, *, nonneg: bool = True
+) -> npt.NDArray[np.int64]:
+    """The integer cells (module doc), as int64; ``nonneg``: made non-negative first."""
+    x = np.asarray(estimate, dtype=np.float64)
+    if nonneg:
+        x = np.clip(x, 0.0, None)
     target = rows @ x
     start = np.rint(x)
     n, r = len(x), rows.shape[0]
@@ -58,4 +72,32 @@ def round_integer(estimate: npt.ArrayLike, rows: sp.csr_matrix) -> npt.NDArray[n
     # Never worse than rounding each cell (the solver's tolerance cannot make it so).
     if np.abs(rows @ out - target).sum() > np.abs(rows @ start - target).sum():
         out = start.astype(np.int64)
-    return np.asarray(np.clip(out, 0, None), dtype=np.int64)
+    return np.asarray(np.clip(out, 0, None) if nonneg else out, dtype=np.int64)
+
+
+def round_to_base(
+    estimate: npt.ArrayLike, rows: sp.csr_matrix, *, base: float, nonneg: bool = True
+) -> npt.NDArray[np.float64]:
+    """The cells as multiples of ``base`` (module doc): ``rows @`` them are the published rows.
+
+    >>> rows = sp.csr_matrix(np.array([[1, 0], [0, 1], [1, 1]], dtype=float))
+    >>> cells = round_to_base([3.4, 1.2], rows, base=5.0)
+    >>> cells, rows @ cells
+    (array([5., 0.]), array([5., 0., 5.]))
+    """
+    scaled = np.asarray(estimate, dtype=np.float64) / base
+    return round_integer(scaled, rows, nonneg=nonneg).astype(np.float64) * base
+
+
+def sum_base(base: float, std_error: npt.ArrayLike) -> float:
+    """A sum's base: ``base`` times the largest power of ten (at least 1) that keeps it at or
+    below the precision step of its smallest standard error (:func:`exponents`).
+
+    >>> sum_base(1.0, [312.0, 840.0]), sum_base(5.0, [312.0]), sum_base(5.0, [3.1])
+    (10.0, 5.0, 5.0)
+    """
+    (e,) = exponents([float(np.min(std_error))], counts=[False])
+    if not np.isfinite(e):
+        return base
+    k = max(0, int(np.floor(np.log10(10.0**e / base) + 1e-9)))
+    return float(base * 10**k)

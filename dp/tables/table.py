@@ -2,14 +2,16 @@
 
 What each measure is read from and how epsilon is split: :mod:`dp.tables.split`; counts and
 centred sums over cells and margins: :mod:`dp.tables.linear`; quantiles:
-:mod:`dp.tables.quantiles`; integer rounding: :mod:`dp.tables.rounding`. From the components:
+:mod:`dp.tables.quantiles`; controlled rounding: :mod:`dp.tables.rounding`. From the components:
 
 * the count and a centred sum measured together (:mod:`dp.tables.split`) are read off as if
   measured apart (:func:`dp.tables.linear.measure_count_and_sum`);
-* ``count`` = the count component's rows (non-negative; integers with ``round: integer``);
+* ``count`` = the count component's rows (non-negative; with ``round:`` multiples of the base
+  that still add up);
 * ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
-  rounding); its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated
-  noises: independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
+  rounding; with ``round:`` multiples of :func:`dp.tables.rounding.sum_base` that add up);
+  its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated noises:
+  independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
   ``L (e_a - e_b) / 2`` for one linear ``L`` and i.i.d. ``e_a``, ``e_b``);
 * ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
   delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
@@ -41,7 +43,7 @@ from dppub.dp.tables.quantiles import (
     measure_quantiles_jointly,
     quantile_method,
 )
-from dppub.dp.tables.rounding import round_integer
+from dppub.dp.tables.rounding import round_to_base, sum_base
 from dppub.dp.tables.split import Component, Measure
 
 __all__ = [
@@ -76,6 +78,8 @@ class TableDesign:
     """Quantile columns whose grid has one bin per integer value (``int`` columns by default)."""
     margins: bool = False
     integer: bool = False
+    """Controlled rounding (``round:``) of counts and sums, to multiples of :attr:`base`."""
+    base: int = 1
     group: int = 1
     """Rows a unit may contribute (1: neighbours differ by one row)."""
 
@@ -274,7 +278,7 @@ def _linear_rows(
         answer = count.answers
         if design.integer:
             rows = published.matrix
-            answer = (rows @ round_integer(count.estimate, rows)).astype(np.float64)
+            answer = rows @ round_to_base(count.estimate, rows, base=design.base)
         low = np.clip(answer - count.half_width, 0.0, None)
         return answer, count.std_error, low, answer + count.half_width
     s = linear[f"centred_sum({m.column})"]
@@ -283,6 +287,10 @@ def _linear_rows(
     if m.kind == "sum":
         answer = s.answers + mid * n_ans
         se = np.sqrt(s.std_error**2 + mid**2 * n_se**2)
+        if design.integer:
+            rows, base = published.matrix, sum_base(design.base, se)
+            cells = s.estimate + mid * (count.estimate if count is not None else 0.0)
+            answer = rows @ round_to_base(cells, rows, base=base, nonneg=lo >= 0)
         return answer, se, answer - k * se, answer + k * se
     n = np.maximum(n_ans, 1.0)
     centred_mean = np.clip(s.answers / n, lo - mid, hi - mid)

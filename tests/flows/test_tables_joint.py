@@ -29,8 +29,8 @@ def test_dppub_run_publishes_a_joint_group(
     sex = pd.read_csv(run / "by_sex" / "answers.csv")
     cells = fine[fine["measure"] == "count"]
     for _, row in sex[(sex["measure"] == "count") & (sex["sex"] != "*")].iterrows():
-        total = cells[cells["sex"] == row["sex"]]["answer"].sum()
-        assert row["answer"] == pytest.approx(total, rel=1e-9)
+        group = cells[cells["sex"] == row["sex"]]["answer"]  # integers rounded one by one
+        assert abs(row["answer"] - group.sum()) <= (len(group) + 1) / 2
     draws = [(r["release"], r["epsilon"]) for r in Ledger(ledger).history() if r["event"] == "draw"]
     assert sorted(draws) == [("by_marital", 0.25), ("by_sex", 0.25), ("by_sex_marital", 0.5)]
     assert not list((out / "census_demo" / ".staging").glob("*.joint"))

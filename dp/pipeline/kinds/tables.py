@@ -4,8 +4,9 @@ Each item is one table: its groups are the cells of its ``by`` keys (declared ca
 values, bins of a float column, or a hierarchy level), its measures are read off noisy
 components whose epsilon split minimises their noise (:mod:`dp.tables.split`), and with
 ``margins: true`` every sub-total is estimated jointly with the cells by the matrix mechanism
-(:mod:`dp.tables.linear`), so cells add up exactly to every margin; ``round: integer`` makes the
-counts non-negative integers that still add up (:mod:`dp.tables.rounding`). Bounds come from
+(:mod:`dp.tables.linear`), so cells add up exactly to every margin; ``round: integer`` (or
+``{base: N}``) makes counts and sums multiples of the base that still add up
+(:mod:`dp.tables.rounding`). Bounds come from
 the declared columns only (values are clamped on read). The exact per-group counts, centred
 fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
 scan (:mod:`dp.engine.table_sums`: one aggregate, so every measure sees the same rows).
@@ -23,15 +24,20 @@ finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.jo
 ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
-sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``), and the
-split, the bounds, the key policy and the interval method in ``release.json``.
+sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``, ``quality``),
+every value rounded to the digits its noise supports, flagged and, with ``suppress:``, small
+cells withheld (:mod:`dp.tables.office`); the same values wide in ``answers_wide.csv`` and
+``answers.xlsx`` (:mod:`dp.tables.wide`, :mod:`dp.tables.workbook`); and the split, the bounds,
+the key policy, the interval method and the rounding, precision and quality rules in
+``release.json``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -82,8 +88,11 @@ from dppub.dp.tables.joint import (
 )
 from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import STAR, Dimension, published_rows
+from dppub.dp.tables.office import OfficeTable, Presentation, office_table
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quality import CAUTION, UNRELIABLE, quality_rule
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
-from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
+from dppub.dp.tables.rounding import GAP, MAX_ROUNDED_CELLS, NODE_LIMIT, sum_base
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
@@ -94,6 +103,8 @@ from dppub.dp.tables.table import (
     table_mechanism,
     table_strategy,
 )
+from dppub.dp.tables.wide import wide_blocks, wide_csv
+from dppub.dp.tables.workbook import write_workbook
 from dppub.dp.validation import MIN_EPSILON
 
 if TYPE_CHECKING:
@@ -145,6 +156,38 @@ _MEASURE_MODELS: dict[str, type[Model]] = {
 }
 
 
+MAX_BASE = 1_000_000_000
+"""The largest ``round: {base: N}``."""
+
+
+class RoundModel(Model):
+    """``round: {base: b}``: counts and sums as multiples of ``b`` that still add up."""
+
+    base: Integer = Field(ge=1, le=MAX_BASE)
+
+
+class QualityModel(Model):
+    """``quality:``: the relative standard errors above which a value is flagged."""
+
+    caution: Number = Field(default=CAUTION, gt=0)
+    unreliable: Number = Field(default=UNRELIABLE, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QualityModel:
+        if not self.caution < self.unreliable:
+            raise ValueError(
+                f"quality: caution ({self.caution:g}) must be below unreliable "
+                f"({self.unreliable:g})"
+            )
+        return self
+
+
+class SuppressModel(Model):
+    """``suppress: {below: N}``: withhold cells whose published count is below ``N``."""
+
+    below: Integer = Field(ge=1)
+
+
 class TableModel(Cost):
     """One ``tables:`` item (module doc)."""
 
@@ -152,7 +195,10 @@ class TableModel(Cost):
     by: list[str | KeyModel] = Field(min_length=1, max_length=8)
     measures: list[MeasureModel] = Field(min_length=1)
     margins: Flag = False
-    round: Literal["none", "integer"] = "none"
+    round: Literal["none", "integer"] | RoundModel = "none"
+    """Controlled rounding of counts and sums (:mod:`dp.tables.rounding`)."""
+    quality: QualityModel = QualityModel()
+    suppress: SuppressModel | None = None
     # Not a field named ``keys``: Prefect walks a pydantic model with ``dict(model)``, which calls
     # ``model.keys()`` -- a str there (every table run failed with "'str' object is not callable").
     key_policy: Literal["declared", "private"] = Field(default="declared", alias="keys")
@@ -183,6 +229,20 @@ class TableModel(Cost):
                 raise ValueError(f"measure {i} ({kind}): {where}: {reason}") from None
         return out
 
+    @field_validator("round", mode="before")
+    @classmethod
+    def _round(cls, value: object) -> object:
+        """One clear message for every wrong ``round:`` (not one per form it could take)."""
+        base = value.get("base") if isinstance(value, dict) and set(value) == {"base"} else None
+        if value in ("none", "integer") or (
+            isinstance(base, int) and not isinstance(base, bool) and 1 <= base <= MAX_BASE
+        ):
+            return value
+        raise ValueError(
+            f"round must be integer, none or {{base: N}} with a whole N from 1 to {MAX_BASE:,}, "
+            f"got {value!r}"
+        )
+
     @model_validator(mode="after")
     def _options(self) -> TableModel:
         if self.key_policy == "declared" and self.delta > 0:
@@ -191,7 +251,38 @@ class TableModel(Cost):
             raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
         if self.key_policy == "private" and self.joint is not None:
             raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
+        if self.suppress is not None and "count" not in self.measures:
+            raise ValueError(
+                f"suppress: {{below: {self.suppress.below}}} withholds cells by their published "
+                "count; add count to the measures"
+            )
+        if self.rounding_base is not None and not any(
+            m == "count" or isinstance(m, SumModel) for m in self.measures
+        ):
+            raise ValueError(
+                f"round: {self.round_label} rounds counts and sums, and this table has neither "
+                "(means and quantiles are rounded to their precision anyway)"
+            )
         return self
+
+    @property
+    def rounding_base(self) -> int | None:
+        """The controlled rounding's base (None: no ``round:``)."""
+        if isinstance(self.round, RoundModel):
+            return self.round.base
+        return 1 if self.round == "integer" else None
+
+    @property
+    def round_label(self) -> str:
+        """``round:`` as written: ``integer``, ``{base: 5}`` or ``none``."""
+        return self.round if isinstance(self.round, str) else f"{{base: {self.round.base}}}"
+
+    def presentation(self) -> Presentation:
+        return Presentation(
+            caution=self.quality.caution,
+            unreliable=self.quality.unreliable,
+            suppress_below=None if self.suppress is None else self.suppress.below,
+        )
 
     def key_models(self) -> list[KeyModel]:
         return [KeyModel(column=k) if isinstance(k, str) else k for k in self.by]
@@ -226,6 +317,8 @@ class TableSpec:
     """``keys: private``: the selection rule (its labels are a placeholder until selected)."""
     joint: Joint | None = None
     """``joint: <group>``: the group this table is measured with."""
+    presentation: Presentation = field(default_factory=Presentation)
+    """How its rows are flagged and withheld (``quality:``, ``suppress:``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,9 +466,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
         if len(set(quantiled)) != len(quantiled):
             raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
-        if item.round == "integer":
-            if not any(m.kind == "count" for m in measures):
-                raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
+        if item.rounding_base is not None:
             check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
         check_reconstruction(published_rows(groups.dims, item.margins).workload(), "nonneg-l1")
         grids = tuple(_grid(cfg, item, c) for c in quantiled)
@@ -396,7 +487,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 c for c, g in zip(quantiled, grids, strict=True) if _per_integer(cfg, c, g)
             ),
             margins=item.margins,
-            integer=item.round == "integer",
+            integer=item.rounding_base is not None,
+            base=item.rounding_base or 1,
             group=bounding.rows_per_unit,
         )
         # a joint group's components are at the sum of its members' epsilons: above these
@@ -413,7 +505,12 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             ),
             joint=() if joint is None else _joint_costs(joint),
             spec=TableSpec(
-                design=design, axes=axes, grids=grids, keys=item.key_policy, joint=joint
+                design=design,
+                axes=axes,
+                grids=grids,
+                keys=item.key_policy,
+                joint=joint,
+                presentation=item.presentation(),
             ),
             facts={"groups": cells, "keys": item.key_policy},
         )
@@ -489,7 +586,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             released = release_table(design, (), {}, {}, measured=measured)
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
-        out.write_table(plan.name, "answers", released.answers)
+        published = office_table(released.answers, design, plan.spec.presentation)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -502,13 +599,17 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
-            rounding="integer" if design.integer else "none",
+            rounding=_rounding(design, released.answers),
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
             privacy_unit=_unit(plan.bounding, joint),
             key_selection=selection,
             joint=None if joint is None else _joint_facts(joint),
+            precision=PRECISION_RULE,
+            quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
+            suppression=_suppression(plan.spec.presentation),
         )
+        _write(out, plan, design, published, result)
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
         return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
@@ -528,16 +629,24 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         extra = ""
         if r.margins:
             extra += " Every margin down to the grand total is estimated jointly with the cells."
-        if r.rounding == "integer":
-            extra += " Counts are non-negative integers that add up exactly."
+        if r.rounding != "none":
+            extra += (
+                " Counts and sums are rounded under control: every margin is the sum of its "
+                "published cells (`release.json` states each base)."
+            )
         if r.joint is not None:
             extra += f" {r.joint['guarantee']}"
+        withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
-            f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`).{extra}",
+            f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
+            f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
             f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
             "`release.json` states the rule).",
             f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
+            "Every value carries only the digits its noise supports (rounded to the power of "
+            "ten at or below a tenth of its standard error, counts to integers; post-processing, "
+            f"no privacy cost). `quality`: {r.quality}.{withheld}",
         ]
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
@@ -579,6 +688,7 @@ class TableResult:
     bounds: Mapping[str, list[float]]
     margins: bool
     rounding: str
+    """``none``, or the controlled rounding: each rounded measure's base."""
     interval_method: str
     interval_level: float
     privacy_unit: Mapping[str, JSON] | None = None
@@ -586,6 +696,12 @@ class TableResult:
     """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
     joint: Mapping[str, JSON] | None = None
     """``joint: <group>``: the group, its tables, its epsilon and the guarantee."""
+    precision: str = PRECISION_RULE
+    """How many digits each published value carries (post-processing)."""
+    quality: str = ""
+    """What the ``quality`` column says and from what."""
+    suppression: str | None = None
+    """``suppress:``: which cells are withheld."""
 
     def to_json(self) -> dict[str, JSON]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -598,6 +714,8 @@ class TableResult:
             del out["key_selection"]
         if self.joint is None:
             del out["joint"]
+        if self.suppression is None:
+            del out["suppression"]
         return out
 
     @classmethod
@@ -623,7 +741,89 @@ class TableResult:
             privacy_unit=as_object_or_none(data.get("privacy_unit")),
             key_selection=as_object_or_none(data.get("key_selection")),
             joint=as_object_or_none(data.get("joint")),
+            precision=as_str(data.get("precision", PRECISION_RULE)),
+            quality=as_str(data.get("quality", "")),
+            suppression=None if data.get("suppression") is None else as_str(data["suppression"]),
         )
+
+
+def _rounding(design: TableDesign, answers: pd.DataFrame) -> str:
+    """What ``release.json`` says of ``round:``: each rounded measure's base (a sum's from its
+    standard errors, public: :func:`dp.tables.rounding.sum_base`)."""
+    if not design.integer:
+        return "none"
+    bases: list[str] = []
+    for m in design.measures:
+        label = m.labels()[0]
+        if m.kind == "count":
+            bases.append(f"{label} to multiples of {design.base}")
+        elif m.kind == "sum":
+            se = answers.loc[answers["measure"] == label, "std_error"].to_numpy(np.float64)
+            base = sum_base(design.base, se) if len(se) else float(design.base)
+            bases.append(f"{label} to multiples of {base:g}")
+    return (
+        "controlled rounding (post-processing): every cell rounded down or up to a multiple "
+        "of its base by an integer program (HiGHS) for the smallest L1 distance of all "
+        f"published rows to the released ones (it stops within {GAP:.0%} of it or after "
+        f"{NODE_LIMIT} nodes, never worse than rounding each cell alone); every margin is the "
+        "sum of its published cells: " + "; ".join(bases)
+    )
+
+
+def _suppression(presentation: Presentation) -> str | None:
+    below = presentation.suppress_below
+    if below is None:
+        return None
+    return (
+        f"cells whose published count is below {below} are withheld (blank numbers, quality "
+        "'suppressed'; the row stays); margins are kept. Post-processing: the guarantee "
+        "holds without it, and a withheld cell can be derived from its margin and siblings"
+    )
+
+
+def _write(
+    out: Staging,
+    plan: ReleasePlan[TableSpec],
+    design: TableDesign,
+    published: OfficeTable,
+    result: TableResult,
+) -> None:
+    """The published files: ``answers.parquet`` (rounded floats), ``answers.csv`` (the same
+    digits as text), ``answers_wide.csv`` and ``answers.xlsx`` (:mod:`dp.tables.wide`)."""
+    out.write_frame(plan.name, "answers.parquet", published.answers)
+    folder = out.release_dir(plan.name)
+    published.text().to_csv(folder / "answers.csv", index=False)
+    blocks = wide_blocks(published, design.keys)
+    (folder / "answers_wide.csv").write_text(wide_csv(blocks))
+    cost = plan.cost
+    guarantee = f"epsilon {cost.epsilon:g}, delta {cost.delta:g}: differential privacy"
+    if result.joint is not None:  # not claimed at its own epsilon (_joint_facts)
+        guarantee = (
+            f"epsilon {as_float(result.joint['epsilon']):g} (its joint group's), delta "
+            f"{cost.delta:g}: differential privacy. {result.joint['guarantee']}"
+        )
+    methods = [
+        f"{name}: {as_str(as_object(fact)['method'])}"
+        for name, fact in result.components.items()
+        if "method" in as_object(fact)
+    ]
+    method = "counts and sums: the Laplace mechanism (the matrix mechanism with margins)"
+    notes = [
+        ("Table", plan.name),
+        ("Guarantee", guarantee),
+        ("Neighbours", f"add/remove {plan.bounding.neighbours}"),
+        ("Method", "; ".join([method, *methods])),
+        ("Epsilon split", f"{dict(result.split)}: {SPLIT_RULE}"),
+        ("Intervals", f"{100 * INTERVAL_LEVEL:g}%: {INTERVAL_METHOD}"),
+        ("Rounding", result.rounding),
+        ("Precision", result.precision),
+        ("Quality", result.quality),
+    ]
+    if result.key_selection is not None:
+        notes.append(("Keys", f"selected from the data: {json.dumps(result.key_selection)}"))
+    if result.suppression is not None:
+        notes.append(("Suppression", result.suppression))
+    write_workbook(folder / "answers.xlsx", blocks, notes)
 
 
 def _unit(bounding: Bounding, joint: Joint | None = None) -> dict[str, JSON] | None:
@@ -663,10 +863,10 @@ def _joint_group(
         raise ConfigError(f"{where}: joint tables publish count, sum and mean, not quantiles")
     own: list[Member] = []
     for t in members:
-        if t.round != "none":
+        if t.rounding_base is not None:
             raise ConfigError(
-                f"{where}: {t.name!r} has round: {t.round}; joint tables are not rounded (each "
-                "rounded apart would break their additivity)"
+                f"{where}: {t.name!r} has round: {t.round_label}; joint tables are not rounded "
+                "(each rounded apart would break their additivity)"
             )
         if t.measure_list() != measures:
             raise ConfigError(
@@ -775,8 +975,6 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         raise ConfigError(
             f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
         )
-    if item.round == "integer" and not any(m.kind == "count" for m in measures):
-        raise ConfigError(f"table {item.name!r}: round: integer rounds the count")
     columns = [m.column for m in measures if m.column is not None]
     bounds = {c: _bounds(cfg, item, c) for c in columns}
     declared_columns(cfg, [column])
@@ -793,7 +991,8 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         measures=measures,
         components=split_epsilon(measures, bounds, eps_measures),
         bounds=bounds,
-        integer=item.round == "integer",
+        integer=item.rounding_base is not None,
+        base=item.rounding_base or 1,
         group=bounding.rows_per_unit,
     )
     _check_floor(
@@ -810,7 +1009,14 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         is_dp=True,
         bounding=bounding,
         columns=declared_columns(cfg, [column, *columns]),
-        spec=TableSpec(design=design, axes=(), grids=(), keys="private", selection=rule),
+        spec=TableSpec(
+            design=design,
+            axes=(),
+            grids=(),
+            keys="private",
+            selection=rule,
+            presentation=item.presentation(),
+        ),
         facts={"groups": "private", "keys": "private", "selection": rule.describe()},
     )
 

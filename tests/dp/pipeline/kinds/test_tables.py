@@ -83,7 +83,15 @@ def test_tables_are_planned_published_recorded_and_reported(
     exact = pd.read_parquet(census_small)
 
     answers = pd.read_csv(folder / "income_by_race" / "answers.csv")
-    assert list(answers.columns) == ["race", "measure", "answer", "std_error", "ci_low", "ci_high"]
+    assert list(answers.columns) == [
+        "race",
+        "measure",
+        "answer",
+        "std_error",
+        "ci_low",
+        "ci_high",
+        "quality",
+    ]
     assert answers["measure"].unique().tolist() == ["count", "sum(income)", "mean(income)"]
     counts = answers[answers["measure"] == "count"].set_index("race")["answer"]
     truth = exact["race"].value_counts()
@@ -124,7 +132,10 @@ def test_tables_are_planned_published_recorded_and_reported(
 
     entry = {e["name"]: e for e in published.manifest["releases"]}["median_hours"]
     assert entry["kind"] == "table"
-    assert sorted(entry["files"]) == ["median_hours/answers.csv", "median_hours/answers.parquet"]
+    assert sorted(entry["files"]) == [
+        f"median_hours/{f}"
+        for f in ("answers.csv", "answers.parquet", "answers.xlsx", "answers_wide.csv")
+    ]
     rows = Ledger(str(ledger), create=False).history()
     released = [(r["release"], r["kind"], r["epsilon"]) for r in rows if r["event"] == "release"]
     assert released == [(t["name"], "table", 1.0) for t in TABLES]
@@ -177,7 +188,10 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     [
         ({"keys": "private"}, "keys: private needs a delta > 0, got 0.0"),
         ({"measures": [{"mean": "sex"}]}, "must be numeric with declared bounds"),
-        ({"measures": [{"sum": "hours"}], "round": "integer"}, "round: integer rounds the count"),
+        (
+            {"measures": [{"mean": "hours"}], "round": "integer"},
+            "round: integer rounds counts and sums, and this table has neither",
+        ),
         ({"by": ["zip"]}, "has no declared domain"),
     ],
 )

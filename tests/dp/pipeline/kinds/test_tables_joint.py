@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -71,17 +72,20 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         return pd.read_csv(folder / name / "answers.csv", keep_default_na=False)
 
     fine, marital, sex = answers("by_sex_marital"), answers("by_marital"), answers("by_sex")
-    for measure in ("count",):  # post-processing of one estimate: the tables add up exactly
+    # Post-processing of one estimate: the tables add up exactly before each published count is
+    # rounded to an integer on its own (no round:), so a row and its k cells' sum differ by at
+    # most (k + 1) / 2.
+    for measure in ("count",):
         cells = fine[fine["measure"] == measure]
         for _, row in marital[marital["measure"] == measure].iterrows():
-            total = cells[cells["marital"] == row["marital"]]["answer"].sum()
-            assert row["answer"] == pytest.approx(total, rel=1e-9, abs=1e-9)
+            group = cells[cells["marital"] == row["marital"]]["answer"]
+            assert abs(row["answer"] - group.sum()) <= (len(group) + 1) / 2
         by_sex = sex[(sex["measure"] == measure) & (sex["sex"] != "*")]
         for _, row in by_sex.iterrows():
-            total = cells[cells["sex"] == row["sex"]]["answer"].sum()
-            assert row["answer"] == pytest.approx(total, rel=1e-9, abs=1e-9)
+            group = cells[cells["sex"] == row["sex"]]["answer"]
+            assert abs(row["answer"] - group.sum()) <= (len(group) + 1) / 2
         (grand,) = sex[(sex["measure"] == measure) & (sex["sex"] == "*")]["answer"]
-        assert grand == pytest.approx(cells["answer"].sum(), rel=1e-9)
+        assert abs(grand - cells["answer"].sum()) <= (len(cells) + 1) / 2
 
     summaries = {s.name: s for s in published.summaries}
     for name, eps in (("by_sex_marital", 0.5), ("by_marital", 0.25), ("by_sex", 0.25)):
@@ -100,6 +104,10 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         assert fact["noise_scale"] == pytest.approx(fact["sensitivity"] / fact["epsilon"])
         assert details["sensitivity"] == fact["sensitivity"]
         assert summaries[name].details["joint"]["group"] == "people"
+        notes = openpyxl.load_workbook(folder / name / "answers.xlsx")["Notes"]
+        guarantee = {r[0].value: r[1].value for r in notes.iter_rows()}["Guarantee"]
+        assert guarantee.startswith("epsilon 1 (its joint group's), delta 0: differential")
+        assert f"This table alone is not claimed {eps:g}-DP" in guarantee
     report = (folder / "report.md").read_text()
     assert "differential privacy, jointly: epsilon 1 with by_marital, by_sex" in report
     assert "This table alone is not claimed 0.5-DP" in report
@@ -158,9 +166,10 @@ def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
         "Primary": ["Preschool"],
     }
     assert sorted(parents.index) == sorted(children)
-    for parent, kids in children.items():
+    for parent, kids in children.items():  # exact before each is rounded at a tenth of its se
         total = leaves.loc[kids, "answer"].sum()
-        assert parents.loc[parent, "answer"] == pytest.approx(total, rel=1e-9)
+        slack = (parents.loc[parent, "std_error"] + leaves.loc[kids, "std_error"].sum()) / 20
+        assert abs(parents.loc[parent, "answer"] - total) <= slack
 
 
 def test_a_fault_after_the_groups_draws_charges_the_whole_group_and_publishes_nothing(

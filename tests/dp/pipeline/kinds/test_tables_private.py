@@ -110,7 +110,15 @@ def test_a_selection_of_no_key_publishes_an_empty_table(tmp_path: Path) -> None:
     pd.DataFrame({"site": TINY, "person": TINY, "hours": [5.0] * len(TINY)}).to_parquet(data)
     answers, release, rows = _publish(tmp_path, config(tmp_path, data))
     assert answers.empty
-    assert list(answers.columns) == ["site", "measure", "answer", "std_error", "ci_low", "ci_high"]
+    assert list(answers.columns) == [
+        "site",
+        "measure",
+        "answer",
+        "std_error",
+        "ci_low",
+        "ci_high",
+        "quality",
+    ]
     assert release["details"]["key_selection"]["released_keys"] == 0
     assert [(r["epsilon"], r["delta"]) for r in rows] == [(1.0, 1e-6)]  # the selection was paid
 
