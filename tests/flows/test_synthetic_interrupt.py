@@ -17,6 +17,7 @@ import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-m", "dppub.flows.cli", "run")
@@ -26,7 +27,7 @@ ROUND = re.compile(r"synthetic 'synthetic_census': round (\d+): \d+% of rho spen
 def _config(directory: Path, data: Path) -> Path:
     """configs/synthetic.yaml on ``data``, its synthetic release alone, with more rounds than
     AIM's default would take (``max_rounds`` caps them at 8)."""
-    raw = yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text())
+    raw = example("synthetic.yaml")
     raw["dataset"]["path"] = str(data)
     raw.pop("anonymize")
     raw["synthetic"][0].update(
