@@ -98,10 +98,10 @@ def test_a_signal_mid_aim_settles_after_the_round_charged(
     book = Ledger(str(ledger))
     drawn = [r["epsilon"] for r in book.history() if r["event"] == "draw"]
     assert drawn == [pytest.approx(1.0)]  # the release's draw, recorded before AIM measured
-    summary = spending_summary(book)["census_synthetic"]
+    summary = spending_summary(book)["census_demo"]
     assert summary["lifetime_spent_epsilon"] == pytest.approx(1.0)  # charged, not refunded
     assert summary["pending_runs"] == 0
-    folder = out / "census_synthetic"
+    folder = out / "census_demo"
     assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
     assert not any((folder / ".staging").glob("*/"))
     assert book.verify().ok
