@@ -91,9 +91,12 @@ class Plan:
     def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
         """The input's structure (files, columns, types in every file) from footers only, and
         a publication folder that can be written and does not overlap the input."""
-        data = self.config.data_path(period)
-        check_output(Path(out_dir), data)
-        check_source(data, self.config.table_schema, columns=self.columns)
+        check_output(Path(out_dir), self.config.data_path(period))
+        self.check_input(period)
+
+    def check_input(self, period: str | None = None) -> None:
+        """The input's structure (files, columns, types in every file) from footers only."""
+        check_source(self.config.data_path(period), self.config.table_schema, columns=self.columns)
 
     def open_run(
         self,
