@@ -2,9 +2,9 @@
 
 Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
 (2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
-run; ``plan`` exits with the code ``run`` would, 1 when an audit finds a broken chain, 70 for an internal error, 130 / 143 when SIGINT /
-SIGTERM interrupted a run, after settling it). Prefect is imported only by the commands that
-run flows.
+run -- ``plan`` exits with the code ``run`` would --, 1 when an audit finds a broken chain, 70
+for an internal error, 130 / 143 when SIGINT / SIGTERM interrupted a run, after settling it).
+Prefect is imported only by the commands that run flows.
 """
 
 from __future__ import annotations
