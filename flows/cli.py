@@ -159,7 +159,11 @@ def _plan_text(payload: dict[str, Any]) -> None:
             f"{payload['max_partitions_per_unit']} partition(s) of a partitioned release"
         )
     for r in payload["releases"]:
-        line = f"  {r['name']:<22} {r['kind']:<12} epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
+        line = f"  {r['name']:<22} {r['kind']:<12} "
+        if "neighbours" in r:  # a DP release states its neighbours; a syntactic one has none
+            line += f"epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
+        else:  # its epsilon of 0 is what the ledger charges, not a guarantee: it has none
+            line += "not differentially private (no epsilon bounds what it reveals)"
         typer.echo(line + kind_of(r["kind"]).plan_text(r))
     typer.echo(
         f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "

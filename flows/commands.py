@@ -307,7 +307,7 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
 def audit_lines(payload: Mapping[str, Any]) -> list[str]:
     """The text form of an audit."""
     line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7} {:>7}"
-    heads = ("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending", "aborted")
+    heads = ("dataset", "budget", "spent", "remaining", "runs", "charged", "pending", "aborted")
     out = [line.format(*heads)]
     for name, d in payload["datasets"].items():
         spent, left = d["lifetime_spent_epsilon"], d["remaining_epsilon"]

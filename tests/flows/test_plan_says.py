@@ -166,3 +166,19 @@ def test_plan_refuses_the_input_run_refuses_with_runs_line_and_exit_code(
     payload = json.loads(done.stdout)  # the plan is still shown
     assert payload["fits"] is False and payload["refusal"] in _refusal(done)
     assert not ledger.exists() and not (tmp_path / "out" / "census_demo").exists()
+
+
+def test_plan_shows_a_k_anonymous_release_as_not_differentially_private(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # old code: "k_anonymous_table  k-anonymity  epsilon=0  delta=0", which reads as free
+    config = small_config(tmp_path, census_small)
+    done = _plan(config, tmp_path / "l.sqlite")
+    assert done.exit_code == 0, done.output
+    (line,) = [ln for ln in done.stdout.splitlines() if "k_anonymous_table" in ln]
+    assert "not differentially private" in line and "epsilon=" not in line
+    dp_lines = [ln for ln in done.stdout.splitlines() if " workload " in ln]
+    assert dp_lines and all("epsilon=" in ln for ln in dp_lines)
+    as_json = json.loads(_plan(config, tmp_path / "l.sqlite", "--json").stdout)
+    kanon = next(r for r in as_json["releases"] if r["kind"] == "k-anonymity")
+    assert (kanon["epsilon"], kanon["delta"]) == (0.0, 0.0)  # the keys and values --json kept
