@@ -10,10 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
+from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
-from dppub.dp.pipeline.plan import load_plan
+from dppub.dp.pipeline.plan import load_config, load_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
@@ -68,3 +70,51 @@ def test_each_header_names_the_command_that_runs_it_on_make_runs_ledger() -> Non
     assert "make run" in _header("demo.yaml")
     for name in EXAMPLES:
         assert f"dppub run configs/{name} --ledger {ledger} --out {out}" in _header(name)
+
+
+def _dataset_file(folder: Path, **extra: object) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    declared = yaml.safe_load((CONFIGS / "datasets" / "census.yaml").read_text())
+    path = folder / "census.yaml"
+    path.write_text(yaml.safe_dump({**declared, **extra}))
+    return path
+
+
+def _config_naming(path: Path, dataset: str, **extra: object) -> Path:
+    raw = yaml.safe_load((CONFIGS / "tables.yaml").read_text())
+    path.write_text(yaml.safe_dump({**raw, "dataset": dataset, **extra}))
+    return path
+
+
+def test_a_dataset_files_paths_and_ledger_resolve_against_it(tmp_path: Path) -> None:
+    _dataset_file(tmp_path / "shared", ledger="books/census.sqlite")
+    here = _config_naming(tmp_path / "a.yaml", "shared/census.yaml")
+    (tmp_path / "elsewhere").mkdir()
+    there = _config_naming(tmp_path / "elsewhere" / "b.yaml", "../shared/census.yaml")
+    for config in (here, there):
+        cfg = load_config(config)
+        assert cfg.ledger_location == str(tmp_path / "shared" / "books" / "census.sqlite")
+        declared = tmp_path / "shared" / "../../data/sample/census.parquet"  # as the file says
+        assert cfg.data_path() == declared.resolve()
+
+
+def test_a_config_naming_a_dataset_file_keeps_no_ledger_of_its_own(tmp_path: Path) -> None:
+    _dataset_file(tmp_path / "shared")
+    config = _config_naming(tmp_path / "a.yaml", "shared/census.yaml", ledger="mine.sqlite")
+    with pytest.raises(ConfigError, match=r"a.yaml: ledger: .* drop ledger: here"):
+        load_config(config)
+    default = _config_naming(tmp_path / "b.yaml", "shared/census.yaml")
+    assert load_config(default).ledger_location == str(tmp_path / "shared" / "ledger.sqlite")
+
+
+def test_a_dataset_file_holds_a_dataset_and_a_ledger_only(tmp_path: Path) -> None:
+    _dataset_file(tmp_path / "shared", tables=[])
+    config = _config_naming(tmp_path / "a.yaml", "shared/census.yaml")
+    with pytest.raises(ConfigError, match=r"census.yaml: a dataset file holds only dataset and"):
+        load_config(config)
+    (tmp_path / "shared" / "census.yaml").write_text("dataset: other.yaml\n")
+    with pytest.raises(ConfigError, match=r"census.yaml: dataset: must be a mapping"):
+        load_config(config)
+    missing = _config_naming(tmp_path / "c.yaml", "shared/nowhere.yaml")
+    with pytest.raises(ConfigError, match="shared/nowhere.yaml does not exist"):
+        load_config(missing)
