@@ -143,8 +143,8 @@ def _union(
     models = [c for c in choices if _is_model(c)]
     if isinstance(value, dict) and models:
         best = max(models, key=lambda m: len(set(value) & set(_keys(m, hidden))))
-        if set(value) & set(_keys(best, hidden)):  # the alternative the mapping was meant as
-            own = [e for e in group if e["loc"][u] == best.__name__]
+        own = [e for e in group if e["loc"][u] == best.__name__]
+        if own and set(value) & set(_keys(best, hidden)):  # the alternative it was meant as
             e = next((x for x in own if x["type"] == "extra_forbidden"), own[0])
             rest = at + tuple(e["loc"][u + 1 :])
             if e["type"] == "extra_forbidden":
