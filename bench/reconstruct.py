@@ -52,6 +52,7 @@ import dppub.dp.matrix as mx  # noqa: E402
 from dppub.dp.errors import SolverError  # noqa: E402
 from dppub.dp.pipeline.domains import histogram_axis  # noqa: E402
 from dppub.dp.pipeline.kinds.workload import WorkloadModel, workload_operator  # noqa: E402
+from dppub.dp.pipeline.loading import inline_dataset, read_config  # noqa: E402
 from dppub.dp.pipeline.plan import load_config  # noqa: E402
 from dppub.dp.reference.histogram import histogram  # noqa: E402
 
@@ -121,7 +122,7 @@ def reconstruction(with_hours: bool, draws: int) -> dict[str, Any]:
 
 
 def _config(tmp: Path, with_hours: bool) -> Path:
-    cfg = yaml.safe_load(DEMO.read_text())
+    cfg = inline_dataset(read_config(DEMO), DEMO)[0]
     attrs = BASE + ([HOURS] if with_hours else [])
     out = {
         "dataset": {**cfg["dataset"], "path": str(DATA), "budget": {"epsilon": 1000.0}},

@@ -34,7 +34,10 @@ from pathlib import Path
 
 import yaml
 
+from dppub.dp.pipeline.loading import inline_dataset, read_config
+
 ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "configs" / "demo.yaml"
 DPPUB = str(Path(sys.executable).with_name("dppub"))
 
 
@@ -46,7 +49,7 @@ def _tiny(folder: Path) -> Path:
         check=True,
         capture_output=True,
     )
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = inline_dataset(read_config(DEMO), DEMO)[0]  # its path is set below
     raw["dataset"]["path"] = str(data)
     raw["dataset"]["budget"]["epsilon"] = 1000.0
     for key in ("anonymize", "regressions", "clustering", "schedule"):

@@ -49,12 +49,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "configs" / "demo.yaml"
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import _dataset, watched_run  # noqa: E402
 from dppub.dp.axes import Axis, numeric_axis  # noqa: E402
 from dppub.dp.engine import HistogramAggregate, StreamingBackend, TableSource  # noqa: E402
 from dppub.dp.engine.unit_bounding import BoundingAggregate, UnitBound  # noqa: E402
+from dppub.dp.pipeline.loading import inline_dataset, read_config  # noqa: E402
 from dppub.dp.pipeline.units import bounded_source  # noqa: E402
 from dppub.dp.schema import ColumnSpec, TableSchema  # noqa: E402
 
@@ -211,7 +213,7 @@ def scale(rows: int, units: int, data_dir: Path) -> dict[str, Any]:
         work = data_dir / f"units-run-{label}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+        raw = inline_dataset(read_config(DEMO), DEMO)[0]  # its path is set below
         raw.pop("schedule", None)
         raw["dataset"]["path"] = str(data)
         raw["dataset"]["budget"] = {"epsilon": 1000.0}

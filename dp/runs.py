@@ -163,7 +163,7 @@ class Run:
                 declared = ledger.declaration_of(plan.data)
                 if declared is not None:
                     recover(ledger, key=declared.key)
-                check_publications(ledger, staging.dataset_dir)
+                check_publications(ledger, staging.dataset_dir, known=declared is not None)
                 remaining = ledger.reserve(
                     run_id=staging.run_id,
                     data=plan.data,
@@ -287,12 +287,14 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(arrived[0])  # the handler runs here, after the block
 
 
-def check_publications(ledger: Ledger, dataset_dir: Path) -> None:
+def check_publications(ledger: Ledger, dataset_dir: Path, *, known: bool = True) -> None:
     """Refuse if a publication under ``dataset_dir`` recorded ledger entries the ledger lacks.
 
     Every manifest records the ledger head its run composed against; a ledger that lost those
     rows (cut short, replaced by an older copy, deleted and recreated) would let spending
-    restart, so no run may reserve against it.
+    restart, so no run may reserve against it. A ledger that does not know the dataset
+    (``known`` false) is most often another ledger than the one those runs spent in (a new
+    ``--ledger`` with an output folder of earlier runs): the refusal says so.
 
     Raises:
         LedgerError: one line naming the publication and the missing entry.
@@ -310,6 +312,16 @@ def check_publications(ledger: Ledger, dataset_dir: Path) -> None:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise LedgerError(f"cannot read the ledger head of {manifest}: {exc}") from None
     missing = ledger.missing(list(seen))
+    if missing and not known:
+        seq, _ = missing[0]
+        raise LedgerError(
+            f"ledger {ledger.name} has no record of dataset {dataset_dir.name!r}, but "
+            f"{dataset_dir} holds its publication {seen[missing[0]].name}, which spent in "
+            f"another ledger (its entry {seq}): name that ledger (--ledger, or the config's "
+            "ledger:), or publish to another --out, as a new ledger would start the budget "
+            "those runs spent afresh; a lost ledger is restored from a copy (nothing was "
+            "reserved)"
+        )
     if missing:
         seq, _ = missing[0]
         raise LedgerError(

@@ -18,7 +18,9 @@ spends, and a served or deployed run re-reads the same file.
 the exit codes: they raise dppub's errors instead (:class:`BudgetExceededError` when the budget
 refuses a run, :class:`ConfigError`, :class:`InputError`, :class:`LedgerError`, all
 :class:`DPPubError`). Importing this package imports neither Prefect nor the pipeline; the first
-call does.
+call does. It sets dppub's Prefect settings, unless set already and unless Prefect was imported
+first (Prefect reads them once): no telemetry (``DO_NOT_TRACK=1``,
+``PREFECT_SERVER_ANALYTICS_ENABLED=false``), so no Prefect server it starts tries to send any.
 
 ``publish_flow`` is the Prefect flow itself (``dppub-publish``), to call inside your own flow
 as a subflow: ``dppub.publish_flow(config_path, ledger_path, out_dir)`` opens, runs and settles
@@ -42,6 +44,10 @@ from dppub.dp.errors import (
     InputError,
     LedgerError,
 )
+from dppub.flows.server import prefect_env
+
+if "prefect" not in sys.modules:  # Prefect reads its settings once, when first imported
+    prefect_env()
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.publish import Publication
@@ -142,11 +148,9 @@ def publish(
         KeyboardInterrupt: Ctrl-C, re-raised once the run is settled.
     """
     from dppub.dp.pipeline.environment import environment
-    from dppub.flows.server import STATE, prefect_env
+    from dppub.flows.server import STATE
 
     timeout = environment().ledger_timeout
-    if "prefect" not in sys.modules:
-        prefect_env()
     from dppub.flows.commands import execute_opened, open_run
     from dppub.flows.interrupts import Signals
 

@@ -2,9 +2,9 @@
 
 Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
 (2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
-run, 1 when an audit finds a broken chain, 70 for an internal error, 130 / 143 when SIGINT /
-SIGTERM interrupted a run, after settling it). Prefect is imported only by the commands that
-run flows.
+run -- ``plan`` exits with the code ``run`` would --, 1 when an audit finds a broken chain, 70
+for an internal error, 130 / 143 when SIGINT / SIGTERM interrupted a run, after settling it).
+Prefect is imported only by the commands that run flows.
 """
 
 from __future__ import annotations
@@ -104,18 +104,23 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def _code(exc: BaseException) -> int:
+    """The exit code of one of dppub's own errors: 3 when the budget refuses, else 2."""
+    from dppub.dp.errors import BudgetExceededError
+
+    return 3 if isinstance(exc, BudgetExceededError) else 2
+
+
 def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run ``fn``; turn dppub's own errors and the machine's I/O errors into one line and an
     exit code."""
-    from dppub.dp.errors import BudgetExceededError, DPPubError
+    from dppub.dp.errors import DPPubError
     from dppub.flows.commands import io_error_line
 
     try:
         return fn(*args, **kwargs)
-    except BudgetExceededError as exc:
-        _fail(str(exc), 3)
     except DPPubError as exc:
-        _fail(str(exc), 2)
+        _fail(str(exc), _code(exc))
     except OSError as exc:  # a missing folder, a full disk (``audit --html /dev/full``)
         _fail(io_error_line(exc), 2)
     raise AssertionError("unreachable")  # _fail always raises
@@ -123,19 +128,22 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 @app.command()
 def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the planned releases, their costs and what the ledger says is left (reads no data).
+    """Show the planned releases, their costs and what the ledger says is left (reads no data
+    values, only the Parquet footers).
 
-    Exits 3, after the plan, with run's refusal when the ledger would refuse the run.
+    When run would refuse the run -- the data file, its declared columns or their types (from
+    the footers), the ledger's record of the dataset, or its budget -- exits after the plan
+    with run's line and run's exit code (3: the budget; 2: the rest).
     """
-    from dppub.flows.commands import plan_payload
+    from dppub.flows.commands import plan_checked
 
-    payload = _guard(plan_payload, config, ledger)
+    payload, refusal = _guard(plan_checked, config, ledger)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
     else:
         _plan_text(payload)
-    if not payload["fits"]:
-        _fail(str(payload["refusal"]), 3)
+    if refusal is not None:
+        _fail(str(refusal), _code(refusal))
 
 
 def _plan_text(payload: dict[str, Any]) -> None:
@@ -151,7 +159,11 @@ def _plan_text(payload: dict[str, Any]) -> None:
             f"{payload['max_partitions_per_unit']} partition(s) of a partitioned release"
         )
     for r in payload["releases"]:
-        line = f"  {r['name']:<22} {r['kind']:<12} epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
+        line = f"  {r['name']:<22} {r['kind']:<12} "
+        if "neighbours" in r:  # a DP release states its neighbours; a syntactic one has none
+            line += f"epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
+        else:  # its epsilon of 0 is what the ledger charges, not a guarantee: it has none
+            line += "not differentially private (no epsilon bounds what it reveals)"
         typer.echo(line + kind_of(r["kind"]).plan_text(r))
     typer.echo(
         f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "

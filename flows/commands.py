@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dppub.dp.errors import ConfigError, DPPubError
+from dppub.dp.errors import ConfigError, DPPubError, InputError
 from dppub.dp.ledger import Declaration, Ledger, NoLedgerError, ledger_location
 from dppub.dp.ledger.summary import spending_summary
 from dppub.flows.interrupts import Interrupted, Signals
@@ -46,6 +46,7 @@ __all__ = [
     "io_error_line",
     "ledger_for",
     "open_run",
+    "plan_checked",
     "plan_payload",
     "publish_opened",
     "serve_schedules",
@@ -76,6 +77,13 @@ def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
 
 def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     """What ``dppub plan`` shows: releases, costs, expected errors, what the ledger leaves."""
+    return plan_checked(config, ledger)[0]
+
+
+def plan_checked(config: Path, ledger: str | None) -> tuple[dict[str, JSON], DPPubError | None]:
+    """:func:`plan_payload`, and the error ``dppub run`` would refuse the run with (None: it
+    would reserve): the checks run makes before it reserves, in its order, read-only -- the
+    input's structure from the Parquet footers, then the ledger's record and budget."""
     from dppub.dp.budget import PrivacyCost
     from dppub.dp.errors import BudgetExceededError
     from dppub.dp.ledger.book import admit
@@ -84,18 +92,19 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
     plan = load_plan(config)
     cfg = plan.config
     data, policy = cfg.data_identity, cfg.budget_policy
-    refusal = None
+    refusal: DPPubError | None = None
     try:
         book = Ledger(ledger_for(cfg, ledger), create=False)
     except NoLedgerError:  # no ledger yet: nothing spent (plan never creates one)
         book = None
-    try:  # the checks `dppub run`'s reservation makes, read-only
+    try:
+        plan.check_input()
         if book is None:
             admit(data.name, policy, plan.total, None, lambda **_: PrivacyCost.zero())
         else:
             book.check_reserve(data=data, policy=policy, cost=plan.total)
-    except (BudgetExceededError, ConfigError) as exc:
-        refusal = str(exc)
+    except (InputError, ConfigError, BudgetExceededError) as exc:
+        refusal = exc
     declared = None if book is None else book.declaration_of(data)
     if declared is not None:
         policy = declared.policy  # the budget in force is the recorded one, until amended
@@ -126,8 +135,8 @@ def plan_payload(config: Path, ledger: str | None) -> dict[str, JSON]:
         "budget_period": policy.period(),
         "remaining_epsilon": remaining.epsilon,
         "fits": refusal is None,
-        **({} if refusal is None else {"refusal": refusal}),
-    }
+        **({} if refusal is None else {"refusal": str(refusal)}),
+    }, refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +307,7 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
 def audit_lines(payload: Mapping[str, Any]) -> list[str]:
     """The text form of an audit."""
     line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7} {:>7}"
-    heads = ("dataset", "budget", "lifetime", "remaining", "runs", "charged", "pending", "aborted")
+    heads = ("dataset", "budget", "spent", "remaining", "runs", "charged", "pending", "aborted")
     out = [line.format(*heads)]
     for name, d in payload["datasets"].items():
         spent, left = d["lifetime_spent_epsilon"], d["remaining_epsilon"]

@@ -19,9 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import types
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,6 +97,8 @@ def _surely_no_api() -> bool:
     doubt, False: :func:`configured_api` then asks Prefect's settings model."""
     if any(k.upper().startswith("PREFECT_") and k not in _OURS for k in os.environ):
         return False
+    import tomllib  # here: `import dppub` imports this module for prefect_env alone
+
     try:
         if Path(".env").exists() or Path("prefect.toml").exists():
             return False
@@ -188,6 +188,8 @@ def check_api(url: str, timeout: float = 10.0) -> None:
     Raises:
         ConfigError: one line with the URL, the cause and what to do.
     """
+    import urllib.request
+
     advice = "start that server, or unset PREFECT_API_URL (environment and Prefect profile)"
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"PREFECT_API_URL must be an http(s) URL, got {url!r}; {advice}")
@@ -238,18 +240,23 @@ def local_server(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     Prefect's temporary (ephemeral) server does not run the scheduler service, so scheduled
     runs need a real server; this one lives only as long as ``dppub serve``: it is stopped
     when ``serve`` ends and killed by the kernel if ``serve`` dies (:func:`die_with_parent`).
-    Its dashboard is told where its API is (``PREFECT_UI_API_URL``): by default the UI's
-    settings point at port 4200, and the page could not reach the server on any other port.
+    Its dashboard is told where its API is: by default the UI's settings point at port 4200,
+    and the page could not reach the server on any other port. Prefect 3 reads that setting
+    under two names, ``PREFECT_SERVER_UI_API_URL`` first, then ``PREFECT_UI_API_URL``: both are
+    set, so neither an inherited value (a shell, a profile's server on 4200) wins.
 
     Raises:
         ConfigError: it did not answer its health check in time.
     """
+    import urllib.request
+
     port = _free_port()
     state.mkdir(parents=True, exist_ok=True)
     log = (state / "prefect-server.log").open("ab")
     url = f"http://127.0.0.1:{port}/api"
     env = {
         **os.environ,
+        "PREFECT_SERVER_UI_API_URL": url,
         "PREFECT_UI_API_URL": url,
         "PREFECT_SERVER_API_HOST": "127.0.0.1",
         "PREFECT_SERVER_API_PORT": str(port),

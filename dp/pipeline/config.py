@@ -42,6 +42,7 @@ from dppub.dp.pipeline.limits import (
 from dppub.dp.schema import ColumnSpec, TableSchema
 
 __all__ = [
+    "DERIVED",
     "NAME_PATTERN",
     "Bound",
     "BudgetModel",
@@ -63,6 +64,8 @@ __all__ = [
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 """Dataset and release names become folder names."""
+DERIVED = ("base_dir", "leaves", "dataset_file")
+"""Fields of :class:`PipelineConfig` the loader sets, never keys of a file."""
 
 
 def _what(value: object) -> str:
@@ -259,11 +262,14 @@ class PipelineConfig(Model):
     hierarchies: dict[str, HierarchyModel] = {}
     schedule: ScheduleModel | None = None
     ledger: str | None = Field(default=None, min_length=1)
-    """The dataset's budget ledger: a SQLite file (relative to the config file) or a
-    ``postgresql://`` URL; by default ``ledger.sqlite`` beside the config file, whoever runs it
+    """The dataset's budget ledger: a SQLite file (relative to the file declaring the dataset)
+    or a ``postgresql://`` URL; by default ``ledger.sqlite`` beside that file, whoever runs it
     (see :attr:`ledger_location`)."""
     base_dir: Path = Path(".")
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
+    dataset_file: Path | None = None
+    """The dataset file ``dataset:`` names, if it names one: its ``path`` and ``ledger``
+    resolve against its folder (set by the loader, :func:`dp.pipeline.loading.inline_dataset`)."""
     leaves: dict[str, list[str]] = {}
     """Leaves of text columns' declared hierarchies (set by the loader from the hierarchies)."""
 
@@ -337,23 +343,29 @@ class PipelineConfig(Model):
     @property
     def data_identity(self) -> DataIdentity:
         """The data the budget is tied to: its name and resolved source (``{period}`` kept)."""
-        return DataIdentity(name=self.dataset.name, source=str(self.resolve(self.dataset.path)))
+        return DataIdentity(name=self.dataset.name, source=str(self._declared(self.dataset.path)))
 
     def data_path(self, period: str | None = None) -> Path:
         """The file or folder a run in ``period`` (default: the current one) reads."""
-        text = str(self.resolve(self.dataset.path))
+        text = str(self._declared(self.dataset.path))
         return Path(text.replace(PERIOD_FIELD, period or self.period()))
 
     def resolve(self, path: Path) -> Path:
         return path if path.is_absolute() else (self.base_dir / path).resolve()
 
+    def _declared(self, path: Path) -> Path:
+        """A path of the dataset's declaration: relative to the file that declares it."""
+        if self.dataset_file is None or path.is_absolute():
+            return self.resolve(path)
+        return (self.dataset_file.parent / path).resolve()
+
     @property
     def ledger_location(self) -> str:
         """Where this config's ledger lives: the ``ledger:`` URL as given, or its file (or the
-        default ``ledger.sqlite`` beside the config) as an absolute path."""
+        default ``ledger.sqlite`` beside the file declaring the dataset) as an absolute path."""
         if self.ledger is not None and self.ledger.startswith(("postgresql://", "postgres://")):
             return self.ledger
-        return str(self.resolve(Path(self.ledger or "ledger.sqlite")))
+        return str(self._declared(Path(self.ledger or "ledger.sqlite")))
 
     @property
     def config_hash(self) -> str:
@@ -362,6 +374,7 @@ class PipelineConfig(Model):
             mode="json",
             exclude={
                 "base_dir": True,
+                "dataset_file": True,
                 "ledger": True,  # where the budget is kept, not what is released
                 "leaves": True,
                 "dataset": {"engine", "memory_budget_mb", "scheduler", "workers", "batch_size"},

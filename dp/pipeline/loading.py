@@ -5,7 +5,8 @@ Every problem is one line naming the file and, where there is one, the line: a f
 (YAML keeps the later one silently), a non-finite number anywhere (``.nan``, ``.inf``),
 nesting deeper than :data:`~dp.pipeline.limits.MAX_CONFIG_DEPTH`, or a top level that is not a
 mapping. A number with an exponent (``1e-6``, ``1.5e3``) is a number, as in YAML 1.2 (YAML
-1.1 reads it as text unless it has both a dot and a signed exponent).
+1.1 reads it as text unless it has both a dot and a signed exponent). A config may name the
+file that declares its dataset instead of declaring it (:func:`inline_dataset`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import yaml
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.limits import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, check_regular_file
 
-__all__ = ["read_config"]
+__all__ = ["DATASET_FILE_KEYS", "inline_dataset", "read_config"]
+
+DATASET_FILE_KEYS = ("dataset", "ledger")
+"""What a dataset file holds: the ``dataset:`` mapping and, optionally, its ``ledger:``."""
 
 
 class _Refused(Exception):
@@ -117,3 +121,35 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping")
     return raw
+
+
+def inline_dataset(raw: dict[str, Any], config: Path) -> tuple[dict[str, Any], Path | None]:
+    """A config whose ``dataset:`` names a dataset file (``dataset: datasets/census.yaml``,
+    relative to the config) with that file's ``dataset:`` mapping in its place, and the file.
+
+    Every config that reads the same data names the same file, so they all spend one budget in
+    one ledger: the file's ``ledger:`` (default ``ledger.sqlite`` beside it), which such a
+    config may not name itself. A config with a ``dataset:`` mapping is returned as it is.
+
+    Raises:
+        ConfigError: one line naming the file and the problem.
+    """
+    named = raw.get("dataset")
+    if not isinstance(named, str):
+        return raw, None
+    file = (config.resolve().parent / named).resolve()
+    held = read_config(file)
+    extra = [str(k) for k in held if k not in DATASET_FILE_KEYS]
+    if extra:
+        raise ConfigError(
+            f"{file}: a dataset file holds only {' and '.join(DATASET_FILE_KEYS)}, got {extra}"
+        )
+    if not isinstance(held.get("dataset"), dict):
+        raise ConfigError(f"{file}: dataset: must be a mapping (name, path, budget, columns...)")
+    if "ledger" in raw:
+        raise ConfigError(
+            f"{config}: ledger: the budget of dataset {named} is kept in its ledger (the "
+            "dataset file's ledger:, else ledger.sqlite beside it): drop ledger: here"
+        )
+    ledger = {"ledger": held["ledger"]} if "ledger" in held else {}
+    return {**raw, "dataset": held["dataset"], **ledger}, file

@@ -28,12 +28,13 @@ from dppub.dp.engine import (
 from dppub.dp.errors import ConfigError
 from dppub.dp.io import check_source
 from dppub.dp.ledger import Ledger
-from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.config import DERIVED, PipelineConfig
+from dppub.dp.pipeline.config_messages import validation_message
 from dppub.dp.pipeline.domains import checked_leaves
 from dppub.dp.pipeline.environment import environment
 from dppub.dp.pipeline.kinds import ReleasePlan
 from dppub.dp.pipeline.limits import check_planned_total
-from dppub.dp.pipeline.loading import read_config
+from dppub.dp.pipeline.loading import inline_dataset, read_config
 from dppub.dp.pipeline.registry import AnyKind, config_model, kind_of, registered
 from dppub.dp.runs import Run, RunPlan
 
@@ -90,9 +91,12 @@ class Plan:
     def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
         """The input's structure (files, columns, types in every file) from footers only, and
         a publication folder that can be written and does not overlap the input."""
-        data = self.config.data_path(period)
-        check_output(Path(out_dir), data)
-        check_source(data, self.config.table_schema, columns=self.columns)
+        check_output(Path(out_dir), self.config.data_path(period))
+        self.check_input(period)
+
+    def check_input(self, period: str | None = None) -> None:
+        """The input's structure (files, columns, types in every file) from footers only."""
+        check_source(self.config.data_path(period), self.config.table_schema, columns=self.columns)
 
     def open_run(
         self,
@@ -182,30 +186,21 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
     )
 
 
-def _format_validation(path: Path, exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    parts = (
-        str(p) if str(p).isidentifier() or isinstance(p, int) else repr(p) for p in first["loc"]
-    )
-    loc = ".".join(parts) or "(top level)"
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    if first["type"] == "literal_error":  # echo the bad value: `engine: pandas` is no more
-        msg += f", got {first['input']!r}"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{path}: {loc}: {msg}{more}"
-
-
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline config; raise :class:`ConfigError` with one clear line."""
     p = Path(path)
-    raw = read_config(p)
-    for derived in ("base_dir", "leaves"):  # fields the loader sets, never keys of the file
+    raw, dataset_file = inline_dataset(read_config(p), p)
+    for derived in DERIVED:  # fields the loader sets, never keys of the file
         if derived in raw:
             raise ConfigError(f"{p}: {derived}: Extra inputs are not permitted")
+    model = config_model()
     try:
-        cfg = config_model().model_validate({**raw, "base_dir": p.resolve().parent})
+        cfg = model.model_validate(
+            {**raw, "base_dir": p.resolve().parent, "dataset_file": dataset_file}
+        )
     except ValidationError as exc:
-        raise ConfigError(_format_validation(p, exc)) from None
+        message = validation_message(p, exc, model, hidden=DERIVED, dataset_file=dataset_file)
+        raise ConfigError(message) from None
     try:
         leaves = checked_leaves(cfg)
         cfg = cfg.model_copy(update={"leaves": leaves}) if leaves else cfg

@@ -20,12 +20,13 @@ import pytest
 import yaml
 
 from tests.browser.chromium import Browser
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path: Path, data: Path) -> Path:
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     raw["schedule"] = {"cron": "0 3 1 1 *"}  # once a year: nothing runs during the test
     path = tmp_path / "serve.yaml"

@@ -233,6 +233,24 @@ def _published_run(led: Ledger, out: Path, plan: RunPlan | None = None) -> Run:
     return run
 
 
+def test_a_new_ledger_beside_earlier_runs_names_the_real_cause(
+    tmp_path: Path, ledger_factory: LedgerFactory
+) -> None:
+    # old code: "ledger L lacks entry N that the publication P recorded: the ledger was cut
+    # short, replaced or recreated; restore it from a copy" -- for a ledger that never was.
+    out = tmp_path / "out"
+    plan = _plan(PrivacyCost(epsilon=0.3))
+    _published_run(ledger_factory(), out, plan)
+    other = Ledger(tmp_path / "new.sqlite")
+    with pytest.raises(LedgerError) as refused:
+        Run.open(other, out, plan)
+    line = str(refused.value)
+    assert f"ledger {other.name} has no record of dataset '{plan.data.name}'" in line
+    assert "name that ledger (--ledger" in line and "another --out" in line
+    assert "cut short" not in line
+    assert other.pending() == [] and other.head()[0] == 0  # nothing was reserved or declared
+
+
 def test_a_truncated_replaced_or_deleted_ledger_refuses_while_publications_reference_it(
     tmp_path: Path, ledger_factory: LedgerFactory
 ) -> None:
@@ -253,9 +271,9 @@ def test_a_truncated_replaced_or_deleted_ledger_refuses_while_publications_refer
     # ...but the last publication's manifest references rows it lacks.
     with pytest.raises(LedgerError, match="lacks entry .* the ledger was cut short"):
         Run.open(ledger_factory(), out, plan)
-    # Deleted and recreated: the same.
+    # Deleted and recreated: it no longer knows the dataset its publications spent.
     ledger_factory.erase()
-    with pytest.raises(LedgerError, match="lacks entry"):
+    with pytest.raises(LedgerError, match="has no record of dataset .* holds its publication"):
         Run.open(ledger_factory(), out, plan)
     ledger_factory.restore(backup)
     assert Run.open(ledger_factory(), out, plan).reservation.state == "pending"

@@ -21,9 +21,9 @@ os.environ.pop("PREFECT_API_URL", None)
 
 def small_config(directory: Path, data: Path, *, budget: float = 4.0, **overrides: Any) -> Path:
     """The demo config, pointed at ``data`` (small sample) and with smaller domains."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
-    raw["dataset"]["budget"]["epsilon"] = budget
+    raw["dataset"]["budget"] = {"epsilon": budget, "delta": 0.0}
     raw["workloads"][1]["attributes"][0]["bins"] = 16
     raw.pop("schedule")
     raw.update(overrides)
@@ -51,6 +51,7 @@ def config_factory(tmp_path: Path, census_small: Path):  # type: ignore[no-untyp
     return make
 
 
+from tests.examples import example  # noqa: E402
 from tests.pg import postgres  # noqa: E402, F401 (the fixture)
 
 

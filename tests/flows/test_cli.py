@@ -324,6 +324,9 @@ def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
     header, row = done.stdout.splitlines()[:2]
     counts = dict(zip(header.split(), row.split(), strict=True))
     assert (counts["aborted"], counts["pending"], counts["runs"]) == ("2", "1", "0")
+    # old code: the column of what was spent read "lifetime"
+    assert header.split()[:4] == ["dataset", "budget", "spent", "remaining"]
+    assert (counts["spent"], counts["remaining"]) == ("0.25", "0.75")  # the pending hold counts
 
 
 def test_audit_and_recover_read_the_ledger_a_config_spends_in(

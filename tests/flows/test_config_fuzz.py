@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+DEMO: dict[str, Any] = example("demo.yaml")
 
 SCALARS = st.one_of(
     st.sampled_from([-1, 0, 1, 2, 7, 10**9, 10**18, -(10**18)]),

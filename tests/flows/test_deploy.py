@@ -25,6 +25,7 @@ import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.examples import example
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +142,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def _config(directory: Path, data: Path) -> Path:
     """The demo's dataset, two cheap releases (epsilon 0.5), a schedule that never fires during
     the test; no ``ledger:``: the ledger is ``ledger.sqlite`` beside the config."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     raw["dataset"]["budget"] = {"epsilon": 10.0}
     raw.pop("anonymize")

@@ -18,12 +18,13 @@ import yaml
 from typer.testing import CliRunner
 
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _demo(tmp: Path, data: Path) -> dict[str, Any]:
-    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw: dict[str, Any] = example("demo.yaml")
     raw.pop("schedule")
     raw["dataset"]["path"] = str(data)
     return raw
@@ -122,17 +123,23 @@ def test_config_values_that_hang_or_crash_are_refused(
 
 
 def test_yaml_that_yaml_would_accept_silently(tmp_path: Path, census_small: Path) -> None:
-    text = (
-        (ROOT / "configs" / "demo.yaml")
+    (tmp_path / "datasets").mkdir()
+    declared = (
+        (ROOT / "configs" / "datasets" / "census.yaml")
         .read_text()
-        .replace("../data/sample/census.parquet", str(census_small))
+        .replace("../../data/sample/census.parquet", str(census_small))
     )
-    duplicate = tmp_path / "dup.yaml"
-    duplicate.write_text(text.replace("  name: census_demo\n", "  name: census_demo\n  name: x\n"))
-    line = _refused_before_the_ledger(tmp_path, duplicate, "key 'name' is given twice")
-    assert "(lines 6 and 7)" in line
+    dataset = tmp_path / "datasets" / "census.yaml"
+    config = tmp_path / "demo.yaml"
+    config.write_text((ROOT / "configs" / "demo.yaml").read_text())
+    dataset.write_text(declared.replace("  name: census_demo", "  name: x\n  name: census_demo"))
+    line = _refused_before_the_ledger(tmp_path, config, "key 'name' is given twice")
+    first = declared.splitlines().index(next(x for x in declared.splitlines() if "name:" in x))
+    assert f"{dataset}: line {first + 2}" in line  # the dataset file names the problem
+    assert f"(lines {first + 1} and {first + 2})" in line
+    dataset.write_text(declared)
     nan = tmp_path / "nan.yaml"
-    nan.write_text(text.replace("threshold: 75000", "threshold: .nan"))
+    nan.write_text(config.read_text().replace("threshold: 75000", "threshold: .nan"))
     _refused_before_the_ledger(tmp_path, nan, "the number '.nan' is not finite")
 
 
@@ -305,7 +312,7 @@ def test_a_cron_loads_exactly_when_prefect_accepts_it(tmp_path: Path, cron: str)
         prefect_accepts = True
     except ValidationError:
         prefect_accepts = False
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["schedule"] = {"cron": cron, "timezone": "Europe/Berlin"}
     if prefect_accepts:
         assert load_config(_write(tmp_path, raw)).schedule is not None

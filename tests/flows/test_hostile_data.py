@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from dppub.dp.ledger import Ledger
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def _run(tmp: Path, data: Path, engine: str = "auto") -> tuple[Any, Path, Path]:
     """``dppub run`` of the demo's workloads over ``data``: (result, ledger, output folder)."""
-    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw: dict[str, Any] = example("demo.yaml")
     for key in ("schedule", "anonymize", "regressions", "clustering"):
         raw.pop(key)  # the workloads read every column kind; the rest only costs time here
     raw["dataset"]["path"] = str(data)

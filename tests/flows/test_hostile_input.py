@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ class Case:
     def __init__(self, tmp: Path, frame: pd.DataFrame) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp, self.frame = tmp, frame.copy()
-        self.raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+        self.raw: dict[str, Any] = example("demo.yaml")
         self.raw.pop("schedule")
         self.ledger, self.out = tmp / "ledger.sqlite", tmp / "out"
 

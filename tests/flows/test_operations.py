@@ -20,13 +20,14 @@ import yaml
 from dppub.dp.faults import STEPS
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _light_config(directory: Path, data: Path, *, budget: float) -> Path:
     """One workload and one regression (epsilon 0.5 in all): start-up dominates."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     raw["dataset"]["budget"]["epsilon"] = budget
     raw.pop("anonymize")

@@ -19,6 +19,7 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.flows.local import NOT_RECORDED
+from tests.examples import example
 from tests.flows.conftest import PrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,7 @@ def _dppub(
 
 def _tiny(directory: Path, data: Path) -> Path:
     """Two workloads (epsilon 0.6): the run is mostly start-up."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     for key in ("anonymize", "regressions", "clustering", "schedule"):
         raw.pop(key)
@@ -244,7 +245,7 @@ def test_prefect_storage_never_holds_private_values(
     frame.loc[0, ["zip", "hours", "income"]] = ["987654", 61.37, 171717.0]
     data = tmp_path / "canary.parquet"
     frame.to_parquet(data, index=False)
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     raw.pop("schedule")
     config = tmp_path / "c.yaml"

@@ -14,6 +14,7 @@ import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_schedule_fires_refuses_and_resumes_with_the_next_period(
     tmp_path: Path, census_small: Path
 ) -> None:
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(census_small)
     # One run per minute fits the cap; the lifetime total is far away.
     raw["dataset"]["budget"] = {"epsilon": 10.0, "per": "minute", "cap": {"epsilon": 0.7}}
@@ -99,7 +100,7 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
 ) -> None:
     # Anyone who reaches the Prefect API can start a deployment run with parameters: they must
     # not buy a fresh budget by naming another ledger or output folder.
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(census_small)
     raw["dataset"]["budget"] = {"epsilon": 10.0}
     raw.pop("anonymize")

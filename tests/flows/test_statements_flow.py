@@ -13,12 +13,13 @@ from typer.testing import CliRunner
 
 from dppub.dp.budget import zcdp_of_pure
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp: Path, data: Path, m: int) -> Path:
-    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw: dict[str, Any] = example("demo.yaml")
     raw.pop("schedule")
     raw.pop("anonymize")
     raw["dataset"].update(path=str(data), privacy_unit="household", max_rows_per_unit=m)

@@ -17,6 +17,7 @@ import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-m", "dppub.flows.cli", "run")
@@ -26,7 +27,7 @@ ROUND = re.compile(r"synthetic 'synthetic_census': round (\d+): \d+% of rho spen
 def _config(directory: Path, data: Path) -> Path:
     """configs/synthetic.yaml on ``data``, its synthetic release alone, with more rounds than
     AIM's default would take (``max_rounds`` caps them at 8)."""
-    raw = yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text())
+    raw = example("synthetic.yaml")
     raw["dataset"]["path"] = str(data)
     raw.pop("anonymize")
     raw["synthetic"][0].update(
@@ -97,10 +98,10 @@ def test_a_signal_mid_aim_settles_after_the_round_charged(
     book = Ledger(str(ledger))
     drawn = [r["epsilon"] for r in book.history() if r["event"] == "draw"]
     assert drawn == [pytest.approx(1.0)]  # the release's draw, recorded before AIM measured
-    summary = spending_summary(book)["census_synthetic"]
+    summary = spending_summary(book)["census_demo"]
     assert summary["lifetime_spent_epsilon"] == pytest.approx(1.0)  # charged, not refunded
     assert summary["pending_runs"] == 0
-    folder = out / "census_synthetic"
+    folder = out / "census_demo"
     assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
     assert not any((folder / ".staging").glob("*/"))
     assert book.verify().ok

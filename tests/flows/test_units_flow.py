@@ -17,6 +17,7 @@ from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.units import row_level_cost
 from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
+from tests.examples import example
 from tests.flows.conftest import publish_here
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ def _households(frame: pd.DataFrame, seed: int = 1) -> pd.DataFrame:
 
 
 def _config(tmp: Path, data: Path, m: int, **extra: Any) -> Path:
-    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw: dict[str, Any] = example("demo.yaml")
     raw.pop("schedule")
     raw["dataset"].update(path=str(data), privacy_unit="household", max_rows_per_unit=m)
     raw["dataset"]["columns"]["household"] = {"type": "string"}

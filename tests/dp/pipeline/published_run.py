@@ -17,6 +17,7 @@ from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.kinds import ReleaseSummary
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.publish import in_order, publish
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -37,9 +38,11 @@ def publish_in_process(config: Path, ledger: Path, out: Path) -> Published:
 
 
 def demo_config(directory: Path, data: Path) -> Path:
-    """``configs/demo.yaml`` on ``data``, with a smaller income domain (16 bins)."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    """``configs/demo.yaml`` on ``data``, with a smaller income domain (16 bins) and a budget
+    of its own (epsilon 4: two demo runs fit, the third is refused)."""
+    raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
+    raw["dataset"]["budget"] = {"epsilon": 4.0, "delta": 0.0}
     raw["workloads"][1]["attributes"][0]["bins"] = 16
     raw.pop("schedule")
     path = directory / "demo.yaml"

@@ -6,6 +6,7 @@ import yaml
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.plan import build_plan, load_config, load_plan
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -18,7 +19,7 @@ def _write(tmp_path: Path, raw: dict) -> Path:  # type: ignore[type-arg]
 
 
 def _demo_raw() -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load(DEMO.read_text())
+    return example("demo.yaml")
 
 
 def test_demo_plan_is_known_before_reading_data() -> None:
@@ -29,7 +30,7 @@ def test_demo_plan_is_known_before_reading_data() -> None:
     assert plan.total.epsilon == pytest.approx(
         sum(p.cost.epsilon for p in plan.releases if p.is_dp)
     )
-    assert cfg.resolve(cfg.dataset.path) == (ROOT / "data" / "sample" / "census.parquet")
+    assert cfg.data_path() == (ROOT / "data" / "sample" / "census.parquet")
     assert load_plan(DEMO).total == plan.total  # load_plan: load_config, then build_plan
 
 
@@ -69,7 +70,7 @@ def test_bad_delta_and_unknown_keys(tmp_path: Path) -> None:
         load_config(_write(tmp_path, raw))
     raw = _demo_raw()
     raw["workloads"][0]["epsilom"] = 1.0
-    with pytest.raises(ConfigError, match="epsilom: Extra inputs are not permitted"):
+    with pytest.raises(ConfigError, match="workloads.0: unknown key 'epsilom'"):
         load_config(_write(tmp_path, raw))
 
 
@@ -338,16 +339,19 @@ def test_a_rho_must_be_a_number(tmp_path: Path) -> None:
 
 def test_a_number_with_an_exponent_is_a_number(tmp_path: Path) -> None:
     # YAML 1.1 reads `1e-6` as text; with strict numbers that would refuse the usual delta.
-    text = DEMO.read_text().replace("    delta: 0.0\n", "    delta: 1e-6\n")
-    text = text.replace("    epsilon: 4.0 ", "    epsilon: 4e0 ")
+    declared = (ROOT / "configs" / "datasets" / "census.yaml").read_text()
+    text = declared.replace("    delta: 1.0e-5\n", "    delta: 1e-6\n")
+    text = text.replace("    epsilon: 8.0 ", "    epsilon: 4e0 ")
+    (tmp_path / "datasets").mkdir()
+    dataset = tmp_path / "datasets" / "census.yaml"
+    dataset.write_text(text)
     path = tmp_path / "c.yaml"
-    path.write_text(text)
+    path.write_text(DEMO.read_text())
     cfg = load_config(path)
     assert cfg.budget.delta == 1e-6 and cfg.budget.epsilon == 4.0
-    quoted = tmp_path / "q.yaml"
-    quoted.write_text(text.replace("delta: 1e-6", "delta: '1e-6'"))
-    with pytest.raises(ConfigError, match=r"dataset\.budget\.delta: must be a number, got text"):
-        load_config(quoted)
+    dataset.write_text(text.replace("delta: 1e-6", "delta: '1e-6'"))
+    with pytest.raises(ConfigError, match=r"census.yaml: dataset\.budget\.delta: must be a number"):
+        load_config(path)
 
 
 EXTREMES: list[tuple[tuple[str | int, ...], object, str]] = [

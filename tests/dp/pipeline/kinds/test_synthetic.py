@@ -18,11 +18,12 @@ from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.synthetic.accounting import cdp_epsilon
-from tests.dp.pipeline.published_run import ROOT, publish_in_process
+from tests.dp.pipeline.published_run import publish_in_process
+from tests.examples import example
 
 
 def _config(directory: Path, data: Path, **synthetic: Any) -> Path:
-    raw = yaml.safe_load((ROOT / "configs" / "synthetic.yaml").read_text())
+    raw = example("synthetic.yaml")
     raw["dataset"]["path"] = str(data)
     raw["synthetic"][0].update(synthetic)
     raw["synthetic"][0] = {k: v for k, v in raw["synthetic"][0].items() if v is not None}
