@@ -87,14 +87,14 @@ def _config_naming(path: Path, dataset: str, **extra: object) -> Path:
 
 
 def test_a_dataset_files_paths_and_ledger_resolve_against_it(tmp_path: Path) -> None:
-    _dataset_file(tmp_path / "shared", ledger="books/census.sqlite")
-    here = _config_naming(tmp_path / "a.yaml", "shared/census.yaml")
+    _dataset_file(tmp_path / "datasets", ledger="books/census.sqlite")
+    here = _config_naming(tmp_path / "a.yaml", "datasets/census.yaml")
     (tmp_path / "elsewhere").mkdir()
-    there = _config_naming(tmp_path / "elsewhere" / "b.yaml", "../shared/census.yaml")
+    there = _config_naming(tmp_path / "elsewhere" / "b.yaml", "../datasets/census.yaml")
     for config in (here, there):
         cfg = load_config(config)
-        assert cfg.ledger_location == str(tmp_path / "shared" / "books" / "census.sqlite")
-        declared = tmp_path / "shared" / "../../data/sample/census.parquet"  # as the file says
+        assert cfg.ledger_location == str(tmp_path / "datasets" / "books" / "census.sqlite")
+        declared = tmp_path / "datasets" / "../../data/sample/census.parquet"  # as the file says
         assert cfg.data_path() == declared.resolve()
 
 
