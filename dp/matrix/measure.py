@@ -23,6 +23,7 @@ import numpy.typing as npt
 from dppub.dp.budget import PrivacyCost, zcdp_to_dp
 from dppub.dp.calibration import gaussian_sigma, zcdp_gaussian_sigma
 from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.exact import certified_sensitivity, exact_answers
 from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.workload import FloatArray
 from dppub.dp.mechanisms import gaussian, laplace
@@ -85,13 +86,13 @@ def _validated(
 ) -> tuple[FloatArray, float]:
     """The histogram and the L1 (or L2) sensitivity of ``A x`` when neighbours differ by up to
     ``group`` records (``group`` times the strategy's, by the triangle inequality), checked
-    before any noise."""
+    before any noise: certified for the answers as computed (:mod:`dp.matrix.exact`)."""
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy must be a dp.matrix strategy, got {type(strategy).__name__}")
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
         raise ConfigError(f"group must be a positive integer, got {group!r}")
     hist = check_histogram(x, strategy.n)
-    sens = strategy.l2_sensitivity if l2 else strategy.sensitivity
+    sens = certified_sensitivity(strategy, l2=l2)
     if not math.isfinite(sens) or sens <= 0:
         raise ConfigError(f"strategy sensitivity must be finite and > 0, got {sens!r}")
     return hist, group * sens
@@ -119,7 +120,7 @@ def measure(
     """
     eps = check_epsilon(epsilon)
     hist, sens = _validated(strategy, x, l2=False, group=group)
-    noisy = laplace(strategy @ hist, sensitivity=sens, epsilon=eps, rng=rng)
+    noisy = laplace(exact_answers(strategy, hist), sensitivity=sens, epsilon=eps, rng=rng)
     return Measurement(strategy=strategy, values=noisy, epsilon=eps, noise_scale=sens / eps)
 
 
@@ -161,12 +162,13 @@ def measure_gaussian(
     hist, sens = _validated(strategy, x, l2=True, group=group)
     if rho is None:
         sigma = gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=dl)
-        noisy = gaussian(strategy @ hist, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
+        answers = exact_answers(strategy, hist)
+        noisy = gaussian(answers, l2_sensitivity=sens, epsilon=eps, delta=dl, rng=rng)
     else:
         if zcdp_cost(rho, dl).epsilon > eps * (1.0 + 1e-12):
             raise ConfigError(f"rho {rho!r} at delta {dl!r} costs more than epsilon {eps!r}")
         sigma = zcdp_gaussian_sigma(l2_sensitivity=sens, rho=rho)
-        noisy = gaussian(strategy @ hist, l2_sensitivity=sens, rho=rho, rng=rng)
+        noisy = gaussian(exact_answers(strategy, hist), l2_sensitivity=sens, rho=rho, rng=rng)
     return Measurement(
         strategy=strategy,
         values=noisy,

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError
 from dppub.dp.matrix.error import svd_bound_rmse
+from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.matrix.measure import check_histogram, measure, measure_gaussian
 from dppub.dp.matrix.reconstruct import check_reconstruction, least_squares, reconstruct
 from dppub.dp.matrix.select import cached_error_factor, select_strategy
@@ -135,10 +136,11 @@ def answer(
     factor = cached_error_factor(workload, chosen)
     if noise == "gaussian":
         meas = measure_gaussian(chosen, hist, epsilon=eps, delta=dl, rng=rng, group=group, rho=rho)
-        variance, sensitivity = meas.noise_scale**2, group * chosen.l2_sensitivity
+        variance = meas.noise_scale**2
+        sensitivity = group * certified_sensitivity(chosen, l2=True)
     else:
         meas = measure(chosen, hist, epsilon=eps, rng=rng, group=group)
-        variance, sensitivity = 2.0 * meas.noise_scale**2, group * chosen.sensitivity
+        variance, sensitivity = 2.0 * meas.noise_scale**2, group * certified_sensitivity(chosen)
     del hist  # from here on only the noisy measurement is used (post-processing)
     estimate = reconstruct(meas, workload, method=method)
     return WorkloadAnswer(

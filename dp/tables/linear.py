@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dppub.dp import matrix
+from dppub.dp.matrix.exact import certified_sensitivity, exact_answers
 from dppub.dp.matrix.intervals import least_squares_intervals
 from dppub.dp.matrix.measure import Measurement
 from dppub.dp.matrix.reconstruct import reconstruct
@@ -68,8 +69,10 @@ def measure_linear(
 ) -> Linear:
     """``workload``'s answers on ``x``, measured through ``strategy`` (module doc)."""
     values = np.asarray(x, dtype=np.float64)
-    sensitivity = group * row_sensitivity * strategy.sensitivity
-    noisy = laplace(strategy @ values, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+    sensitivity = group * row_sensitivity * certified_sensitivity(strategy)
+    noisy = laplace(
+        exact_answers(strategy, values), sensitivity=sensitivity, epsilon=epsilon, rng=rng
+    )
     del values  # post-processing of the noisy measurement only, from here
     return _read(workload, strategy, noisy, epsilon, sensitivity / epsilon, sensitivity, nonneg)
 
@@ -96,16 +99,21 @@ def measure_count_and_sum(
     declared ``half``: an offset inflated by an allowance still rounds.)"""
     n = np.asarray(counts, dtype=np.float64)
     s = np.asarray(centred, dtype=np.float64)
+    a, b = s + half * n, half * n - s
     sensitivity = (
-        group * 2.0 * half * strategy.sensitivity * (1.0 + float_allowance(PAIR_ROUNDINGS))
+        group
+        * 2.0
+        * half
+        * certified_sensitivity(strategy)
+        * (1.0 + float_allowance(PAIR_ROUNDINGS))
     )
     noisy = laplace(
-        np.concatenate([strategy @ (s + half * n), strategy @ (half * n - s)]),
+        np.concatenate([exact_answers(strategy, a), exact_answers(strategy, b)]),
         sensitivity=sensitivity,
         epsilon=epsilon,
         rng=rng,
     )
-    del n, s  # post-processing of the noisy measurement only, from here
+    del n, s, a, b  # post-processing of the noisy measurement only, from here
     a, b = np.split(noisy, 2)
     scale = sensitivity / epsilon  # of a and b; (a +- b) / c has the variance of scale sqrt 2 / c
     count = _read(

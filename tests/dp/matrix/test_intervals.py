@@ -11,6 +11,7 @@ import pytest
 from dppub.dp import matrix
 from dppub.dp.errors import ConfigError
 from dppub.dp.matrix import intervals as iv
+from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.matrix.measure import Measurement
 from dppub.dp.matrix.reconstruct import least_squares, reconstruct
 from dppub.dp.matrix.variance import gram_inverse, query_noise_moments, query_variance_factors
@@ -267,7 +268,9 @@ def test_gaussian_releases_get_gaussian_intervals_that_cover() -> None:
         res = matrix.answer(
             w, x, epsilon=0.5, delta=1e-6, noise="gaussian", rng=rng, reconstruction="least-squares"
         )
-        assert res.cost.delta == 1e-6 and res.sensitivity == res.measured.l2_sensitivity
+        assert res.cost.delta == 1e-6 and res.sensitivity == certified_sensitivity(
+            res.measured, l2=True
+        )
         out = iv.answer_intervals(
             w,
             res.measured,
