@@ -117,6 +117,9 @@ class AnswerIntervals:
     """Nominal coverage of each interval, e.g. 0.95."""
     replicates: int = 0
     """Bootstrap replicates used (0 for the exact least-squares intervals)."""
+    widened: npt.NDArray[np.bool_] | None = None
+    """Answers whose interval was stretched to the least-squares interval's end
+    (:func:`reach_least_squares`): conservative, covering at least ``level``."""
 
     def describe(self) -> dict[str, Any]:
         """``{"interval_method", "interval_level", "bootstrap_replicates"}`` for a release."""
@@ -483,4 +486,5 @@ def reach_least_squares(
         "least-squares interval's end on the side it moved away from",
         level=intervals.level,
         replicates=intervals.replicates,
+        widened=down | up,
     )

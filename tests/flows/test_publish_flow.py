@@ -90,7 +90,11 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     assert trace["neighbours"] == "add/remove one record"
     answers = pd.read_parquet(run_dir / "age_cdf" / "answers.parquet")
     assert len(answers) == 90 - 17 + 1  # one prefix query per declared year
-    assert list(answers.columns) == ["query", "label", "answer", "std_error", "ci_low", "ci_high"]
+    assert list(answers.columns) == [
+        *("query", "label", "answer", "std_error", "ci_low", "ci_high"),
+        "interval",  # "conservative" where non-negativity moved the answer (issue 39)
+    ]
+    assert set(answers["interval"].fillna("")) <= {"", "conservative"}
     assert answers["label"].iloc[0] == "age <= 17" and answers["label"].iloc[-1] == "age <= 90"
     assert (answers["ci_low"] <= answers["answer"]).all()
     assert (answers["answer"] <= answers["ci_high"]).all()

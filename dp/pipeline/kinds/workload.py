@@ -242,6 +242,14 @@ class WorkloadResult:
         )
 
 
+def _interval_notes(intervals: AnswerIntervals | None, n: int) -> list[str]:
+    """Per answer: ``conservative`` where non-negativity moved it and its interval reaches the
+    least-squares interval's end (covering more than its level), else empty."""
+    if intervals is None or intervals.widened is None:
+        return [""] * n
+    return ["conservative" if w else "" for w in intervals.widened.tolist()]
+
+
 def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:
     """The answers' 95% intervals, or None where they are not computed. Whether, how and with
     how many replicates follows from the workload's sizes only, never from a clock
@@ -365,6 +373,7 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
                 "std_error": nan if intervals is None else intervals.std_error,
                 "ci_low": nan if intervals is None else intervals.ci_low,
                 "ci_high": nan if intervals is None else intervals.ci_high,
+                "interval": _interval_notes(intervals, len(result.answers)),
             }
         )
         out.write_table(plan.name, "answers", answers)

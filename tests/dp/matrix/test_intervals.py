@@ -187,6 +187,9 @@ def test_an_answer_the_projection_moved_reaches_the_least_squares_end() -> None:
     assert after.ci_high.tolist() == pytest.approx([3.0 + h, 1.0, 6.0])
     assert after.ci_low.tolist() == pytest.approx([1.0, 0.0, 4.0])
     assert "least-squares" in after.method
+    # Stretched intervals cover more than their level: answers.csv flags them "conservative".
+    assert after.widened is not None and after.widened.tolist() == [True, True, False]
+    assert before.widened is None
 
 
 @pytest.mark.slow
