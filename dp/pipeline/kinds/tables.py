@@ -224,6 +224,9 @@ class TableModel(Cost):
                 out.append(_MEASURE_MODELS[kind].model_validate(m))
             except ValidationError as exc:
                 first = exc.errors()[0]
+                if first["type"] == "extra_forbidden":  # the loader names it and what is allowed
+                    out.append(m)
+                    continue
                 where = ".".join(str(p) for p in first["loc"])
                 reason = str(first["msg"]).removeprefix("Value error, ")
                 raise ValueError(f"measure {i} ({kind}): {where}: {reason}") from None
