@@ -337,8 +337,14 @@ def test_ctrl_c_during_settlement_waits_until_the_run_is_settled(
 
     monkeypatch.setattr(dppub.dp.runs, "fault_point", ctrl_c_at)
     monkeypatch.setattr(dppub.dp.publication, "fault_point", ctrl_c_at)
-    with pytest.raises(KeyboardInterrupt), Run.open(led, tmp_path / "out", _plan()) as run:
-        _record(run, "a", 0.4)  # Ctrl-C right after the draw is recorded
+    # Python's own Ctrl-C handler, whatever an earlier test in this worker left installed
+    # (the test failed in a full run, never alone).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), Run.open(led, tmp_path / "out", _plan()) as run:
+            _record(run, "a", 0.4)  # Ctrl-C right after the draw is recorded
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert led.reservation(run.run_id).state == "charged"
     assert _spent(led) == pytest.approx(0.4)
     assert led.pending() == []
