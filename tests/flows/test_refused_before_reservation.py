@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dppub.flows import cli
+from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ MEASURES: list[Any] = ["count", {"sum": "income"}, {"mean": "hours"}]
 
 def config(tmp: Path, data: Path, **sections: Any) -> Path:
     """The demo's dataset with only ``sections`` as releases."""
-    raw = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    raw = example("demo.yaml")
     for key in ("schedule", "anonymize", "workloads", "regressions", "clustering"):
         raw.pop(key)
     raw["dataset"]["path"] = str(data)
@@ -278,7 +279,7 @@ def test_an_auditor_reads_a_ledger_on_read_only_storage(
         assert "hash chain: ok (5 rows" in audit.stdout
         planned = CliRunner().invoke(cli.app, ["plan", str(path), "--ledger", ledger])
         assert planned.exit_code == 0, planned.output
-        assert "remaining before this run: epsilon=3.5 of 4" in planned.stdout
+        assert "remaining before this run: epsilon=7.5 of 8" in planned.stdout
         run = CliRunner().invoke(
             cli.app, ["run", str(path), "--ledger", ledger, "--out", str(tmp_path / "out2")]
         )

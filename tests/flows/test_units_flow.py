@@ -156,12 +156,16 @@ def test_group_privacy_turns_a_unit_level_cost_into_the_mechanism_cost() -> None
     assert row_level_cost(unit, 1) == unit
 
 
-def test_plan_shows_the_unit_its_bounds_and_their_price(tmp_path: Path) -> None:
+def test_plan_shows_the_unit_its_bounds_and_their_price(
+    tmp_path: Path, census_frame: pd.DataFrame
+) -> None:
     from typer.testing import CliRunner
 
     from dppub.flows import cli
 
-    config = _config(tmp_path, tmp_path / "not-read.parquet", 4)
+    data = tmp_path / "data.parquet"  # plan reads its footers (columns, types), no rows
+    _households(census_frame).to_parquet(data, index=False)
+    config = _config(tmp_path, data, 4)
     result = CliRunner().invoke(
         cli.app, ["plan", str(config), "--ledger", str(tmp_path / "none.sqlite")]
     )

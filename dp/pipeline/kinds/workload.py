@@ -244,10 +244,13 @@ class WorkloadResult:
 
 def _interval_notes(intervals: AnswerIntervals | None, n: int) -> list[str]:
     """Per answer: ``conservative`` where non-negativity moved it and its interval reaches the
-    least-squares interval's end (covering more than its level), else empty."""
-    if intervals is None or intervals.widened is None:
-        return [""] * n
-    return ["conservative" if w else "" for w in intervals.widened.tolist()]
+    least-squares interval's end (covering more than its level), ``nominal`` for the other
+    intervals, ``none`` without intervals (never empty: a CSV reader would read it as missing)."""
+    if intervals is None:
+        return ["none"] * n
+    if intervals.widened is None:
+        return ["nominal"] * n
+    return ["conservative" if w else "nominal" for w in intervals.widened.tolist()]
 
 
 def workload_intervals(spec: WorkloadSpec, result: matrix.WorkloadAnswer) -> AnswerIntervals | None:

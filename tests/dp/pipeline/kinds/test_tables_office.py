@@ -18,7 +18,7 @@ import dppub
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.test_tables import _config
-from tests.dp.pipeline.published_run import ROOT
+from tests.examples import example
 
 BELOW = 150
 """The test's suppression threshold: the two Widowed cells (106 and 91 rows) fall below it."""
@@ -26,7 +26,7 @@ BELOW = 150
 
 def _published(tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("PREFECT_API_URL", raising=False)  # the steps in this process
-    raw = yaml.safe_load((ROOT / "configs" / "tables.yaml").read_text())
+    raw = example("tables.yaml")
     raw["dataset"]["path"] = str(data)
     (table,) = [t for t in raw["tables"] if t["name"] == "people_by_sex_marital"]
     assert table["round"] == {"base": 5} and table["suppress"] == {"below": 10}
