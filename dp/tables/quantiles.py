@@ -296,14 +296,22 @@ def rank_utility(histogram: npt.ArrayLike, p: float, *, tied: bool = False) -> F
     """The exponential mechanism's utility of each edge ``e_j`` of a histogram's grid:
     ``-|C_j - p n|`` (``C_j``: the rows below ``e_j``; ``n``: all rows). With ``tied`` (one bin
     per integer: bin ``b`` holds only the value ``e_b``) the candidates are the values, scored
-    as OpenDP does with the bin's rows tied: ``-|(1 - p) C_b - p (n - C_(b+1))|``. A row added
-    or removed moves every exact score by at most ``max(p, 1 - p)``; the float64 score is it up
-    to :data:`RANK_ROUNDINGS` roundings of magnitude ``n`` (``p n``, ``(1 - p) C_b``, the
-    difference; counts are exact), whose allowance the mechanism's sensitivity adds."""
+    by how far ``p n`` lies outside the value's rows: ``-max(0, p n - C_(b+1), C_b - p n)``, zero
+    exactly where ``C_b < p n <= C_(b+1)`` (the value is the type-1 quantile, the inverse CDF,
+    numpy's ``inverted_cdf``; where ``p n`` is a whole number of rows, also the next value with
+    rows). OpenDP's tie scoring, ``-|(1 - p) C_b - p (n - C_(b+1))|``, peaks elsewhere: the
+    0.9-quantile of 9 rows with 8 at or below 6 (7 below 6) scored 6 over the data's 7. Since
+    ``C_b <= C_(b+1)`` at most one of the two terms is positive, so the score is the maximum of
+    three functions each moved by at most ``max(p, 1 - p)`` by a row added or removed: so is the
+    score. The float64 score is the exact one up to :data:`RANK_ROUNDINGS` roundings of
+    magnitude ``n`` (``p n`` and the differences; counts are exact), whose allowance the
+    mechanism's sensitivity adds."""
     below = np.concatenate(([0.0], np.cumsum(np.asarray(histogram, dtype=np.float64))))
     n = below[-1]
     if tied:
-        return np.asarray(-np.abs((1.0 - p) * below[:-1] - p * (n - below[1:])), np.float64)
+        rank = p * n
+        outside = np.maximum(rank - below[1:], below[:-1] - rank)
+        return np.asarray(-np.maximum(outside, 0.0), dtype=np.float64)
     return np.asarray(-np.abs(below - p * n), dtype=np.float64)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dppub.dp.mechanisms import noisy_max
@@ -125,9 +125,9 @@ def test_the_cdf_is_made_monotone_by_projection_not_a_running_maximum() -> None:
 
 def test_an_integer_columns_median_is_its_tied_value() -> None:
     # Ages 20-60, one bin per integer, 3,000 rows: 1,350 below 40, 200 at 40, 1,450 above; the
-    # median is 40. Scored with the ties (as OpenDP does with integer candidates), 40 leads the
-    # next value by 36 rows of utility (41: |775 - 689| = 86 against |675 - 725| = 50): another
-    # value is drawn with probability below 41 e^-36 at epsilon 1. Scored at the edges, the
+    # median is 40. Scored by how far p n = 1,500 lies outside a value's rows, 40 (1,350 below,
+    # 1,550 at or below) scores 0 and leads the next best (41: 50 rows) by 50 rows of utility:
+    # another value is drawn with probability below 41 e^-50 at epsilon 1. Scored at the edges, the
     # edge 41 (|1,550 - 1,500| = 50) beats 40 (150) just as surely: 50 rows of rank off.
     hist = np.zeros((1, 41))
     hist[0, :20], hist[0, 0] = 67.0, 77.0
@@ -143,6 +143,32 @@ def test_an_integer_columns_median_is_its_tied_value() -> None:
             for s in range(20)
         }
         assert drawn == {expected}, (tied, drawn)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    values=st.lists(st.integers(0, 40), min_size=1, max_size=60),
+    p=st.floats(0.02, 0.98),
+)
+def test_at_a_huge_epsilon_the_exponential_mechanism_draws_the_type_1_quantile(
+    values: list[int], p: float
+) -> None:
+    # Old code (OpenDP's tie scoring): 9 rows, 7 below 6, 1 at 6 and 1 at 7: the 0.9-quantile
+    # came out 6 where the inverse CDF's is 7 (F(6) = 0.889), with no noise at all. Where p n
+    # is within 0.05 of a whole number of rows the data's quantile and the next value with
+    # rows tie (both score 0) and the test skips the draw; elsewhere the runner-up trails by at
+    # least 0.05 rows of utility and the noise scale is 2 max(p, 1 - p) / 1e9: the chance of
+    # another draw is below 41 e^-(0.05 1e9 / 2), i.e. zero in float64.
+    rank = p * len(values)
+    assume(abs(rank - round(rank)) > 0.05)
+    hist = np.bincount(values, minlength=41).astype(np.float64)[None, :]
+    edges = np.arange(0.0, 42.0)
+    q = measure_quantiles(
+        hist, edges, [p], epsilon=1e9, group=1, rng=np.random.default_rng(0), tied=True
+    )
+    assert q.method == "exponential"
+    expected = float(np.quantile(values, p, method="inverted_cdf"))
+    assert q.values[0, 0] == expected, (q.values, expected)
 
 
 def test_an_integer_columns_deciles_off_the_cdf_are_its_tied_values() -> None:
