@@ -69,3 +69,35 @@ def test_the_audit_page_renders_in_chromium(browser: Browser, demo: Demo, tmp_pa
     text = page.evaluate("document.body.innerText")
     assert demo.charged_run in text
     assert "income_by_education[Bachelors]" in text
+
+
+# The page's scroll width and every table's hidden width (its columns beyond its box), in CSS
+# pixels, with all details open.
+_OVERFLOW = """(() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const tables = Array.from(document.querySelectorAll('table'));
+  return {scroll: document.documentElement.scrollWidth,
+          hidden: tables.map(t => t.scrollWidth - t.clientWidth)};
+})()"""
+
+
+def test_the_audit_page_fits_a_1280_pixel_window(
+    browser: Browser, demo: Demo, tmp_path: Path
+) -> None:
+    payload = audit_payload(str(demo.ledger), None)
+    history = Ledger(str(demo.ledger), create=False).history()
+    path = tmp_path / "audit.html"
+    path.write_text(render_audit_html(payload, history), encoding="utf-8")
+    page = browser.new_page()
+    page.send(
+        "Emulation.setDeviceMetricsOverride",
+        width=1280,
+        height=800,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    page.goto(path.as_uri())
+    layout = page.evaluate(_OVERFLOW)
+    # Old page: 1,282 pixels wide, its release table reaching 1,443.
+    assert layout["scroll"] <= 1280, layout
+    assert len(layout["hidden"]) >= 4 and max(layout["hidden"]) <= 1, layout
