@@ -1,4 +1,4 @@
-"""Validated record batches streamed from a Parquet file or partitioned folder.
+"""Validated record batches streamed from a Parquet or CSV file or partitioned folder.
 
 The one validator of the private input: :func:`dp.reference.frame.read_table` (the in-memory
 frame of tests and benchmarks) reads through it too, so every engine sees the same values.
@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dppub.dp.errors import ConfigError, InputError, InvariantError
-from dppub.dp.io import check_source, clamp_numeric, fragments
+from dppub.dp.io import check_source, clamp_numeric, fragments, reopen
 from dppub.dp.schema import DROP, ColumnSpec, TableSchema
 
 __all__ = [
@@ -164,11 +164,9 @@ def open_scan(
     wanted = list(dict.fromkeys(columns))
     specs = tuple(schema[name] for name in wanted)
     check_source(path, schema, columns=wanted)
-    text = [s.name for s in specs if not s.is_numeric]
-    # Strings are decoded straight into dictionaries: validation and axis codes then run once
-    # per distinct value instead of once per row.
-    fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=text))
-    return Scan(path=path, specs=specs, fragments=fragments(path, fmt), batch_size=size)
+    # Parquet strings are decoded straight into dictionaries: validation and axis codes then run
+    # once per distinct value instead of once per row.
+    return Scan(path=path, specs=specs, fragments=fragments(path, specs), batch_size=size)
 
 
 def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
@@ -181,7 +179,9 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
     offset = 0
     try:
         # No schema: the file's own stored types, converted by the value policies.
-        raw = fragment.to_batches(columns=scan.columns, batch_size=scan.batch_size)
+        raw = reopen(fragment, scan.specs).to_batches(
+            columns=scan.columns, batch_size=scan.batch_size
+        )
         for record in raw:
             if record.num_rows > scan.batch_size:
                 raise InvariantError("a scanned batch exceeds the batch size")
@@ -190,7 +190,8 @@ def iter_batches(scan: Scan, fragment: pads.Fragment) -> Iterator[Batch]:
             offset += record.num_rows
             yield replace(batch, rows=rows)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise InputError(f"cannot read {scan.path} as Parquet: {_reason(exc)}") from None
+        kind = "CSV" if isinstance(fragment.format, pads.CsvFileFormat) else "Parquet"
+        raise InputError(f"cannot read {scan.path} as {kind}: {_reason(exc)}") from None
 
 
 def batch_frame(batch: Batch, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
@@ -236,6 +237,8 @@ def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
         column = record.column(spec.name)
         if pa.types.is_null(column.type):  # a file whose column holds no value at all
             column = pa.nulls(len(column), _NULL_AS[spec.type])
+        elif spec.is_numeric and pa.types.is_string(column.type):  # a CSV file's text
+            column = _parse_numbers(spec, column)
         if spec.unit and spec.type == "int":
             keys[spec.name] = _ids(column)
         if spec.is_numeric:
@@ -266,6 +269,28 @@ _NULL_AS = {
     "string": pa.string(),
 }
 """The type a column Arrow stores as null type (no value at all) is read as."""
+
+
+_WHOLE = r"^[+-]?[0-9]{1,19}$"
+_INT64_MAX = str(np.iinfo(np.int64).max)
+
+
+def _parse_numbers(spec: ColumnSpec, column: pa.Array) -> pa.Array:
+    """A CSV column's text as numbers, null where a value does not parse (surrounding blanks
+    allowed): a missing value for the declared policy, never an error. An ``int`` unit's ids
+    as int64, exactly (whole numbers up to ``2^63 - 1`` in size); other columns as float64, which the
+    value rules then clamp and round as a Parquet file's numbers."""
+    text = pc.utf8_trim_whitespace(column)
+    if spec.unit and spec.type == "int":
+        # Whole numbers within int64 (beyond 2^63 - 1 the id is missing, for either sign):
+        # 19 digits compare as text.
+        digits = pc.replace_substring_regex(text, "^[+-]", "")
+        fits = pc.or_(pc.less(pc.utf8_length(digits), 19), pc.less_equal(digits, _INT64_MAX))
+        whole = pc.fill_null(pc.and_(pc.match_substring_regex(text, _WHOLE), fits), False)
+        ids = pc.cast(pc.if_else(whole, text, pa.scalar("0")), pa.int64())
+        return pc.if_else(whole, ids, pa.scalar(None, pa.int64()))
+    values = pd.to_numeric(pd.Series(text.to_numpy(zero_copy_only=False)), errors="coerce")
+    return pa.array(np.asarray(values, dtype=np.float64))
 
 
 def _ids(column: pa.Array) -> npt.NDArray[np.int64]:

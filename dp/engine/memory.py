@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import pyarrow.dataset as pads
+
 from dppub.dp.engine.aggregate import Aggregate, Progress, fold_batches, fold_fragments
 from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE, Batch, iter_batches, open_scan
 from dppub.dp.errors import InvariantError
-from dppub.dp.io import fragments
+from dppub.dp.io import csv_header, fragments
 from dppub.dp.schema import TableSchema
 
 __all__ = ["MemoryBackend", "estimate_bytes"]
@@ -93,9 +95,15 @@ class MemoryBackend:
 def estimate_bytes(source: str | Path, columns: Sequence[str]) -> int:
     """What holding ``columns`` of ``source`` in memory costs, from the Parquet footers only:
     8 bytes per number, and each text column's uncompressed size (an upper bound for its
-    dictionary-encoded form). Reads no value."""
+    dictionary-encoded form); for a CSV file, its size and 8 bytes per column of each row its
+    size allows (:func:`dp.io.check_source`'s bound). Reads no value."""
     total = 0
     for fragment in fragments(source):
+        if isinstance(fragment.format, pads.CsvFileFormat):
+            where = Path(fragment.path)
+            size = where.stat().st_size
+            total += size + 8 * len(columns) * ((size + 1) // max(len(csv_header(where)), 1))
+            continue
         meta = fragment.metadata
         names = [meta.schema.column(i).path for i in range(meta.num_columns)]  # leaf columns
         for g in range(meta.num_row_groups):

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dppub.dp.anonymity.hierarchy import Hierarchy
@@ -139,3 +140,21 @@ def test_runs_inside_a_worker_task_without_deadlock(partitioned: Path, cluster: 
     # ... and the fragments ran as cluster tasks, not serially inside the outer task.
     fragments = [t for t in stream.data if str(t["key"]).startswith("fragment_partial")]
     assert len(fragments) == 2 * len(list(partitioned.glob("*.parquet")))
+
+
+def test_a_csv_folder_folds_on_workers_as_streamed(
+    partitioned: Path, tmp_path: Path, cluster: str
+) -> None:
+    # A CSV fragment pickled to a worker loses its malformed-row handler: the worker reopens it.
+    # Old code: the folder was read as Parquet ("cannot read ... as Parquet").
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    for part in sorted(partitioned.iterdir()):
+        frame = pd.read_parquet(part)
+        text = frame.to_csv(index=False)
+        if part.name == "p3.parquet":
+            text += "1,2,3\n"  # a row with too few fields, left out on the worker too
+        (folder / f"{part.stem}.csv").write_text(text, encoding="utf-8")
+    axes = [numeric_axis(SCHEMA["income"], bins=16), category_axis(SCHEMA["race"])]
+    got = histogram_stream(folder, SCHEMA, axes, backend=DaskBackend(address=cluster))
+    assert np.array_equal(got, histogram_stream(partitioned, SCHEMA, axes))
