@@ -32,7 +32,7 @@ from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.workload import FloatArray
 from dppub.dp.numerics.fixedpoint import float_allowance
 
-__all__ = ["certified_sensitivity", "exact_answers", "explicit"]
+__all__ = ["certified_sensitivity", "exact_answers", "exact_rows", "explicit"]
 
 _SPLIT = 134217729.0  # 2^27 + 1: Dekker's splitting constant for float64
 _HUGE = 2.0**995  # beyond this, splitting could overflow
@@ -91,7 +91,12 @@ def _two_product(a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def exact_answers(strategy: Strategy, x: npt.ArrayLike) -> FloatArray:
     """``A x`` with every entry correctly rounded from its exact value (module doc)."""
-    a = explicit(strategy)
+    return exact_rows(explicit(strategy), x)
+
+
+def exact_rows(matrix: npt.ArrayLike | sp.spmatrix, x: npt.ArrayLike) -> FloatArray:
+    """``matrix @ x`` (dense or sparse) with every entry correctly rounded from its exact value."""
+    a = sp.csr_matrix(matrix)
     values = np.asarray(x, dtype=np.float64).ravel()
     if values.size != a.shape[1]:
         raise InvariantError(f"{values.size} cells for a strategy over {a.shape[1]}")

@@ -28,6 +28,7 @@ from dppub.dp.series.error import (
 )
 from dppub.dp.series.estimate import causal_estimates, estimator, next_value, revised_estimate
 from dppub.dp.series.optimize import Optimized, optimized
+from dppub.dp.series.release import Figures, SeriesRelease, certified
 from dppub.dp.series.sensitivity import Relation, Sensitivity, sensitivity
 from dppub.dp.series.strategies import BinaryTree, CausalStrategy, Identity, SquareRoot
 from dppub.dp.series.workloads import (
@@ -44,15 +45,18 @@ __all__ = [
     "CausalStrategy",
     "Choice",
     "ErrorProfile",
+    "Figures",
     "Identity",
     "Noise",
     "Optimized",
     "Relation",
     "Sensitivity",
+    "SeriesRelease",
     "SeriesWorkload",
     "SquareRoot",
     "candidates",
     "causal_estimates",
+    "certified",
     "choose_strategy",
     "estimator",
     "expected_errors",

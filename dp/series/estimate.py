@@ -103,7 +103,7 @@ def next_value(
     (vector: one series, a float array of shape ``()``; matrix: one value per column)."""
     y, vec = _columns(measurements, what="measurements")
     past = np.asarray(published, dtype=np.float64)
-    past = past.reshape(past.shape[0], -1) if not vec else past.reshape(-1, 1)
+    past = past.reshape(-1, y.shape[1])  # also no period yet: 0 x series
     value = _next(strategy, workload, y, past)
     return np.asarray(value[0]) if vec else value
 

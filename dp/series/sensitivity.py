@@ -33,7 +33,7 @@ from dppub.dp.errors import ConfigError
 from dppub.dp.matrix.workload import check_size
 from dppub.dp.series.workloads import FloatArray
 
-__all__ = ["Norm", "Relation", "Sensitivity", "sensitivity"]
+__all__ = ["Norm", "Relation", "Sensitivity", "declared", "sensitivity"]
 
 Norm = Literal["l1", "l2"]
 """Which norm of the change bounds the noise: ``l1`` for Laplace, ``l2`` for Gaussian."""
@@ -113,21 +113,31 @@ def _l2_attained(gram: FloatArray, k: int) -> float:
     return best
 
 
-def sensitivity(matrix: FloatArray, relation: Relation, norm: Norm) -> Sensitivity:
-    """The sensitivity of ``matrix @ x`` between neighbours under ``relation`` in ``norm``."""
+def declared(matrix: FloatArray, relation: Relation, norm: Norm) -> float:
+    """The declared sensitivity of :func:`sensitivity` alone (no concrete neighbour searched)."""
     if norm not in ("l1", "l2"):
         raise ConfigError(f"norm must be 'l1' or 'l2', got {norm!r}")
     k = min(relation.max_periods_per_unit, matrix.shape[1])
     m = float(relation.max_rows_per_unit)
     if norm == "l1":
         col = np.sum(np.abs(matrix), axis=0)
-        top = np.argsort(-col, kind="stable")[:k]
-        declared = float(np.sum(col[top]))
-        attained = float(np.sum(np.abs(matrix[:, top].sum(axis=1))))
-        return Sensitivity(declared=m * declared, attained=m * min(attained, declared))
+        return m * float(np.sum(-np.sort(-col)[:k]))
     gram = matrix.T @ matrix
-    upper = _l2_upper(gram, k)
     # Triangle inequality: never declare more than the k longest columns' norms added up.
-    upper = min(upper, float(np.sum(-np.sort(-np.sqrt(np.diag(gram)))[:k])) ** 2)
-    attained = min(_l2_attained(gram, k), upper)
-    return Sensitivity(declared=m * math.sqrt(upper), attained=m * math.sqrt(attained))
+    longest = float(np.sum(-np.sort(-np.sqrt(np.diag(gram)))[:k])) ** 2
+    return m * math.sqrt(min(_l2_upper(gram, k), longest))
+
+
+def sensitivity(matrix: FloatArray, relation: Relation, norm: Norm) -> Sensitivity:
+    """The sensitivity of ``matrix @ x`` between neighbours under ``relation`` in ``norm``."""
+    bound = declared(matrix, relation, norm)
+    k = min(relation.max_periods_per_unit, matrix.shape[1])
+    m = float(relation.max_rows_per_unit)
+    if norm == "l1":
+        col = np.sum(np.abs(matrix), axis=0)
+        top = np.argsort(-col, kind="stable")[:k]
+        attained = float(np.sum(np.abs(matrix[:, top].sum(axis=1))))
+        return Sensitivity(declared=bound, attained=m * min(attained, bound / m))
+    gram = matrix.T @ matrix
+    attained = min(_l2_attained(gram, k), (bound / m) ** 2)
+    return Sensitivity(declared=bound, attained=m * math.sqrt(attained))
