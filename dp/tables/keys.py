@@ -40,7 +40,7 @@ Rules (data-independent: chosen from epsilon, delta and ``max_partitions`` only)
 ``selection: auto`` (the default): with ``m > 1`` the one of ``threshold`` and ``gaussian``
 needing fewer units (each in ``m`` keys) to release a key with probability 1/2; with ``m = 1``
 always ``threshold`` (it is optimal there). ``policy`` is not the default: it released 16% more
-keys than ``gaussian`` on ``bench/tables.py``'s ``visits`` file but about 7% fewer on
+keys than ``gaussian`` on ``bench/tables.py``'s ``visits`` file but about 9% fewer on
 ``bench/keys.py``'s clinic tables, where it moves weight to keys far below the threshold
 (``bench/RESULTS.md``). A config may name any rule.
 
