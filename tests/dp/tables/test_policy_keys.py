@@ -3,12 +3,15 @@ sensitivity, a unit's own keys stay within the new-key bound, and the rule spend
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +30,7 @@ from dppub.dp.tables.keys import (
     select_keys,
 )
 from dppub.dp.tables.policy_keys import policy_sensitivity, policy_weights
-from tests.dp.pipeline.kinds.test_tables_private import BIG, _publish, config, visits
+from tests.dp.pipeline.published_run import publish_in_process
 
 KEYS = 6
 M = 4
@@ -51,7 +54,7 @@ unit_sets = st.frozensets(st.integers(0, KEYS - 1), min_size=1, max_size=M)
 tables = st.dictionaries(st.text("abcdef", min_size=1, max_size=3), unit_sets, max_size=25)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     tables,
     st.text("abcdef", min_size=1, max_size=3),
@@ -143,17 +146,45 @@ def test_the_aggregate_lists_units_alone_per_key_and_the_others_by_size_then_id(
     assert got.spread_offsets.tolist() == [0, 2, 5]
 
 
+def _config(tmp: Path, table: dict[str, Any]) -> Path:
+    """Sites S0-S4 visited by 300 persons each (none elsewhere), one row each; per person."""
+    sites = [f"S{i}" for i in range(5) for _ in range(300)]
+    persons = [f"S{i}-{j}" for i in range(5) for j in range(300)]
+    data = tmp / "visits.parquet"
+    pd.DataFrame({"site": sites, "person": persons}).to_parquet(data, index=False)
+    raw = {
+        "dataset": {
+            "name": "visits",
+            "path": str(data),
+            "budget": {"epsilon": 10.0, "delta": 1e-5},
+            "columns": {"site": {"type": "string"}, "person": {"type": "string"}},
+            "privacy_unit": "person",
+            "max_rows_per_unit": 4,
+            "max_partitions_per_unit": 4,
+        },
+        "tables": [
+            {"name": "by_site", "epsilon": 1.0, "by": ["site"], "measures": ["count"], **table}
+        ],
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
 @pytest.mark.slow  # ~3 s: a table planned and published
 def test_a_config_names_the_policy_rule_and_the_release_states_it(tmp_path: Path) -> None:
-    data = visits(tmp_path)
-    unit = {"privacy_unit": "person", "max_rows_per_unit": 8, "max_partitions_per_unit": 4}
-    answers, release, rows = _publish(
-        tmp_path, config(tmp_path, data, {"selection": "policy"}, **unit)
-    )
-    assert set(answers["site"]) == set(BIG)  # each weighs the cutoff, 3 sigma above rho
+    private = {"keys": "private", "delta": 1e-6, "selection": "policy"}
+    folder = publish_in_process(
+        _config(tmp_path, private), tmp_path / "l.db", tmp_path / "o"
+    ).folder
+    answers = pd.read_csv(folder / "by_site" / "answers.csv")
+    # each site weighs the cutoff (300 units alone in it), 3 sigma above the threshold: each is
+    # released with probability 0.99865; fewer than 3 of 5: < 3e-8 (the false-failure rate)
+    released = set(answers["site"])
+    assert released <= {f"S{i}" for i in range(5)} and len(released) >= 3
+    release = json.loads((folder / "by_site" / "release.json").read_text())
     rule = release["details"]["key_selection"]
     assert rule["rule"] == "policy" and rule["cutoff"] > rule["threshold"]
-    assert [r["mechanism"] for r in rows] == ["policy_gaussian_threshold+laplace"]
-    declared = {"keys": "declared", "delta": 0.0, "selection": "gaussian"}
+    assert release["mechanism"] == "policy_gaussian_threshold+laplace"
     with pytest.raises(ConfigError, match="selection: gaussian chooses private keys"):
-        load_plan(config(tmp_path, data, declared))
+        load_plan(_config(tmp_path, {"selection": "gaussian"}))
