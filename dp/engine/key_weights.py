@@ -134,4 +134,29 @@ class KeyWeightsAggregate:
         sums = frame.groupby("key", sort=True)["weight"].agg(["size", "sum"])
         units: npt.NDArray[np.int64] = sums["size"].to_numpy(dtype=np.int64)
         weights: npt.NDArray[np.int64] = sums["sum"].to_numpy(dtype=np.int64)
-        return KeyWeights(labels=tuple(str(k) for k in sums.index), units=units, weights=weights)
+        single, spread_keys, spread_offsets = _memberships(pairs, per_unit, sums.index)
+        return KeyWeights(
+            labels=tuple(str(k) for k in sums.index),
+            units=units,
+            weights=weights,
+            single=single,
+            spread_keys=spread_keys,
+            spread_offsets=spread_offsets,
+        )
+
+
+def _memberships(
+    pairs: pd.DataFrame, per_unit: npt.NDArray[np.int64], labels: pd.Index
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per key the units in it alone; the units in more than one key by number of keys, then
+    id (an order between two units that depends on those two alone), each with its keys'
+    indices into ``labels`` -- what :func:`dp.tables.policy_keys.policy_weights` reads."""
+    index = labels.get_indexer(pd.Index(pairs["key"]))
+    alone = per_unit == 1
+    single = np.bincount(index[alone], minlength=len(labels)).astype(np.int64)
+    spread = pd.DataFrame(
+        {"n": per_unit[~alone], "unit": pairs["unit"].to_numpy()[~alone], "key": index[~alone]}
+    ).sort_values(["n", "unit", "key"], kind="stable")
+    sizes = spread.groupby(["n", "unit"], sort=False).size().to_numpy(dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return single, spread["key"].to_numpy(dtype=np.int64), offsets

@@ -30,8 +30,19 @@ Rules (data-independent: chosen from epsilon, delta and ``max_partitions`` only)
   bounds it by ``delta_2``; delta = delta_1 + delta_2. The split of delta is the one (on a fixed
   grid) with the smallest ``rho``.
 
-With ``m > 1`` the rule needing fewer units (each in ``m`` keys) to release a key with
-probability 1/2 is used; with ``m = 1`` always ``threshold`` (it is optimal there).
+* ``policy`` -- adaptive weights, the policy Gaussian of the same paper (its L2-descent): units
+  in turn fill their keys up to a cutoff ``Gamma = rho + 3 sigma``, so a unit spends nothing on
+  a key already certain to show (:mod:`dp.tables.policy_keys`, with the proof that a neighbour
+  still moves the weight vector by at most 1 in L2, up to a stated floating-point slack). The
+  threshold and the delta split are the ``gaussian`` rule's, with a new key's weight bounded by
+  ``1/sqrt(t)`` as there.
+
+``selection: auto`` (the default): with ``m > 1`` the one of ``threshold`` and ``gaussian``
+needing fewer units (each in ``m`` keys) to release a key with probability 1/2; with ``m = 1``
+always ``threshold`` (it is optimal there). ``policy`` is not the default: it released 16% more
+keys than ``gaussian`` on ``bench/tables.py``'s ``visits`` file but about 9% fewer on
+``bench/keys.py``'s clinic tables, where it moves weight to keys far below the threshold
+(``bench/RESULTS.md``). A config may name any rule.
 
 Budget: a private-keys table spends ``(eps_select, delta)`` on the keys and the rest of epsilon
 on its measures, ``eps_select = eps / (1 + number of measures)`` -- the same share as one measure
@@ -42,7 +53,7 @@ equally loud; all of delta goes to the selection (the measures are pure-DP).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 from itertools import pairwise
@@ -56,14 +67,17 @@ from scipy.special import ndtr, ndtri
 from dppub.dp.calibration import gaussian_delta, gaussian_sigma
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.mechanisms import gaussian
+from dppub.dp.tables.policy_keys import policy_sensitivity, policy_weights
 from dppub.dp.validation import check_delta, check_epsilon
 
 __all__ = [
     "GRID",
     "KeyRule",
     "KeyWeights",
-    "gaussian_new_key_delta",
+    "Selection",
     "key_rule",
+    "new_key_delta",
+    "rule_weights",
     "select_keys",
     "selection_budget",
     "threshold_delta",
@@ -79,6 +93,12 @@ _SLACK = 1e-6
 """Fraction of delta left unspent by the threshold rule: covers the sampler's float rounding."""
 _SPLITS = tuple(i / 20 for i in range(1, 20))
 """The fractions of delta tried for the Gaussian rule's delta_1 (data-independent)."""
+_CUTOFF_SIGMAS = 3.0
+"""``policy``: the cutoff ``Gamma = rho + 3 sigma``, where a key is released 99.9% of the time
+(chosen on bench/tables.py's ``visits`` file, not on the benchmark's own table)."""
+
+Selection = Literal["auto", "threshold", "gaussian", "policy"]
+"""A rule by name (the tables kind's ``selection:``), or ``auto``."""
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -106,6 +126,14 @@ class KeyWeights:
     """Per key: the number of distinct units (rows when row-level) with a row in it."""
     weights: IntArray
     """Per key: the sum of its units' weights :func:`unit_weight`, in ``1/GRID`` units."""
+    single: IntArray | None = None
+    """Per key: the units with rows in it alone (``None``: all of :attr:`units`, row-level)."""
+    spread_keys: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The key indices of each unit in more than one key, unit after unit (``policy``)."""
+    spread_offsets: IntArray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    """Where each of those units starts in :attr:`spread_keys`, and the end. The units come by
+    number of keys, then by id: any two units' order depends on those two alone, which the
+    ``policy`` rule's proof needs (:mod:`dp.tables.policy_keys`)."""
 
 
 def threshold_probabilities(epsilon: float, delta: float) -> tuple[float, ...]:
@@ -154,11 +182,12 @@ def threshold_delta(probabilities: tuple[float, ...], epsilon: float) -> float:
     return float(worst) if worst == 0 else math.nextafter(float(worst), 1.0)
 
 
-def gaussian_new_key_delta(*, rho: float, sigma: float, max_partitions: int) -> float:
-    """``max_t 1 - Phi((rho - q(t)) / sigma)^t``: the chance a removed unit's own keys show."""
+def new_key_delta(rule: KeyRule) -> float:
+    """``max_t 1 - Phi((rho - w(t)) / sigma)^t``: the chance a removed unit's own keys show,
+    ``w(t)`` the most weight each of its ``t`` keys alone can have (:func:`_new_key_weight`)."""
     worst = 0.0
-    for t in range(1, max_partitions + 1):
-        tail = float(ndtr(-(rho - unit_weight(t) / GRID) / sigma))
+    for t in range(1, rule.max_partitions + 1):
+        tail = float(ndtr(-(rule.rho - _new_key_weight(rule, t)) / rule.sigma))
         worst = max(worst, -math.expm1(t * math.log1p(-tail)))
     return worst
 
@@ -167,7 +196,7 @@ def gaussian_new_key_delta(*, rho: float, sigma: float, max_partitions: int) -> 
 class KeyRule:
     """A data-independent selection rule with its proven (epsilon, delta)."""
 
-    kind: Literal["threshold", "gaussian"]
+    kind: Literal["threshold", "gaussian", "policy"]
     epsilon: float
     delta: float
     max_partitions: int
@@ -179,17 +208,26 @@ class KeyRule:
     """``gaussian``: the release threshold."""
     delta_noise: float = 0.0
     """``gaussian``: the Gaussian mechanism's share of delta (the rest bounds new keys)."""
+    sensitivity: float = 1.0
+    """``gaussian``, ``policy``: the weights' L2 sensitivity the noise is calibrated for."""
+    cutoff: float = 0.0
+    """``policy``: the weight ``Gamma`` a unit fills its keys up to."""
 
     @property
     def mechanism(self) -> str:
         """The selection's name in the ledger, the manifest and ``release.json``: the optimal
-        threshold on unit counts, or the Gaussian threshold on weights."""
-        return "optimal_threshold" if self.kind == "threshold" else "gaussian_threshold"
+        threshold on unit counts, or the Gaussian threshold on (adaptive) weights."""
+        return {
+            "threshold": "optimal_threshold",
+            "gaussian": "gaussian_threshold",
+            "policy": "policy_gaussian_threshold",
+        }[self.kind]
 
     def units_for_half(self) -> float:
         """Units (each in ``max_partitions`` keys) a key needs to be released half the time."""
         if self.kind == "threshold":
             return float(next(n for n, p in enumerate(self.probabilities) if p >= 0.5))
+        # policy: a key whose units are all in m keys of the same gap gets 1/sqrt(m) from each.
         return self.rho / (unit_weight(self.max_partitions) / GRID)
 
     def describe(self) -> dict[str, Any]:
@@ -202,6 +240,13 @@ class KeyRule:
         }
         if self.kind == "gaussian":
             out |= {"sigma": self.sigma, "threshold": self.rho, "weight_grid": GRID}
+        elif self.kind == "policy":
+            out |= {
+                "sigma": self.sigma,
+                "threshold": self.rho,
+                "cutoff": self.cutoff,
+                "l2_sensitivity": self.sensitivity,
+            }
         else:
             out |= {"always_released_from_units": len(self.probabilities) - 1}
         return out
@@ -217,40 +262,71 @@ def _threshold_rule(eps: float, delta: float, m: int) -> KeyRule:
     )
 
 
-def _gaussian_rule(eps: float, delta: float, m: int) -> KeyRule:
+def _new_key_weight(rule: KeyRule, t: int) -> float:
+    """The most weight a key held by one unit alone gets, when that unit holds ``t`` such keys:
+    ``q(t)`` (``gaussian``), ``sensitivity / sqrt(t)`` (``policy``, :mod:`dp.tables.policy_keys`,
+    with its floating-point slack)."""
+    if rule.kind == "policy":
+        return rule.sensitivity / math.sqrt(t)
+    return unit_weight(t) / GRID
+
+
+def _weighted_rule(
+    eps: float, delta: float, m: int, kind: Literal["gaussian", "policy"], sensitivity: float
+) -> KeyRule:
+    """The ``gaussian`` or ``policy`` rule: the delta split with the smallest threshold."""
     best: KeyRule | None = None
     for share in _SPLITS:
         d1 = delta * share
         d2 = (delta - d1) * (1.0 - _SLACK)
-        sigma = gaussian_sigma(l2_sensitivity=1.0, epsilon=eps, delta=d1)
+        sigma = gaussian_sigma(l2_sensitivity=sensitivity, epsilon=eps, delta=d1)
+        rule = KeyRule(
+            kind=kind,
+            epsilon=eps,
+            delta=delta,
+            max_partitions=m,
+            sigma=sigma,
+            delta_noise=d1,
+            sensitivity=sensitivity,
+        )
         rho = max(
-            unit_weight(t) / GRID + sigma * -float(ndtri(-math.expm1(math.log1p(-d2) / t)))
+            _new_key_weight(rule, t) + sigma * -float(ndtri(-math.expm1(math.log1p(-d2) / t)))
             for t in range(1, m + 1)
         )
         if best is None or rho < best.rho:
-            best = KeyRule(
-                kind="gaussian",
-                epsilon=eps,
-                delta=delta,
-                max_partitions=m,
-                sigma=sigma,
-                rho=rho,
-                delta_noise=d1,
-            )
+            cutoff = rho + _CUTOFF_SIGMAS * sigma if kind == "policy" else 0.0
+            best = replace(rule, rho=rho, cutoff=cutoff)
     if best is None:  # pragma: no cover - _SPLITS is not empty
         raise InvariantError("no delta split")
-    spent = gaussian_delta(sigma=best.sigma, l2_sensitivity=1.0, epsilon=eps)
-    spent += gaussian_new_key_delta(rho=best.rho, sigma=best.sigma, max_partitions=m)
+    spent = gaussian_delta(sigma=best.sigma, l2_sensitivity=sensitivity, epsilon=eps)
+    spent += new_key_delta(best)
     if spent > delta:
-        raise InvariantError(f"Gaussian key rule spends delta {spent!r} > {delta!r}")
+        raise InvariantError(f"{kind} key rule spends delta {spent!r} > {delta!r}")
     return best
 
 
+def _policy_rule(eps: float, delta: float, m: int) -> KeyRule:
+    """The ``policy`` rule, calibrated for a sensitivity that covers the floating-point slack of
+    its own cutoff (:func:`dp.tables.policy_keys.policy_sensitivity`; two rounds suffice)."""
+    sensitivity = 1.0
+    for _ in range(4):
+        rule = _weighted_rule(eps, delta, m, "policy", sensitivity)
+        need = policy_sensitivity(cutoff=rule.cutoff, max_partitions=m)
+        if need <= sensitivity:
+            return rule
+        sensitivity = 2.0 * need - 1.0  # twice the slack: the cutoff grows with it, barely
+    raise InvariantError("the policy rule's sensitivity did not settle")  # pragma: no cover
+
+
 @lru_cache(maxsize=64)
-def key_rule(epsilon: float, delta: float, max_partitions: int = 1) -> KeyRule:
+def key_rule(
+    epsilon: float, delta: float, max_partitions: int = 1, selection: Selection = "auto"
+) -> KeyRule:
     """The rule for (epsilon, delta) and up to ``max_partitions`` keys per unit.
 
-    >>> key_rule(1.0, 1e-6).kind, key_rule(0.5, 1e-6, 4).kind
+    ``selection`` names a rule, or ``auto`` (see the module docstring).
+
+    >>> key_rule(1.0, 1e-6).kind, key_rule(0.5, 1e-6, 4, "gaussian").kind
     ('threshold', 'gaussian')
     """
     eps, dl = check_epsilon(epsilon), check_delta(delta)
@@ -258,10 +334,18 @@ def key_rule(epsilon: float, delta: float, max_partitions: int = 1) -> KeyRule:
         raise ConfigError(f"private keys need delta > 0, got {delta!r}")
     if max_partitions < 1:
         raise ConfigError(f"max_partitions_per_unit must be >= 1, got {max_partitions!r}")
+    if selection == "threshold" or (selection == "auto" and max_partitions == 1):
+        return _threshold_rule(eps, dl, max_partitions)
+    if selection == "gaussian":
+        return _weighted_rule(eps, dl, max_partitions, "gaussian", 1.0)
+    if selection == "policy":
+        return _policy_rule(eps, dl, max_partitions)
+    if selection != "auto":
+        raise ConfigError(
+            f"selection must be auto, threshold, gaussian or policy, got {selection!r}"
+        )
     rule = _threshold_rule(eps, dl, max_partitions)
-    if max_partitions == 1:
-        return rule
-    other = _gaussian_rule(eps, dl, max_partitions)
+    other = _weighted_rule(eps, dl, max_partitions, "gaussian", 1.0)
     return other if other.units_for_half() < rule.units_for_half() else rule
 
 
@@ -295,6 +379,14 @@ def _bernoulli(p: float, rng: np.random.Generator | None) -> bool:
     return bool(_bernoulli_measurement(1.0 - p)(False))
 
 
+def rule_weights(data: KeyWeights, rule: KeyRule) -> npt.NDArray[np.float64]:
+    """The weights a ``gaussian`` or ``policy`` rule adds its noise to (units of 1)."""
+    if rule.kind == "gaussian":
+        return data.weights.astype(np.float64) / GRID
+    single = data.units if data.single is None else data.single
+    return policy_weights(single, data.spread_keys, data.spread_offsets, cutoff=rule.cutoff)
+
+
 def select_keys(
     data: KeyWeights, rule: KeyRule, *, rng: np.random.Generator | None = None
 ) -> BoolArray:
@@ -308,10 +400,10 @@ def select_keys(
     n = len(data.labels)
     if len(data.units) != n or len(data.weights) != n:
         raise InvariantError("key weights are not aligned with their labels")
-    if rule.kind == "gaussian":
+    if rule.kind != "threshold":
         noisy = gaussian(
-            data.weights.astype(np.float64) / GRID,
-            l2_sensitivity=1.0,
+            rule_weights(data, rule),
+            l2_sensitivity=rule.sensitivity,
             epsilon=rule.epsilon,
             delta=rule.delta_noise,
             rng=rng,

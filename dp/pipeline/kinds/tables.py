@@ -86,7 +86,14 @@ from dppub.dp.tables.joint import (
     member_rows,
     row_variances,
 )
-from dppub.dp.tables.keys import KeyRule, KeyWeights, key_rule, select_keys, selection_budget
+from dppub.dp.tables.keys import (
+    KeyRule,
+    KeyWeights,
+    Selection,
+    key_rule,
+    select_keys,
+    selection_budget,
+)
 from dppub.dp.tables.margins import STAR, Dimension, published_rows
 from dppub.dp.tables.office import OfficeTable, Presentation, office_table
 from dppub.dp.tables.precision import PRECISION_RULE
@@ -202,6 +209,8 @@ class TableModel(Cost):
     # Not a field named ``keys``: Prefect walks a pydantic model with ``dict(model)``, which calls
     # ``model.keys()`` -- a str there (every table run failed with "'str' object is not callable").
     key_policy: Literal["declared", "private"] = Field(default="declared", alias="keys")
+    selection: Selection = "auto"
+    """``keys: private``: the key selection rule by name, or ``auto`` (:mod:`dp.tables.keys`)."""
     joint: Name | None = None
     """Tables naming the same group are measured once, together (:mod:`dp.tables.joint`)."""
 
@@ -252,6 +261,8 @@ class TableModel(Cost):
             raise ValueError("delta is spent only by keys: private; declared keys use epsilon")
         if self.key_policy == "private" and self.delta <= 0:
             raise ValueError(f"keys: private needs a delta > 0, got {self.delta!r}")
+        if self.key_policy == "declared" and self.selection != "auto":
+            raise ValueError(f"selection: {self.selection} chooses private keys; add keys: private")
         if self.key_policy == "private" and self.joint is not None:
             raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
         if self.suppress is not None and "count" not in self.measures:
@@ -1003,7 +1014,7 @@ def _plan_private(cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpe
         item.epsilon,
         {"the key selection": eps_select / per_unit, **_runs_at(design)},
     )
-    rule = key_rule(eps_select, delta, per_unit)
+    rule = key_rule(eps_select, delta, per_unit, item.selection)
     return ReleasePlan(
         name=item.name,
         kind="table",

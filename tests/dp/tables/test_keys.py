@@ -11,8 +11,8 @@ from dppub.dp.errors import ConfigError
 from dppub.dp.tables.keys import (
     GRID,
     KeyWeights,
-    gaussian_new_key_delta,
     key_rule,
+    new_key_delta,
     select_keys,
     selection_budget,
     threshold_delta,
@@ -51,10 +51,10 @@ def test_the_gaussian_rule_spends_at_most_delta_and_its_threshold_is_tight(
     rule = key_rule(eps, 1e-6, m)
     assert rule.kind == "gaussian"
     noise = gaussian_delta(sigma=rule.sigma, l2_sensitivity=1.0, epsilon=eps)
-    new = gaussian_new_key_delta(rho=rule.rho, sigma=rule.sigma, max_partitions=m)
+    new = new_key_delta(rule)
     assert noise <= rule.delta_noise * (1 + 1e-9)
     assert noise + new <= 1e-6
-    lower = gaussian_new_key_delta(rho=rule.rho * 0.99, sigma=rule.sigma, max_partitions=m)
+    lower = new_key_delta(replace(rule, rho=rule.rho * 0.99))
     assert noise + lower > 1e-6  # a 1% lower threshold would overspend
 
 
