@@ -431,24 +431,29 @@ def _runs(spec: str, groups: list[str]) -> dict[str, int]:
     return {g: given.get(g, RUNS[g]) for g in groups}
 
 
-def measure(runs: dict[str, int], jobs: int) -> tuple[dict[str, Hits], dict[str, float]]:
-    """Every group's rows (runs stacked in chunk order) and its CPU seconds."""
+def measure(
+    runs: dict[str, int],
+    jobs: int,
+    save: Callable[[dict[str, Hits], dict[str, float]], None],
+) -> None:
+    """Every group's runs in seeded chunks, interleaved so that all groups reach the same
+    share of their runs together; ``save`` gets the rows so far (runs stacked in chunk order,
+    so a stopped measurement equals a full one with fewer runs) and CPU seconds per group
+    after every chunk."""
     tasks = []
     for group, n in runs.items():
         size = CHUNK.get(group, 100)
-        tasks += [(group, min(size, n - i), i // size) for i in range(0, n, size)]
-    left = {g: sum(t[0] == g for t in tasks) for g in runs}
+        chunks = math.ceil(n / size)
+        tasks += [((i + 1) / chunks, group, min(size, n - i * size), i) for i in range(chunks)]
+    tasks.sort()
     found: dict[str, list[Hits]] = {}
     cpu = dict.fromkeys(runs, 0.0)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for group, rows, seconds in pool.map(_task, *zip(*tasks, strict=True)):
+        for group, rows, seconds in pool.map(_task, *list(zip(*tasks, strict=True))[1:]):
             cpu[group] += seconds
             for name, hits in rows.items():
                 found.setdefault(name, []).append(hits)
-            left[group] -= 1
-            if not left[group]:
-                print(f"{group}: {cpu[group]:.0f} CPU s", file=sys.stderr, flush=True)
-    return {name: np.concatenate(h) for name, h in found.items()}, cpu
+            save({name: np.concatenate(h) for name, h in found.items()}, cpu)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -479,24 +484,25 @@ def main() -> None:
         print(table([r for f in args.merge for r in json.loads(f.read_text())["rows"]]))
         return
     groups = args.only.split(",")
-    start = time.perf_counter()
-    found, cpu = measure(_runs(args.runs, groups), args.jobs)
-    wall = time.perf_counter() - start
-    rows: list[dict[str, Any]] = []
-    for name, hits in found.items():
-        figures = clustered(hits)
-        inside, why = flag(name, figures["coverage"])
-        rows.append({"row": name, **figures, "in_band": inside, "flag": why})
-    print(table(rows))
-    print(
-        f"wall {wall:.0f} s; CPU s per group: " + ", ".join(f"{g} {s:.0f}" for g, s in cpu.items()),
-        file=sys.stderr,
-    )
     out = OUT if args.only == ",".join(GROUPS) else OUT.with_stem(f"coverage_{args.only}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    record = {"date": stamp, "argv": sys.argv[1:], "wall": wall, "cpu": cpu, "rows": rows}
-    out.write_text(json.dumps(record, indent=2))
+    start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+
+    def save(found: dict[str, Hits], cpu: dict[str, float]) -> None:
+        rows.clear()
+        for name, hits in found.items():
+            figures = clustered(hits)
+            inside, why = flag(name, figures["coverage"])
+            rows.append({"row": name, **figures, "in_band": inside, "flag": why})
+        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        wall = time.perf_counter() - start
+        record = {"date": stamp, "argv": sys.argv[1:], "wall": wall, "cpu": cpu, "rows": rows}
+        out.with_suffix(".tmp").write_text(json.dumps(record, indent=2))
+        out.with_suffix(".tmp").replace(out)
+
+    measure(_runs(args.runs, groups), args.jobs, save)
+    print(table(rows))
 
 
 if __name__ == "__main__":
