@@ -246,9 +246,9 @@ def kmeans_rows(runs: int) -> dict[str, Hits]:
 def synthetic_rows(runs: int) -> dict[str, Hits]:
     """Per-marginal error ranges of AIM on a small Bayesian network (a -> b -> c, d
     independent; 4,000 rows, 2-way workload, epsilon 1): AIM and the release's bootstrap (two
-    warm-started and two from-scratch refits) per run, as ``dp.pipeline.kinds.synthetic`` does.
+    warm-started and two from-scratch refits) per run, as ``dp.pipeline.kinds.synthetic.kind`` does.
     Each run takes about a minute, so this group runs ``max(runs // 40, 3)`` times."""
-    from dppub.dp.pipeline.kinds.synthetic import REPLICATES, marginal_error_range
+    from dppub.dp.pipeline.kinds.synthetic.error_estimates import REPLICATES, marginal_error_range
     from dppub.dp.synthetic import cdp_rho, marginal_answers, run_aim, workload_cliques
     from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 

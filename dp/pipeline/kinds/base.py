@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Never, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
 
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "EstimatorSpec",
+    "ExecuteContext",
     "Executed",
     "ReleaseKind",
     "ReleasePlan",
@@ -130,8 +131,9 @@ class ReleasePlan(Generic[SpecT]):
 
     name: str
     """Unique within the run; the release's folder name."""
-    kind: str
-    """The kind's label (``workload``, ``regression``, ``clustering``, ``k-anonymity``)."""
+    release_kind: ReleaseKind[Any, SpecT, Any]
+    """The kind that planned it, and plans, scans, executes and reports it: carried, never
+    looked up by label."""
     mechanism: str
     """What the ledger and manifest record (``laplace``, ``functional-laplace``...)."""
     cost: PrivacyCost
@@ -152,6 +154,12 @@ class ReleasePlan(Generic[SpecT]):
     """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)
     """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
+
+    @property
+    def kind(self) -> str:
+        """Its kind's label (``workload``, ``regression``, ``k-anonymity``...), as plans, the
+        ledger and manifests name it."""
+        return self.release_kind.label
 
     @property
     def planned_costs(self) -> tuple[PlannedCost, ...]:
@@ -292,6 +300,31 @@ class Executed:
         return cls(details=result.to_json(), sensitivity=sensitivity)
 
 
+def _quiet(_line: str) -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecuteContext:
+    """Everything :meth:`ReleaseKind.execute` works with besides its plan and its exact
+    aggregates, given explicitly by the step computing the release."""
+
+    data: TableSource
+    """The release's rows (its unit bounding applied), for passes beyond the shared scan."""
+    out: Staging
+    """The run's staging folder: the release writes its files there."""
+    progress: Callable[[str], None] = _quiet
+    """Logs one line of progress. Public values only (a round's number, a share of the
+    budget): never a count, a value or anything else computed from the data."""
+    should_stop: Callable[[], bool] = _never
+    """True once the run was interrupted: stop at the next safe point and raise
+    :class:`~dp.errors.Stopped` (what was drawn stays charged)."""
+
+
 class ScanAggregate(Protocol[R_co]):
     """An engine aggregate (:class:`dp.engine.Aggregate`) as a kind hands it to the shared
     scan: it reads some columns and finishes to an ``R_co``. Its accumulator is the engine's
@@ -345,6 +378,14 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     model: type[ItemT]
     """The pydantic model of one item."""
 
+    def __eq__(self, other: object) -> bool:
+        # Stateless: every instance of a kind is the same kind (a plan sent to a worker and
+        # back carries a copy).
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
     def plan(self, cfg: PipelineConfig, item: ItemT) -> ReleasePlan[SpecT]:
         """The release an item declares. Raises ConfigError for what the config gets wrong."""
         raise NotImplementedError
@@ -353,12 +394,11 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
         """The exact aggregates it needs from the run's one shared scan (may be none)."""
         raise NotImplementedError
 
-    def execute(
-        self, plan: ReleasePlan[SpecT], exact: ExactT, data: TableSource, out: Staging
-    ) -> Executed:
-        """Compute the release into ``out`` (the ledger has recorded its draw); ``exact`` is
-        what :meth:`scan` assembled, further passes go through ``data``'s engine. Called at
-        most once per release (a completed one is reused, never recomputed)."""
+    def execute(self, plan: ReleasePlan[SpecT], exact: ExactT, context: ExecuteContext) -> Executed:
+        """Compute the release into ``context.out`` (the ledger has recorded its draw);
+        ``exact`` is what :meth:`scan` assembled, further passes go through
+        ``context.data``'s engine. Called at most once per release (a completed one is reused,
+        never recomputed)."""
         raise NotImplementedError
 
     def report(self, summary: ReleaseSummary) -> list[str]:
