@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
 
+from pydantic import JsonValue
+
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
+from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, StatedAccounting
 from dppub.dp.pipeline.units import Bounding
 from dppub.dp.publication import Staging
 
@@ -205,6 +208,11 @@ class ReleaseSummary:
     neighbours: str = "one row"
     """The neighbouring relation its guarantee is stated for."""
 
+    @property
+    def stated(self) -> StatedAccounting:
+        """The accounting its ``details`` state (zCDP rho, how it was accounted), typed."""
+        return StatedAccounting.model_validate(self.details)
+
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
         parts = self.parts or (PlannedCost(name=self.name, cost=self.cost),)
@@ -224,59 +232,52 @@ class ReleaseSummary:
         ]
 
     def to_json(self) -> dict[str, JSON]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "mechanism": self.mechanism,
-            "epsilon": self.cost.epsilon,
-            "delta": self.cost.delta,
-            "is_dp": self.is_dp,
-            "sensitivity": self.sensitivity,
-            "parts": [
-                {
-                    "name": p.name,
-                    "epsilon": p.cost.epsilon,
-                    "delta": p.cost.delta,
-                    "partition": None if p.partition is None else list(p.partition),
-                }
+        """Its ``release.json`` (:class:`~dp.pipeline.kinds.release_file.ReleaseFile`)."""
+        file = ReleaseFile(
+            name=self.name,
+            kind=self.kind,
+            mechanism=self.mechanism,
+            epsilon=self.cost.epsilon,
+            delta=self.cost.delta,
+            is_dp=self.is_dp,
+            sensitivity=self.sensitivity,
+            parts=[
+                PartFile(
+                    name=p.name, epsilon=p.cost.epsilon, delta=p.cost.delta, partition=p.partition
+                )
                 for p in self.parts
             ],
-            "files": list(self.files),
-            "output_hash": self.output_hash,
-            "neighbours": self.neighbours,
-            "details": dict(self.details),
-        }
+            files=list(self.files),
+            output_hash=self.output_hash,
+            neighbours=self.neighbours,
+            details=cast(dict[str, JsonValue], dict(self.details)),
+        )
+        return cast(dict[str, JSON], file.model_dump(mode="json"))
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> ReleaseSummary:
+        """A summary read back from its ``release.json`` (checked against its model)."""
+        file = ReleaseFile.model_validate(data)
         return cls(
-            name=as_str(data["name"]),
-            kind=as_str(data["kind"]),
-            mechanism=as_str(data["mechanism"]),
-            cost=PrivacyCost(epsilon=as_float(data["epsilon"]), delta=as_float(data["delta"])),
-            is_dp=bool(data["is_dp"]),
-            sensitivity=as_float_or_none(data["sensitivity"]),
-            parts=tuple(_part(as_object(p)) for p in as_list(data["parts"])),
-            files=as_strs(data["files"]),
-            output_hash=as_str(data["output_hash"]),
-            details=as_object(data["details"]),
-            neighbours=as_str(data.get("neighbours", "one row")),
+            name=file.name,
+            kind=file.kind,
+            mechanism=file.mechanism,
+            cost=PrivacyCost(epsilon=file.epsilon, delta=file.delta),
+            is_dp=file.is_dp,
+            sensitivity=file.sensitivity,
+            parts=tuple(
+                PlannedCost(
+                    name=p.name,
+                    cost=PrivacyCost(epsilon=p.epsilon, delta=p.delta),
+                    partition=p.partition,
+                )
+                for p in file.parts
+            ),
+            files=tuple(file.files),
+            output_hash=file.output_hash,
+            details=cast(Mapping[str, JSON], file.details),
+            neighbours=file.neighbours,
         )
-
-
-def _part(p: Mapping[str, JSON]) -> PlannedCost:
-    partition = p["partition"]
-    return PlannedCost(
-        name=as_str(p["name"]),
-        cost=PrivacyCost(epsilon=as_float(p["epsilon"]), delta=as_float(p["delta"])),
-        partition=None if partition is None else _pair(as_strs(partition)),
-    )
-
-
-def _pair(values: tuple[str, ...]) -> tuple[str, str]:
-    if len(values) != 2:
-        raise _wrong(list(values), "a partition (column, value)")
-    return values[0], values[1]
 
 
 class Result(Protocol):

@@ -1,5 +1,6 @@
 """A synthetic table's utility in ``report.html``: its estimated error per workload marginal,
-and beside it the k-anonymous table of the same run (if any) on the same marginals.
+and beside it, when the run-level comparison (:mod:`dp.pipeline.comparisons`) hands it one, the
+k-anonymous table of the same run on the same marginals.
 
 The synthetic table's error is its release's bootstrap estimate (``utility.parquet``'s
 ``error``, :mod:`dp.synthetic.utility`). Where a measurement covers a marginal both tables also
@@ -13,7 +14,6 @@ cannot tell where it lies.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,6 @@ from dppub.dp.pipeline.html.figures import INK, WARN, label_inches, new_figure, 
 from dppub.dp.pipeline.html.sections import Section, find_table, frame_table
 from dppub.dp.pipeline.kinds.base import ReleaseSummary
 from dppub.dp.pipeline.kinds.synthetic.result import SyntheticResult
-from dppub.dp.publication import RELEASE_MARKER
 
 __all__ = ["k_anonymous_errors", "synthetic_plot"]
 
@@ -40,15 +39,6 @@ def _axis_labels(measurements: pd.DataFrame) -> dict[str, list[str]]:
         str(name): [str(c) for c in group["cell"]]
         for name, group in first.groupby("marginal", sort=False)
     }
-
-
-def _k_anonymous_table(folder: Path, summary: ReleaseSummary) -> pd.DataFrame | None:
-    for marker in sorted(folder.glob(f"*/{RELEASE_MARKER}")):
-        release = json.loads(marker.read_text(encoding="utf-8"))
-        if release.get("kind") == "k-anonymity" and marker.parent.name != summary.name:
-            path = marker.parent / "table.parquet"
-            return pd.read_parquet(path) if path.is_file() else None
-    return None
 
 
 def _table_marginal(
@@ -114,27 +104,33 @@ def _ranges(ax: Any, y: np.ndarray, low: pd.Series, high: pd.Series, **style: An
     ax.barh(y, (high - low).fillna(0.0), left=low.fillna(0.0), **style)
 
 
-def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Path) -> Section:
+def synthetic_plot(
+    summary: ReleaseSummary,
+    result: SyntheticResult,
+    folder: Path,
+    k_anonymous: pd.DataFrame | None = None,
+) -> Section:
+    """Its error ranges per workload marginal; with ``k_anonymous`` (the run's k-anonymous
+    table, given by :mod:`dp.pipeline.comparisons`), that table's beside them."""
     utility = find_table(folder, summary, ["marginal", "error", "check_low", "check_high"])
     measurements = find_table(folder, summary, ["marginal", "cell", "noisy_count", "sigma"])
     if utility is None or measurements is None:
         raise ValueError("no utility or measurements table")
     total = float(result.rows)
-    k_table = _k_anonymous_table(folder, summary)
     frame = utility.copy()
-    if k_table is not None:
-        k_low, k_high = k_anonymous_errors(k_table, utility, measurements, total)
+    if k_anonymous is not None:
+        k_low, k_high = k_anonymous_errors(k_anonymous, utility, measurements, total)
         frame["k_anonymous_low"], frame["k_anonymous_high"] = k_low, k_high
     names = [str(m) for m in frame["marginal"]]
     fig = new_figure(7.0, 0.8 + 0.22 * len(names), left=label_inches(names))
     ax = fig.subplots()
     y = np.arange(len(names), dtype=np.float64)
-    height = 0.4 if k_table is not None else 0.7
+    height = 0.4 if k_anonymous is not None else 0.7
     _ranges(
         ax, y, frame["error_low"], frame["error_high"], height=height, color=INK, label="synthetic"
     )
     ax.plot(frame["error"], y, "|", color="white", markersize=8)
-    if k_table is not None:
+    if k_anonymous is not None:
         _ranges(
             ax,
             y + height,
@@ -145,7 +141,7 @@ def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Pat
             label="k-anonymous table (not DP)",
         )
         ax.legend(loc="lower right")
-    ax.set_yticks(y + (height / 2 if k_table is not None else 0.0), names)
+    ax.set_yticks(y + (height / 2 if k_anonymous is not None else 0.0), names)
     ax.invert_yaxis()
     ax.set_xlabel("normalized L1 error (0 exact, 2 disjoint)")
     ax.set_title("error per workload marginal, estimated from public values only")
@@ -159,7 +155,7 @@ def synthetic_plot(summary: ReleaseSummary, result: SyntheticResult, folder: Pat
             "distance to that noisy measurement, minus and plus the noise's expected L1 "
             "(generalized values spread evenly over the axis); no bar: no measurement covers "
             "the marginal."
-            if k_table is not None
+            if k_anonymous is not None
             else ""
         )
     )
