@@ -1,7 +1,7 @@
 """Benchmark: dppub's globally optimal k-anonymity on Adult and FARS (issue 4).
 
 For each data set, k in {5, 10}, suppression in {0, 4%, 5%, 10%, 100%} and each metric it runs
-:func:`dp.reference.anonymize.anonymize` and records the levels, score, suppressed rows, nodes
+:func:`dp.reference.frame_anonymity.anonymize` and records the levels, score, suppressed rows, nodes
 checked and wall time (best of ``--repeat``). Beside it, when a separate interpreter with
 ``anjana`` and ``pycanon`` is given (``--tools-python``; they pin old pandas, so keep them out of
 the project venv), it runs anjana's greedy k-anonymity on the same hierarchies and scores anjana's
@@ -39,7 +39,7 @@ from bench.arx_reference import ARX_CASES, ARX_LOSS  # noqa: E402
 from dppub.dp.anonymity import METRICS, Hierarchy  # noqa: E402
 from dppub.dp.anonymity.classes import CodedTable  # noqa: E402
 from dppub.dp.anonymity.metrics import MetricTables  # noqa: E402
-from dppub.dp.reference.anonymize import anonymize, encode_columns  # noqa: E402
+from dppub.dp.reference.frame_anonymity import anonymize, encode_columns  # noqa: E402
 from dppub.dp.reference.mondrian import mondrian  # noqa: E402
 from dppub.dp.reference.public_data import folder  # noqa: E402
 

@@ -350,7 +350,10 @@ def synthetic_rows(runs: int, rng: np.random.Generator) -> dict[str, Hits]:
     """Per-marginal error ranges of AIM on a 3-attribute chain (a -> b -> c, 3 values each;
     2,000 rows, all three 2-way marginals, epsilon 1, 100 iterations): AIM and the release's
     bootstrap (warm-started and from-scratch refits), as ``dp.pipeline.kinds.synthetic`` does."""
-    from dppub.dp.pipeline.kinds.synthetic import REPLICATES, marginal_error_range
+    from dppub.dp.pipeline.kinds.synthetic.error_estimates import (
+        REPLICATES,
+        marginal_error_range,
+    )
     from dppub.dp.synthetic import cdp_rho, marginal_answers, run_aim, workload_cliques
     from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 

@@ -66,17 +66,18 @@ sys.path.insert(0, str(ROOT))
 import dppub.dp.matrix as mx  # noqa: E402
 from dppub.dp.anonymity import Hierarchy  # noqa: E402
 from dppub.dp.axes import category_axis, hierarchy_axis, numeric_axis  # noqa: E402
-from dppub.dp.matrix.intervals import answer_intervals, least_squares_intervals  # noqa: E402
+from dppub.dp.matrix.intervals import answer_intervals  # noqa: E402
+from dppub.dp.matrix.least_squares_intervals import least_squares_intervals  # noqa: E402
 from dppub.dp.matrix.measure import Measurement  # noqa: E402
 from dppub.dp.matrix.reconstruct import reconstruct  # noqa: E402
-from dppub.dp.reference.histogram import histogram  # noqa: E402
-from dppub.dp.reference.public_data import folder  # noqa: E402
-from dppub.dp.reference.regression import (  # noqa: E402
+from dppub.dp.reference.frame_regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     sufficient_statistics,
 )
+from dppub.dp.reference.histogram import histogram  # noqa: E402
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.regression.lowrank import refit_in_subspace, solve_nuclear  # noqa: E402
 from dppub.dp.regression.statistics import SufficientStatistics  # noqa: E402
 from dppub.dp.regression.trace import TraceFit  # noqa: E402

@@ -4,7 +4,7 @@ Prints one table and writes ``bench/results/reconstruct.json``. Not run by the t
 
 1. ``nonneg-l1`` on all 2-way marginals of the demo's age (5-year bands) x sex x race x
    education x marital (3,600 cells, 359 queries) and the same plus hours in 20 bins (72,000
-   cells, 999 queries), built as ``dp/pipeline/kinds/workload.py`` plans them from
+   cells, 999 queries), built as ``dp/pipeline/kinds/workload/kind.py`` plans them from
    ``configs/demo.yaml``
    over the demo data (``make run`` generates ``data/sample/census.parquet``), measured through
    the strategy ``select_strategy`` picks: wall time of least squares, the projection and the
@@ -50,8 +50,9 @@ sys.path.insert(0, str(ROOT))
 
 import dppub.dp.matrix as mx  # noqa: E402
 from dppub.dp.errors import SolverError  # noqa: E402
-from dppub.dp.pipeline.domains import histogram_axis  # noqa: E402
-from dppub.dp.pipeline.kinds.workload import WorkloadModel, workload_operator  # noqa: E402
+from dppub.dp.pipeline.declared_domains import histogram_axis  # noqa: E402
+from dppub.dp.pipeline.kinds.workload.item import WorkloadModel  # noqa: E402
+from dppub.dp.pipeline.kinds.workload.kind import workload_operator  # noqa: E402
 from dppub.dp.pipeline.loading import inline_dataset, read_config  # noqa: E402
 from dppub.dp.pipeline.plan import load_config  # noqa: E402
 from dppub.dp.reference.histogram import histogram  # noqa: E402

@@ -54,7 +54,7 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dppub.dp.reference.regression import (  # noqa: E402
+from dppub.dp.reference.frame_regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,

@@ -41,13 +41,13 @@ from scipy.special import expit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dppub.dp.reference.public_data import folder  # noqa: E402
-from dppub.dp.reference.regression import (  # noqa: E402
+from dppub.dp.reference.frame_regression import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     TraceRegression,
     predict,
 )
+from dppub.dp.reference.public_data import folder  # noqa: E402
 from dppub.dp.regression.encoding import FeatureEncoding  # noqa: E402
 from dppub.dp.schema import ColumnSpec  # noqa: E402
 

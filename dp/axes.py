@@ -4,7 +4,7 @@ Each axis of the domain is defined without looking at the data: equal-width bins
 numeric bounds, a declared category list, or the labels of a hierarchy at a level fixed in the
 configuration (a DP stage never reads a data-chosen generalization). Adding or
 removing one record changes exactly one cell by one, so the histogram's L1 sensitivity is 1.
-Releases count batch by batch (:mod:`dp.engine.histogram_counts`); tests compare with
+Releases count batch by batch (:mod:`dp.engine.folds.histogram_counts`); tests compare with
 :func:`dp.reference.histogram.histogram` on a frame.
 """
 

@@ -24,10 +24,10 @@ The aggregates therefore do not depend on the order of the rows, batches or part
 
 The exact per-iteration aggregates come from any fold over the rows (:meth:`KMeans.fit_steps`,
 e.g. the streaming engine's
-:class:`dp.engine.lloyd_sums.LloydAggregate` over Parquet batches, which adds
+:class:`dp.engine.folds.lloyd_sums.LloydAggregate` over Parquet batches, which adds
 :func:`lloyd_partial` integer sums and finishes them with :func:`lloyd_finish`): the noise is
 then added here, once per iteration, to the combined exact counts and sums -- never per batch or
-partition. (Rows in memory: the reference fit of :mod:`dp.reference.kmeans`.)
+partition. (Rows in memory: the reference fit of :mod:`dp.reference.frame_kmeans`.)
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class KMeans:
         """Run ``n_iter`` noisy Lloyd iterations whose exact aggregates ``step`` computes.
 
         The same mechanism, and for the same aggregates and seeded ``rng`` the same centres, as the
-        row fit of :mod:`dp.reference.kmeans`. Privacy rests on ``step`` summing rows clipped into
+        row fit of :mod:`dp.reference.frame_kmeans`. Privacy rests on ``step`` summing rows clipped
+        into
         :meth:`domain` ``(d)`` and shifted by its midpoint (the sensitivities assume it).
 
         Args:

@@ -86,7 +86,7 @@ def plan_checked(config: Path, ledger: str | None) -> tuple[dict[str, JSON], DPP
     input's structure from the Parquet footers, then the ledger's record and budget."""
     from dppub.dp.budget import PrivacyCost
     from dppub.dp.errors import BudgetExceededError
-    from dppub.dp.ledger.book import admit
+    from dppub.dp.ledger.admission import admit
     from dppub.dp.pipeline.plan import load_plan
 
     plan = load_plan(config)

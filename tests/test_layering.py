@@ -173,3 +173,44 @@ def test_own_modules_are_imported_through_the_installed_package() -> None:
                 )
                 bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in TOPS]
     assert not bare, "\n".join(bare)
+
+
+KINDS = ROOT / "dp" / "pipeline" / "kinds"
+KIND_ROLES = frozenset({"item", "kind", "result", "plot", "planning"})
+"""The role modules of a kind package: the same name in every kind, on purpose."""
+MAX_LINES = 450
+
+
+def _dp_modules() -> list[Path]:
+    return sorted(p for p in (ROOT / "dp").rglob("*.py") if p.name != "__init__.py")
+
+
+def test_no_module_in_dp_is_over_450_lines() -> None:
+    long = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in _dp_modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    ]
+    assert not long, "\n".join(long)
+
+
+def test_no_module_name_repeats_in_dp_but_a_kinds_role() -> None:
+    by_name: dict[str, list[str]] = {}
+    for p in _dp_modules():
+        if not (p.parent.parent == KINDS and p.stem in KIND_ROLES):
+            by_name.setdefault(p.stem, []).append(str(p.relative_to(ROOT)))
+    repeated = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not repeated, repeated
+
+
+def test_a_kind_package_imports_no_other_kind() -> None:
+    kinds = sorted(p.name for p in KINDS.iterdir() if (p / "__init__.py").exists())
+    assert len(kinds) >= 6
+    found = []
+    for kind in kinds:
+        for path in sorted((KINDS / kind).rglob("*.py")):
+            for name in _imports(path.read_text()):
+                other = name.removeprefix("dp.pipeline.kinds.").split(".")[0]
+                if name.startswith("dp.pipeline.kinds.") and other in kinds and other != kind:
+                    found.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not found, "\n".join(found)

@@ -3,8 +3,8 @@ utility and risk metrics.
 
 A k-anonymous table is a syntactic, *not* differentially private release. DP stages may read
 generalized columns only through hierarchy axes with levels fixed in the config
-(:func:`dp.axes.hierarchy_axis`). The release is :mod:`dp.engine.anonymize`; the same on an
-in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
+(:func:`dp.axes.hierarchy_axis`). The release is :mod:`dp.engine.folds.k_anonymous_table`; the same
+on an in-memory frame, and Mondrian local recoding, are in :mod:`dp.reference`.
 """
 
 from dppub.dp.anonymity.hierarchy import Hierarchy

@@ -81,8 +81,8 @@ class CodedTable:
 
     Base rows are numbered by first appearance in the records. A table built from streamed leaf
     counts (:meth:`from_counts`) given in that order
-    (:attr:`dp.engine.anonymity_counts.LeafCounts.first`) is identical array for array, so every
-    metric is computed with the same float operations.
+    (:attr:`dp.engine.folds.anonymity_counts.LeafCounts.first`) is identical array for array, so
+    every metric is computed with the same float operations.
     """
 
     hierarchies: tuple[Hierarchy, ...]
@@ -133,7 +133,7 @@ class CodedTable:
         pairs: tuple[IntArray, IntArray, IntArray] | None = None,
     ) -> CodedTable:
         """A table from distinct leaf-code rows and their counts, e.g. streamed from a Parquet
-        source (:class:`dp.engine.anonymity_counts.LeafCounts`)."""
+        source (:class:`dp.engine.folds.anonymity_counts.LeafCounts`)."""
         hs = tuple(hierarchies)
         if rows.ndim != 2 or rows.shape != (len(counts), len(hs)):
             raise InvariantError("leaf rows must be (m, d) with one count per row")

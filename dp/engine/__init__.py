@@ -10,23 +10,23 @@ noise is added once by the caller, never here.
 """
 
 from dppub.dp.engine.aggregate import Aggregate, Fused, StreamingBackend, with_progress
-from dppub.dp.engine.anonymity_counts import (
+from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE
+from dppub.dp.engine.dask import DaskBackend
+from dppub.dp.engine.folds.anonymity_counts import (
     DistinctValuesAggregate,
     LeafCountsAggregate,
     distinct_values_stream,
     leaf_counts_stream,
     node_class_sizes,
 )
-from dppub.dp.engine.anonymize import anonymize_stream
-from dppub.dp.engine.batches import DEFAULT_BATCH_SIZE
-from dppub.dp.engine.dask import DaskBackend
-from dppub.dp.engine.histogram_counts import HistogramAggregate, histogram_stream
+from dppub.dp.engine.folds.histogram_counts import HistogramAggregate, histogram_stream
+from dppub.dp.engine.folds.k_anonymous_table import anonymize_stream
+from dppub.dp.engine.folds.lloyd_sums import lloyd_statistics_stream, projected_lloyd_step
+from dppub.dp.engine.folds.logistic_sums import LogisticLossAggregate, logistic_sums_stream
+from dppub.dp.engine.folds.marginal_counts import MarginalsAggregate
+from dppub.dp.engine.folds.regression_sums import StatisticsAggregate, regression_statistics_stream
 from dppub.dp.engine.lloyd_cache import Projection, ProjectionAggregate
-from dppub.dp.engine.lloyd_sums import lloyd_statistics_stream, projected_lloyd_step
-from dppub.dp.engine.logistic_sums import LogisticLossAggregate, logistic_sums_stream
-from dppub.dp.engine.marginal_counts import MarginalsAggregate
 from dppub.dp.engine.memory import MemoryBackend, estimate_bytes
-from dppub.dp.engine.regression_sums import StatisticsAggregate, regression_statistics_stream
 from dppub.dp.engine.source import TableSource
 
 __all__ = [

@@ -278,8 +278,8 @@ _INT64_MAX = str(np.iinfo(np.int64).max)
 def _parse_numbers(spec: ColumnSpec, column: pa.Array) -> pa.Array:
     """A CSV column's text as numbers, null where a value does not parse (surrounding blanks
     allowed): a missing value for the declared policy, never an error. An ``int`` unit's ids
-    as int64, exactly (whole numbers up to ``2^63 - 1`` in size); other columns as float64, which the
-    value rules then clamp and round as a Parquet file's numbers."""
+    as int64, exactly (whole numbers up to ``2^63 - 1`` in size); other columns as float64,
+    which the value rules then clamp and round as a Parquet file's numbers."""
     text = pc.utf8_trim_whitespace(column)
     if spec.unit and spec.type == "int":
         # Whole numbers within int64 (beyond 2^63 - 1 the id is missing, for either sign):

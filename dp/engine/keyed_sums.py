@@ -1,8 +1,8 @@
 """A private-keys table's exact counts and centred sums per key present in the data.
 
-The counterpart of :mod:`dp.engine.table_sums` when the groups are not declared: each row's group
-is its key (:func:`dp.engine.key_weights.key_labels`), and the accumulator maps each key seen to
-its row count and, per measured column, the exact integer sum of the row's value centred on the
+The counterpart of :mod:`dp.engine.folds.table_sums` when the groups are not declared: each row's
+group is its key (:func:`dp.engine.key_weights.key_labels`), and the accumulator maps each key seen
+to its row count and, per measured column, the exact integer sum of the row's value centred on the
 declared mid-point and quantised as there (:func:`dp.numerics.fixedpoint.quantise`). Integer sums
 keyed by label do not depend on batches, files or merge order: every engine gives the same bits.
 Only the keys the selection releases are ever read off (:meth:`KeyedSums.take`).
@@ -18,8 +18,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.engine.key_weights import key_labels
-from dppub.dp.engine.table_sums import GroupSums
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.numerics.fixedpoint import FRACTION_BITS, ONE, check_rows, quantise, to_float
 

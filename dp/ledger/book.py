@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
-from dppub.dp.errors import BudgetExceededError, ConfigError, InvariantError, LedgerError
-from dppub.dp.ledger.chain import MAX_EPSILON, TERMINAL, partition_text
+from dppub.dp.errors import ConfigError, InvariantError, LedgerError
+from dppub.dp.ledger.admission import admit, check_in_range
+from dppub.dp.ledger.chain import TERMINAL, partition_text
 from dppub.dp.ledger.datasets import (
     Append,
     amendment_row,
@@ -27,7 +28,7 @@ from dppub.dp.ledger.log import ChainedLog
 from dppub.dp.ledger.policy import BudgetPolicy, DataIdentity
 from dppub.dp.ledger.records import ChainReport, Declaration, ReleaseRecord, Reservation
 from dppub.dp.ledger.store import Connection, Row, Store, open_store
-from dppub.dp.periods import next_period_start, period_label
+from dppub.dp.periods import period_label
 
 __all__ = ["Ledger"]
 
@@ -62,7 +63,7 @@ class Ledger:
         """
         if not why.strip():
             raise ConfigError("an amendment needs a reason (--reason)")
-        _check_in_range("the budget", policy.total.epsilon)
+        check_in_range("the budget", policy.total.epsilon)
         with self.log.write() as con:
             key, row = amendment_row(con, data, policy, who=who, why=why.strip())
             self.log.append(con, **row)
@@ -164,7 +165,7 @@ class Ledger:
         that does not fit the lifetime total or the period's cap
         (:class:`BudgetExceededError`). A refusal writes nothing.
         """
-        _check_in_range(f"the reservation of run {run_id!r}", cost.epsilon)
+        check_in_range(f"the reservation of run {run_id!r}", cost.epsilon)
         period = period_label(policy.per, when)
         scope = policy.scope(period)
         with self.log.write() as con:
@@ -213,7 +214,7 @@ class Ledger:
     ) -> tuple[str, PrivacyCost]:
         """The identity key and what its scope has spent, or the refusal of ``cost``: a config
         that disagrees with the declaration, or a cost over the total or the period's cap."""
-        _check_in_range("the budget", policy.total.epsilon)
+        check_in_range("the budget", policy.total.epsilon)
         key = check_declared(con, append, data, policy)
         spent = admit(data.name, policy, cost, when, lambda **at: self._spent(con, key, **at))
         return key, spent
@@ -270,7 +271,7 @@ class Ledger:
                 )
             drawn = sum(d.cost.epsilon for d in self._drawn(con, run_id)) if is_dp else 0.0
             # What a charge would record (the draws' sum) stays in range: refused before noise.
-            _check_in_range(
+            check_in_range(
                 f"release {release!r} of run {run_id!r} (with the run's earlier draws)",
                 drawn + cost.epsilon,
             )
@@ -443,55 +444,3 @@ class Ledger:
     def history(self, key: str | None = None) -> list[dict[str, object]]:
         """Every reservation, draw and release row, oldest first, with its run's state."""
         return history_rows(self.store, key)
-
-
-def _check_in_range(what: str, epsilon: float) -> None:
-    """Refuse (before writing) a cost or budget above what the ledger holds: ``MAX_EPSILON``
-    keeps every sum it computes finite."""
-    if not epsilon <= MAX_EPSILON:
-        raise ConfigError(
-            f"{what} has epsilon={epsilon:g}, above the ledger's range (at most "
-            f"{MAX_EPSILON:g}): refused, nothing was written"
-        )
-
-
-def admit(
-    name: str,
-    policy: BudgetPolicy,
-    cost: PrivacyCost,
-    when: datetime | None,
-    spent: Callable[..., PrivacyCost],
-) -> PrivacyCost:
-    """What the run's scope has spent (``spent(scope=...)`` / ``spent(period=...)`` say what
-    the data spent); raises :class:`BudgetExceededError` when ``cost`` does not fit the lifetime
-    total or the period's cap. With no ledger yet, ``spent`` is zero everywhere."""
-    period = period_label(policy.per, when)
-    in_scope = spent(scope=policy.scope(period))
-    _check_fits(name, period if policy.renew else None, in_scope, cost, policy.total, policy, when)
-    if policy.cap is not None:
-        _check_fits(name, period, spent(period=period), cost, policy.cap, policy, when)
-    return in_scope
-
-
-def _check_fits(
-    name: str,
-    period: str | None,
-    spent: PrivacyCost,
-    cost: PrivacyCost,
-    budget: PrivacyCost,
-    policy: BudgetPolicy,
-    when: datetime | None,
-) -> None:
-    if (spent + cost).fits_within(budget):
-        return
-    message = (
-        f"budget exceeded for dataset {name!r}{'' if period is None else f' in period {period}'}"
-        f": budget epsilon={budget.epsilon:g} "
-        f"delta={budget.delta:g}, spent epsilon={spent.epsilon:g} delta={spent.delta:g}, "
-        f"requested epsilon={cost.epsilon:g} delta={cost.delta:g}"
-    )
-    if period is not None:
-        opens = next_period_start(policy.per, when)
-        if opens is not None:
-            message += f"; the next period opens {opens.isoformat()}"
-    raise BudgetExceededError(message)

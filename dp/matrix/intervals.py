@@ -4,18 +4,7 @@ Everything here reads only public values: the workload, the strategy, the Laplac
 ``b = ||A||_1 / epsilon`` and the released estimate. No private data and no privacy budget are
 involved (Dwork & Roth 2014, Prop. 2.1).
 
-* ``least-squares`` answers ``w_i^T A^+ r`` are unbiased, with the exact variance
-  ``2 b^2 ||c_i||_2^2`` for ``c_i = (W A^+)_i`` (:mod:`dp.matrix.variance`). Their error is a
-  weighted sum of Laplace variables: Gaussian when many terms contribute, a single Laplace
-  variable when one dominates (an identity strategy on an identity workload), whose 95%
-  quantile is ``b ln 20 = 2.12`` standard deviations, not 1.96. Its excess kurtosis is exactly
-  ``g = 3 ||c_i||_4^4 / ||c_i||_2^4`` (from 3 for one term down to 0), and the half-width is
-  the Cornish-Fisher quantile ``z + (z^3 - 3 z) g / 24`` standard errors (Cornish & Fisher
-  1938; the skewness terms vanish for symmetric noise): 1.96 for a Gaussian error, 2.17 for a
-  single Laplace term (95.3% coverage there). Where ``||c_i||_4`` is not computed (marginals
-  measured by themselves, all ranges over more than a few hundred cells) the half-width is the
-  single-term bound ``max(ln(1/alpha) / sqrt 2, z)``, which covers 95% of one Laplace term and
-  96.6% of a Gaussian.
+* ``least-squares`` answers have exact intervals (:mod:`dp.matrix.least_squares_intervals`).
 * ``nonneg-l1`` and ``l1`` are biased near zero (they project onto non-negative histograms).
   Their intervals come from a parametric bootstrap (Efron & Tibshirani 1993, ch. 6; for DP
   releases, Ferrando, Wang & Sheldon, AISTATS 2022): re-draw the mechanism's Laplace noise
@@ -65,31 +54,25 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dppub.dp.errors import ConfigError, SolverError
+from dppub.dp.matrix.least_squares_intervals import (
+    AnswerIntervals,
+    check_noise,
+    least_squares_intervals,
+    least_squares_widths_around,
+    reach_least_squares,
+)
 from dppub.dp.matrix.measure import Measurement
 from dppub.dp.matrix.reconstruct import check_reconstruction, linear_program_variables, reconstruct
 from dppub.dp.matrix.strategy import Strategy
-from dppub.dp.matrix.variance import query_noise_moments
 from dppub.dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
 from dppub.dp.validation import check_level, check_positive
 
-__all__ = [
-    "AnswerIntervals",
-    "answer_intervals",
-    "bootstrap_intervals",
-    "bootstrap_replicates",
-    "laplace_multiplier",
-    "least_squares_intervals",
-    "reach_least_squares",
-    "replicate_cost",
-]
+__all__ = ["answer_intervals", "bootstrap_intervals", "bootstrap_replicates", "replicate_cost"]
 
 DEFAULT_REPLICATES = 200
 """Bootstrap replicates by default: about 10 replicates lie beyond each query's quantile, and a
@@ -99,55 +82,6 @@ WORK_BUDGET = 10.0
 """Reference seconds a release's bootstrap may cost (:func:`replicate_cost` times ``B``)."""
 # Replicate answers held at once (m x B floats) before all-range answers are read in blocks.
 _MAX_HELD = 1 << 25
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnswerIntervals:
-    """Per-query standard errors and confidence intervals of released answers."""
-
-    std_error: FloatArray
-    """Estimated root-mean-square error of each answer (its standard deviation when unbiased)."""
-    ci_low: FloatArray
-    """Lower ends of the intervals."""
-    ci_high: FloatArray
-    """Upper ends of the intervals."""
-    method: str
-    """How the intervals were made (for ``release.json``)."""
-    level: float
-    """Nominal coverage of each interval, e.g. 0.95."""
-    replicates: int = 0
-    """Bootstrap replicates used (0 for the exact least-squares intervals)."""
-    widened: npt.NDArray[np.bool_] | None = None
-    """Answers whose interval was stretched to the least-squares interval's end
-    (:func:`reach_least_squares`): conservative, covering at least ``level``."""
-
-    def describe(self) -> dict[str, Any]:
-        """``{"interval_method", "interval_level", "bootstrap_replicates"}`` for a release."""
-        return {
-            "interval_method": self.method,
-            "interval_level": self.level,
-            "bootstrap_replicates": self.replicates,
-        }
-
-
-def laplace_multiplier(level: float, kurtosis: npt.ArrayLike | None = None) -> FloatArray:
-    """Half-widths in standard errors of ``level`` intervals for weighted Laplace sums.
-
-    With the noise's excess ``kurtosis`` (0 to 3), the Cornish-Fisher quantile; without it,
-    the bound that covers ``level`` of a single Laplace variable and more of any sum (module
-    doc).
-
-    >>> laplace_multiplier(0.95, [0.0, 3.0]).round(4).tolist()
-    [1.96, 2.1661]
-    >>> float(laplace_multiplier(0.95).round(4))
-    2.1183
-    """
-    alpha = 1.0 - check_level(level)
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
-    if kurtosis is None:
-        return np.asarray(max(math.log(1.0 / alpha) / math.sqrt(2.0), z))
-    g = np.clip(np.asarray(kurtosis, dtype=np.float64), 0.0, 3.0)
-    return np.asarray(z + (z**3 - 3.0 * z) * g / 24.0)
 
 
 def replicate_cost(workload: Workload, strategy: Strategy, reconstruction: str) -> float:
@@ -188,64 +122,6 @@ def bootstrap_replicates(workload: Workload, strategy: Strategy, reconstruction:
         return 0
     fits = math.floor(WORK_BUDGET / replicate_cost(workload, strategy, reconstruction))
     return min(DEFAULT_REPLICATES, fits) if fits >= _MIN_REPLICATES else 0
-
-
-def least_squares_intervals(
-    workload: Workload,
-    strategy: Strategy,
-    estimate: npt.ArrayLike,
-    *,
-    noise_scale: float,
-    level: float = 0.95,
-    noise: str = "laplace",
-) -> AnswerIntervals:
-    """Exact standard errors and Laplace-safe (or Gaussian) intervals of least-squares answers.
-
-    Args:
-        workload: the answered workload ``W``.
-        strategy: the measured strategy ``A``.
-        estimate: the released least-squares histogram ``A^+ r``.
-        noise_scale: the Laplace scale ``b`` (or Gaussian ``sigma``) of every strategy answer.
-        level: nominal coverage.
-        noise: ``"laplace"`` or ``"gaussian"``, the measurement's noise.
-
-    Returns:
-        Intervals centred on ``W @ estimate``.
-    """
-    answers = workload @ np.asarray(estimate, dtype=np.float64)
-    se, half, quantile = _least_squares_widths(workload, strategy, noise_scale, level, noise)
-    return AnswerIntervals(
-        std_error=se,
-        ci_low=answers - half,
-        ci_high=answers + half,
-        method=f"least-squares: exact variance, {quantile} quantile",
-        level=check_level(level),
-    )
-
-
-def _check_noise(noise: str) -> str:
-    if noise not in ("laplace", "gaussian"):
-        raise ConfigError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
-    return noise
-
-
-def _least_squares_widths(
-    workload: Workload, strategy: Strategy, noise_scale: float, level: float, noise: str
-) -> tuple[FloatArray, FloatArray, str]:
-    """Standard errors and half-widths of the least-squares answers, and the quantile used.
-
-    Gaussian noise stays Gaussian through any linear map: the half-width is exactly ``z``
-    standard errors."""
-    scale = check_positive(noise_scale, name="noise_scale")
-    if _check_noise(noise) == "gaussian":
-        se = scale * np.sqrt(query_noise_moments(workload, strategy).second)
-        z = NormalDist().inv_cdf(0.5 + check_level(level) / 2.0)
-        return se, z * se, "Gaussian"
-    moments = query_noise_moments(workload, strategy)
-    se = math.sqrt(2.0) * scale * np.sqrt(moments.second)
-    kurtosis = moments.kurtosis()
-    half = laplace_multiplier(level, kurtosis) * se
-    return se, half, "Laplace-safe bound" if kurtosis is None else "Cornish-Fisher"
 
 
 def _default_rng(estimate: FloatArray) -> np.random.Generator:
@@ -304,7 +180,7 @@ def bootstrap_intervals(
     """
     scale = check_positive(noise_scale, name="noise_scale")
     lvl = check_level(level)
-    gaussian = _check_noise(noise) == "gaussian"
+    gaussian = check_noise(noise) == "gaussian"
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
         raise ConfigError(f"replicates must be an integer >= 2, got {replicates!r}")
     x_bar = np.asarray(estimate, dtype=np.float64)
@@ -327,7 +203,7 @@ def bootstrap_intervals(
             xs.append(reconstruct(meas, workload, method=reconstruction))
         except SolverError:  # a replicate, not the release: fall back to the exact widths
             why = "a bootstrap replicate's reconstruction failed (a solver error)"
-            return _least_squares_widths_around(workload, strategy, x_bar, scale, lvl, noise, why)
+            return least_squares_widths_around(workload, strategy, x_bar, scale, lvl, noise, why)
     reps = np.column_stack(xs)
     answers = workload @ x_bar
     halves, ses = [], []
@@ -345,26 +221,6 @@ def bootstrap_intervals(
         method=f"parametric bootstrap ({reconstruction}): symmetric intervals",
         level=lvl,
         replicates=reps.shape[1],
-    )
-
-
-def _least_squares_widths_around(
-    workload: Workload,
-    strategy: Strategy,
-    x_bar: FloatArray,
-    scale: float,
-    level: float,
-    noise: str,
-    why: str,
-) -> AnswerIntervals:
-    answers = workload @ x_bar
-    se, half, quantile = _least_squares_widths(workload, strategy, scale, level, noise)
-    return AnswerIntervals(
-        std_error=se,
-        ci_low=np.maximum(answers - half, 0.0),
-        ci_high=answers + half,
-        method=(f"least-squares widths ({quantile} quantile) around the released answers: {why}"),
-        level=level,
     )
 
 
@@ -428,7 +284,7 @@ def _projected_intervals(
             f"its work budget of {WORK_BUDGET:g}"
         )
         x_bar = np.asarray(estimate, dtype=np.float64)
-        return _least_squares_widths_around(
+        return least_squares_widths_around(
             workload, strategy, x_bar, noise_scale, check_level(level), noise, why
         )
     return bootstrap_intervals(
@@ -441,50 +297,4 @@ def _projected_intervals(
         replicates=replicates,
         rng=rng,
         noise=noise,
-    )
-
-
-def reach_least_squares(
-    intervals: AnswerIntervals,
-    workload: Workload,
-    strategy: Strategy,
-    estimate: npt.ArrayLike,
-    least_squares: npt.ArrayLike,
-    *,
-    noise_scale: float,
-    noise: str = "laplace",
-) -> AnswerIntervals:
-    """``intervals`` of a non-negative reconstruction, each stretched, where the projection
-    moved its answer, to the exact least-squares interval's end on the side the answer moved
-    away from (module doc).
-
-    The bootstrap re-draws noise around the released, projected estimate, which at the edge of
-    an empty region is biased (the projection pushes the empty cells' noise up and the answers
-    beside them down) and reproduces neither that bias nor its spread: ranges starting at the
-    last populated cell before an empty tail were covered about 0.86 of the time, every miss
-    above the interval. The least-squares answer ``y_ls`` is unbiased, and ``y_ls +- h`` (its
-    exact half-width ``h``) covers ``level`` whatever the data; an answer moved down
-    (``y < y_ls``) gets ``ci_high >= y_ls + h``, one moved up ``ci_low <= max(y_ls - h, 0)``,
-    so its interval misses on that side only where the least-squares interval would.
-    """
-    x_ls = np.asarray(least_squares, dtype=np.float64)
-    if x_ls.shape != (workload.n,):
-        raise ConfigError(f"least_squares must have shape ({workload.n},), got {x_ls.shape}")
-    y = workload @ np.asarray(estimate, dtype=np.float64)
-    y_ls = workload @ x_ls
-    _, half, _ = _least_squares_widths(workload, strategy, noise_scale, intervals.level, noise)
-    # Moved: by more than float noise of the projection (1e-9 of a least-squares half-width).
-    tol = 1e-9 * half
-    down, up = y < y_ls - tol, y > y_ls + tol
-    return AnswerIntervals(
-        std_error=intervals.std_error,
-        ci_low=np.where(
-            up, np.minimum(intervals.ci_low, np.maximum(y_ls - half, 0.0)), intervals.ci_low
-        ),
-        ci_high=np.where(down, np.maximum(intervals.ci_high, y_ls + half), intervals.ci_high),
-        method=f"{intervals.method}; where the projection moved an answer, reaching the exact "
-        "least-squares interval's end on the side it moved away from",
-        level=intervals.level,
-        replicates=intervals.replicates,
-        widened=down | up,
     )

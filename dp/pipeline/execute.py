@@ -14,9 +14,9 @@ from typing import Any
 
 from dppub.dp.engine import Aggregate, Fused, TableSource
 from dppub.dp.engine.unit_bounding import UnitFilter
-from dppub.dp.pipeline.hooks import Hooks, hooks_set
+from dppub.dp.pipeline.hooks import Hooks
 from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
-from dppub.dp.pipeline.registry import kind_of
+from dppub.dp.pipeline.kinds.base import ExecuteContext
 from dppub.dp.pipeline.units import Bounded, bounded_source
 from dppub.dp.publication import Staging
 
@@ -36,7 +36,7 @@ def shared_scan(
     except through a release's noise.
     """
     wanted: dict[str, list[Aggregate[Any, Any]]] = {}
-    scans = {r.name: kind_of(r.kind).scan(r) for r in releases}
+    scans = {r.name: r.release_kind.scan(r) for r in releases}
     for r in releases:
         unit = filters.get(r.bounding.key)
         wanted[r.name] = [a if unit is None else Bounded(a, unit) for a in scans[r.name].aggregates]
@@ -60,15 +60,21 @@ def compute_release(
     filters: Filters,
     hooks: Hooks | None = None,
 ) -> ReleaseSummary:
-    """Compute one release into ``staging`` (see the module docstring); its kind sees
-    ``hooks`` (:mod:`dp.pipeline.hooks`)."""
+    """Compute one release into ``staging`` (see the module docstring); its kind's
+    ``execute`` receives the step's ``hooks`` (:mod:`dp.pipeline.hooks`) in its
+    :class:`~dp.pipeline.kinds.base.ExecuteContext`."""
     joint = [(p.name, p.cost) for p in release.joint]
     done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp, joint=joint)
     if done is not None:
         return ReleaseSummary.from_json(done)
-    data = bounded_source(source, filters.get(release.bounding.key))
-    with hooks_set(hooks or Hooks()):
-        executed = kind_of(release.kind).execute(release, exact, data, staging)
+    step = hooks or Hooks()
+    context = ExecuteContext(
+        data=bounded_source(source, filters.get(release.bounding.key)),
+        out=staging,
+        progress=step.progress,
+        should_stop=step.should_stop,
+    )
+    executed = release.release_kind.execute(release, exact, context)
     summary = ReleaseSummary(
         name=release.name,
         kind=release.kind,

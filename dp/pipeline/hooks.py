@@ -1,9 +1,9 @@
 """What a release's computation may call back while it runs, given by the step computing it.
 
-:func:`dp.pipeline.execute.compute_release` sets the :class:`Hooks` of the step
-(:func:`dp.pipeline.publish.compute`: its logger, and :func:`stop_requested`) for the call of
-the kind's ``execute``; a kind with a long loop reads them with :func:`hooks` (in the same
-thread) -- AIM's rounds (:mod:`dp.pipeline.kinds.synthetic`). Outside a step they do nothing.
+The step (:func:`dp.pipeline.publish.compute`: its logger, and :func:`stop_requested`) gives
+:func:`dp.pipeline.execute.compute_release` its :class:`Hooks`, which hands them to the kind's
+``execute`` in its explicit :class:`~dp.pipeline.kinds.base.ExecuteContext`; a kind with a long
+loop calls them -- AIM's rounds (:mod:`dp.pipeline.kinds.synthetic.kind`).
 
 :func:`request_stop` is the process's one stop request: ``dppub run``'s signal handler
 (:mod:`flows.interrupts`) makes it when a signal interrupts the run, so releases still
@@ -13,13 +13,11 @@ publish. Stdlib only: the CLI imports this before anything heavy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 from threading import Event
 
-__all__ = ["Hooks", "clear_stop", "hooks", "hooks_set", "request_stop", "stop_requested"]
+__all__ = ["Hooks", "clear_stop", "request_stop", "stop_requested"]
 
 _stop = Event()
 
@@ -57,22 +55,3 @@ class Hooks:
     should_stop: Callable[[], bool] = _never
     """True once the run was interrupted: stop at the next safe point and raise
     :class:`~dp.errors.Stopped` (what was drawn stays charged)."""
-
-
-_INERT = Hooks()
-_CURRENT: ContextVar[Hooks | None] = ContextVar("dppub_release_hooks", default=None)
-
-
-def hooks() -> Hooks:
-    """The hooks of the release being computed in this thread (inert outside a step)."""
-    return _CURRENT.get() or _INERT
-
-
-@contextmanager
-def hooks_set(given: Hooks) -> Iterator[None]:
-    """``given`` are :func:`hooks` in the block."""
-    token = _CURRENT.set(given)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)

@@ -30,12 +30,12 @@ from dppub.dp.io import check_source
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.config import DERIVED, PipelineConfig
 from dppub.dp.pipeline.config_messages import validation_message
-from dppub.dp.pipeline.domains import checked_leaves
+from dppub.dp.pipeline.declared_domains import checked_leaves
 from dppub.dp.pipeline.environment import environment
 from dppub.dp.pipeline.kinds import ReleasePlan
 from dppub.dp.pipeline.limits import check_planned_total
 from dppub.dp.pipeline.loading import inline_dataset, read_config
-from dppub.dp.pipeline.registry import AnyKind, config_model, kind_of, registered
+from dppub.dp.pipeline.registry import AnyKind, config_model, registered
 from dppub.dp.runs import Run, RunPlan
 
 __all__ = [
@@ -86,7 +86,7 @@ class Plan:
         )
 
     def kind(self, release: ReleasePlan[Any]) -> AnyKind:
-        return kind_of(release.kind)
+        return release.release_kind
 
     def check_structure(self, out_dir: str | Path, period: str | None = None) -> None:
         """The input's structure (files, columns, types in every file) from footers only, and

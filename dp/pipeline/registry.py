@@ -1,6 +1,6 @@
 """The release kinds, in the order a run computes and reports them.
 
-Adding a kind: write its module in :mod:`dp.pipeline.kinds` (a config model and a
+Adding a kind: write its package in :mod:`dp.pipeline.kinds` (a config model and a
 :class:`~dp.pipeline.kinds.base.ReleaseKind` with ``plan``, ``scan``, ``execute`` and
 ``report``) and add one line to :data:`KINDS`; its config section, planning, ``dppub plan``'s
 text, ledger rows, manifest, both reports and the audit follow from here.

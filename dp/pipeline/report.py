@@ -13,7 +13,6 @@ from typing import Any
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.ledger import Reservation
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
-from dppub.dp.pipeline.kinds.base import as_float_or_none
 from dppub.dp.pipeline.plan import Plan
 from dppub.dp.pipeline.registry import kind_of
 
@@ -76,9 +75,9 @@ def budget_table(
 def accounting(summary: ReleaseSummary) -> str:
     """How a release's cost was accounted: zCDP (its noise calibrated to rho), ``(epsilon,
     delta)``, or pure epsilon -- at the unit-level cost its neighbours are stated for."""
-    stated = summary.details.get("accounting")
+    stated = summary.stated.accounting
     if stated:
-        return str(stated)
+        return stated
     if not summary.is_dp:
         return "not DP"
     return "(epsilon, delta)" if summary.cost.delta > 0 else "pure epsilon-DP"
@@ -87,7 +86,7 @@ def accounting(summary: ReleaseSummary) -> str:
 def _unit_rho(summary: ReleaseSummary) -> float | None:
     """A DP release's unit-level rho-zCDP, or None where none is proven (an approximate-DP
     release that states no rho). Pure epsilon-DP at the unit level is ``epsilon^2 / 2``."""
-    rho = as_float_or_none(summary.details.get("zcdp_rho"))
+    rho = summary.stated.zcdp_rho
     if rho is not None:
         return rho
     return zcdp_of_pure(summary.cost.epsilon) if summary.cost.delta == 0 else None

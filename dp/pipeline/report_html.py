@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.ledger import BudgetPolicy
+from dppub.dp.pipeline.comparisons import comparison_plots
 from dppub.dp.pipeline.html import render_page
 from dppub.dp.pipeline.html.figures import BAND, BUDGET, INK, MUTED, style
 from dppub.dp.pipeline.html.markdown import markdown_html
@@ -193,11 +194,12 @@ def render_report_html(
     )
     with style():
         chart = _budget_figure(ctx)
+        compared = comparison_plots(summaries, folder)
         releases = [
             _Release(
                 summary=s,
                 text=markdown_html(kind_of(s.kind).report(s)),
-                section=release_section(kind_of(s.kind).plot, s, folder),
+                section=release_section(compared.get(s.name, kind_of(s.kind).plot), s, folder),
             )
             for s in summaries
         ]

@@ -31,7 +31,7 @@ from dppub.dp.anonymity.classes import CodedTable
 from dppub.dp.anonymity.hierarchy import Hierarchy
 from dppub.dp.anonymity.metrics import class_size_summary, genil_loss
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.anonymize import encode_columns
+from dppub.dp.reference.frame_anonymity import encode_columns
 
 __all__ = ["LocalRecodingResult", "mondrian"]
 

@@ -93,7 +93,7 @@ class LinearRegression:
 
     The estimator is configuration only: a fit returns a frozen :class:`LinearFit` and changes
     nothing here, so one configured estimator (in a cached plan) serves any number of fits.
-    Fitting on rows in memory is reference code (:mod:`dp.reference.regression`).
+    Fitting on rows in memory is reference code (:mod:`dp.reference.frame_regression`).
     """
 
     def __init__(
@@ -169,8 +169,9 @@ class LinearRegression:
     def design(self, d: int | None = None) -> Design:
         """The public preprocessing of a fit on ``d`` features (``None``: the encoding's).
 
-        Pass it as ``design`` to :func:`dp.engine.regression_sums.regression_statistics_stream`
-        (identity ``response``) to compute the ``exact`` statistics :meth:`fit_statistics` takes.
+        Pass it as ``design`` to
+        :func:`dp.engine.folds.regression_sums.regression_statistics_stream` (identity
+        ``response``) to compute the ``exact`` statistics :meth:`fit_statistics` takes.
         """
         d = resolve_d(d, self.encoding)
         return Design(
@@ -207,8 +208,8 @@ class LinearRegression:
         """Fit from exact sufficient statistics; spends :attr:`privacy_cost`.
 
         The same mechanism, and for the same statistics and seeded ``rng`` the same coefficients, as
-        the row fit of :mod:`dp.reference.regression`. Privacy rests on ``exact`` having been summed
-        from rows clipped and shifted by :meth:`design` ``(d)``
+        the row fit of :mod:`dp.reference.frame_regression`. Privacy rests on ``exact`` having been
+        summed from rows clipped and shifted by :meth:`design` ``(d)``
         (:func:`~dp.regression.statistics.exact_moments` or the streaming engine given that
         design): the sensitivities assume it.
 

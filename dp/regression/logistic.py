@@ -84,7 +84,7 @@ class LogisticRegression:
 
     The estimator is configuration only: a fit returns a frozen :class:`LogisticFit` and
     changes nothing here. Fitting on rows in memory, and predicting, are reference code
-    (:mod:`dp.reference.regression`).
+    (:mod:`dp.reference.frame_regression`).
     """
 
     def __init__(
@@ -123,10 +123,11 @@ class LogisticRegression:
         target: the Taylor ``y - 1/2``).
 
         Pass it as ``design``, with :meth:`response` as ``response``, to
-        :func:`dp.engine.regression_sums.regression_statistics_stream` to compute the ``exact``
-        statistics :meth:`fit_statistics` takes (method ``"functional"``). For ``"objective"``
-        its features and intercept define the rows :func:`normalised_rows` feeds the loss
-        (:func:`dp.engine.logistic_sums.logistic_sums_stream`, :meth:`fit_loss_sums`).
+        :func:`dp.engine.folds.regression_sums.regression_statistics_stream` to compute the
+        ``exact`` statistics :meth:`fit_statistics` takes (method ``"functional"``). For
+        ``"objective"`` its features and intercept define the rows :func:`normalised_rows` feeds
+        the loss (:func:`dp.engine.folds.logistic_sums.logistic_sums_stream`,
+        :meth:`fit_loss_sums`).
         """
         d = resolve_d(d, self.encoding)
         if self.encoding is not None:
@@ -160,7 +161,7 @@ class LogisticRegression:
         """Fit objective perturbation from the loss sums ``sums(w)``; spends :attr:`privacy_cost`.
 
         The same mechanism (the same Newton iterations on the same perturbed objective, the same
-        release bit for bit) as the row fit of :mod:`dp.reference.regression` with
+        release bit for bit) as the row fit of :mod:`dp.reference.frame_regression` with
         ``method="objective"``, which passes the sums over its in-memory rows. Privacy rests on
         ``sums`` being :func:`dp.regression.losssums.logistic_sums` of the rows
         :func:`normalised_rows` makes with :meth:`design` ``(d)`` and of labels in {0, 1}: the proof
@@ -220,7 +221,7 @@ class LogisticRegression:
         """Fit the functional mechanism from exact statistics; spends :attr:`privacy_cost`.
 
         The same mechanism, and for the same statistics and seeded ``rng`` the same
-        coefficients, as the row fit of :mod:`dp.reference.regression` with
+        coefficients, as the row fit of :mod:`dp.reference.frame_regression` with
         ``method="functional"``. Privacy rests on ``exact`` having been
         summed from rows clipped and shifted by :meth:`design` ``(d)``, with targets
         :meth:`response` ``(labels)``: the sensitivities assume it.

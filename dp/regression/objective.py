@@ -231,8 +231,8 @@ def minimise_objective(
 ) -> ObjectiveRelease:
     """Approximate minima perturbation given the data term of ``J`` as a callable (module doc).
 
-    The reference fit on rows in memory (:mod:`dp.reference.regression`) passes the sums of its
-    rows; a streaming engine passes a callable that folds the same exact sums over batches. Only
+    The reference fit on rows in memory (:mod:`dp.reference.frame_regression`) passes the sums of
+    its rows; a streaming engine passes a callable that folds the same exact sums over batches. Only
     the iterates of Newton's method on the perturbed objective are evaluated; they depend on the
     data and the noise and are never released.
 

@@ -108,7 +108,7 @@ class TraceRegression:
 
     The estimator is configuration only: a fit returns a frozen :class:`TraceFit` and changes
     nothing here. Fitting on rows in memory, and predicting, are reference code
-    (:mod:`dp.reference.regression`).
+    (:mod:`dp.reference.frame_regression`).
     """
 
     def __init__(
@@ -153,8 +153,8 @@ class TraceRegression:
         """The public preprocessing of a fit on ``d`` features (no intercept).
 
         Multi-task (default): the box or ball of one row ``x``; pass it as ``design`` to
-        :func:`dp.engine.regression_sums.regression_statistics_stream` with ``by`` the task column
-        (its ``n_tasks`` declared categories, in order, are the tasks). ``matrix=True``: the
+        :func:`dp.engine.folds.regression_sums.regression_statistics_stream` with ``by`` the task
+        column (its ``n_tasks`` declared categories, in order, are the tasks). ``matrix=True``: the
         Frobenius ball of ``vec(X_i)`` (column-major, ``d * n_tasks`` entries) of matrix
         covariates, which needs ``data_norm``.
         """
@@ -185,10 +185,10 @@ class TraceRegression:
         """Fit from exact per-block statistics.
 
         The same mechanism, and for the same statistics and seeded ``rng`` the same coefficients, as
-        the row fit of :mod:`dp.reference.regression`. Privacy rests on every block having been
-        summed from rows clipped by :meth:`design` ``(d, matrix=matrix)`` and, for the multi-task
-        design, on the tasks being disjoint row partitions (parallel composition): the sensitivities
-        assume it.
+        the row fit of :mod:`dp.reference.frame_regression`. Privacy rests on every block having
+        been summed from rows clipped by :meth:`design` ``(d, matrix=matrix)`` and, for the
+        multi-task design, on the tasks being disjoint row partitions (parallel composition): the
+        sensitivities assume it.
 
         Args:
             exact: multi-task: one entry per task ``0 .. n_tasks - 1`` (all of them, empty

@@ -19,18 +19,18 @@ lower-triangular factorizations); Li & Miklau, VLDB 2012 (the SVD bound).
 """
 
 from dppub.dp.series.choose import Choice, candidates, choose_strategy
-from dppub.dp.series.error import (
+from dppub.dp.series.estimate import causal_estimates, estimator, next_value, revised_estimate
+from dppub.dp.series.expected_error import (
     ErrorProfile,
     Noise,
     expected_errors,
     factorization_bound,
     svd_bound,
 )
-from dppub.dp.series.estimate import causal_estimates, estimator, next_value, revised_estimate
-from dppub.dp.series.optimize import Optimized, optimized
-from dppub.dp.series.release import Figures, SeriesRelease, certified
-from dppub.dp.series.sensitivity import Relation, Sensitivity, sensitivity
+from dppub.dp.series.factorization import Optimized, optimized
+from dppub.dp.series.period_release import Figures, SeriesRelease, certified
 from dppub.dp.series.strategies import BinaryTree, CausalStrategy, Identity, SquareRoot
+from dppub.dp.series.unit_sensitivity import Relation, Sensitivity, sensitivity
 from dppub.dp.series.workloads import (
     SeriesWorkload,
     moving_sum,

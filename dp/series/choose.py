@@ -3,8 +3,8 @@
 The candidates are the per-period releases summed (:class:`Identity`), the binary tree with
 Honaker's estimate in causal form (:class:`BinaryTree`), the square-root factorization
 (:class:`SquareRoot`) and the optimised factorization for the declared figures
-(:func:`dp.series.optimize.optimized`). The choice minimises the expected total squared error of
-the declared figures under the declared relation and noise, so it is never worse than the better
+(:func:`dp.series.factorization.optimized`). The choice minimises the expected total squared error
+of the declared figures under the declared relation and noise, so it is never worse than the better
 of the identity and the square root on any figure set: both are candidates. The choice reads only
 the config (figures, horizon, relation, noise), never data.
 
@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dppub.dp.series.error import (
+from dppub.dp.series.expected_error import (
     ErrorProfile,
     Noise,
     expected_errors,
     factorization_bound,
     svd_bound,
 )
-from dppub.dp.series.optimize import optimized
-from dppub.dp.series.sensitivity import Relation
+from dppub.dp.series.factorization import optimized
 from dppub.dp.series.strategies import BinaryTree, CausalStrategy, Identity, SquareRoot
+from dppub.dp.series.unit_sensitivity import Relation
 from dppub.dp.series.workloads import SeriesWorkload
 
 __all__ = ["Choice", "candidates", "choose_strategy"]
@@ -49,7 +49,8 @@ class Choice:
     """The SVD lower bound on the expected total squared error (:func:`svd_bound`)."""
     factorization_bound: float
     """A second lower bound, from contiguous windows of periods (attained row-level; the larger
-    of the two bounds is the one to compare with): :func:`dp.series.error.factorization_bound`."""
+    of the two bounds is the one to compare with):
+    :func:`dp.series.expected_error.factorization_bound`."""
 
     @property
     def profile(self) -> ErrorProfile:

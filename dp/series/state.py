@@ -4,7 +4,7 @@ A run of a series needs the noisy measurements of every earlier period (to estim
 one consistently with them) and, without revisions, the values published so far. Both are
 outputs of the mechanism: storing them costs no privacy. Nothing else is kept -- no exact value,
 no raw noise, no row: a measurement that needs earlier periods' data reads them again from the
-source (:meth:`dp.series.release.SeriesRelease.measure`).
+source (:meth:`dp.series.period_release.SeriesRelease.measure`).
 
 The state is one JSON document; its :attr:`SeriesState.digest` (SHA-256 of the canonical form,
 floats written exactly as ``repr``) is what the ledger records with each run, so the next run

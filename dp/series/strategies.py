@@ -14,7 +14,7 @@ causal workload ``W`` then factors as ``W = B A`` with ``B = W A^-1`` causal too
 * :class:`SquareRoot` is the Toeplitz square root of the prefix-sum matrix, coefficients of
   ``(1 - x)^(-1/2)`` (Fichtenberger, Henzinger & Upadhyay, ICML 2023; Henzinger, Upadhyay &
   Upadhyay, SODA 2023).
-* :class:`dp.series.optimize.Optimized` is the optimised lower-triangular factorization of
+* :class:`dp.series.factorization.Optimized` is the optimised lower-triangular factorization of
   Denisov et al. (NeurIPS 2022).
 
 >>> SquareRoot(horizon=3).matrix
@@ -138,7 +138,7 @@ class SquareRoot(CausalStrategy):
     et al. ICML 2023; Henzinger et al. SODA 2023): ``A[t, s] = c_{t - s}``, near-optimal for
     running totals (within a factor ``1 + o(1)`` of the best factorization's maximum error,
     Fichtenberger et al.). It is the same for every workload, unlike
-    :class:`dp.series.optimize.Optimized`."""
+    :class:`dp.series.factorization.Optimized`."""
 
     def _build(self) -> FloatArray:
         c = square_root_coefficients(self.horizon)

@@ -45,11 +45,11 @@ import scipy.sparse as sp
 
 from dppub.dp.axes import Axis
 from dppub.dp.errors import ConfigError
-from dppub.dp.matrix.intervals import least_squares_intervals
+from dppub.dp.matrix.least_squares_intervals import least_squares_intervals
 from dppub.dp.matrix.strategy import Strategy
 from dppub.dp.matrix.variance import query_variance_factors
 from dppub.dp.matrix.workload import FloatArray, Workload
-from dppub.dp.tables.linear import Linear
+from dppub.dp.tables.cells_and_margins import Linear
 from dppub.dp.tables.split import Component
 from dppub.dp.tables.table import measure_components
 

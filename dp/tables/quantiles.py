@@ -72,7 +72,7 @@ import numpy.typing as npt
 from scipy.optimize import isotonic_regression
 
 from dppub.dp import matrix
-from dppub.dp.matrix.intervals import laplace_multiplier
+from dppub.dp.matrix.least_squares_intervals import laplace_multiplier
 from dppub.dp.matrix.variance import query_noise_moments, query_variance_factors
 from dppub.dp.mechanisms import laplace, noisy_max
 from dppub.dp.numerics.fixedpoint import float_allowance

@@ -1,11 +1,11 @@
 """A statistical table from its exact aggregates: every measure per group, with intervals.
 
 What each measure is read from and how epsilon is split: :mod:`dp.tables.split`; counts and
-centred sums over cells and margins: :mod:`dp.tables.linear`; quantiles:
+centred sums over cells and margins: :mod:`dp.tables.cells_and_margins`; quantiles:
 :mod:`dp.tables.quantiles`; controlled rounding: :mod:`dp.tables.rounding`. From the components:
 
 * the count and a centred sum measured together (:mod:`dp.tables.split`) are read off as if
-  measured apart (:func:`dp.tables.linear.measure_count_and_sum`);
+  measured apart (:func:`dp.tables.cells_and_margins.measure_count_and_sum`);
 * ``count`` = the count component's rows (non-negative; with ``round:`` multiples of the base
   that still add up);
 * ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
@@ -32,9 +32,9 @@ import pandas as pd
 
 from dppub.dp import matrix
 from dppub.dp.matrix.cache import cached_select_strategy
-from dppub.dp.matrix.intervals import laplace_multiplier
+from dppub.dp.matrix.least_squares_intervals import laplace_multiplier
 from dppub.dp.numerics.fixedpoint import float_allowance
-from dppub.dp.tables.linear import Linear, measure_count_and_sum, measure_linear
+from dppub.dp.tables.cells_and_margins import Linear, measure_count_and_sum, measure_linear
 from dppub.dp.tables.margins import Dimension, Published, published_rows
 from dppub.dp.tables.quantiles import (
     QUANTILE_INTERVAL_COVERS,
@@ -253,7 +253,7 @@ def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
     """A row's declared bound on a component's vector: 1 for a count, ``half`` for a centred sum
     or a pair (measured as ``v - lo``, ``hi - v``); the float roundings' allowances are added
     where the vectors are computed (:func:`measure_components`,
-    :func:`dp.tables.linear.measure_count_and_sum`)."""
+    :func:`dp.tables.cells_and_margins.measure_count_and_sum`)."""
     if c.kind == "count":
         return 1.0
     lo, hi = bounds[c.column or ""]

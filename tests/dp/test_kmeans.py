@@ -15,7 +15,7 @@ from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InputError, InvariantError
 from dppub.dp.kmeans import COUNT_SENSITIVITY, lloyd_step, sum_sensitivity
 from dppub.dp.numerics.domains import FeatureDomain
-from dppub.dp.reference.kmeans import KMeans, predict
+from dppub.dp.reference.frame_kmeans import KMeans, predict
 
 
 def test_config_messages() -> None:

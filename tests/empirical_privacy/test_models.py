@@ -6,9 +6,9 @@ rejected.
 
 How each release is sampled. The model fits draw their noise through one module-level call
 (``laplace`` in :mod:`dp.regression.functional`, ``gaussian`` in :mod:`dp.regression.adassp`,
-``objective_perturbation`` from :mod:`dp.reference.regression`). A *spy* wraps that call during a
-real ``fit`` on ``D`` and on ``D'`` and records its exact input and its noise parameters (the
-sensitivity and the epsilon/delta share the module derived and actually passed); the audit then
+``objective_perturbation`` from :mod:`dp.reference.frame_regression`). A *spy* wraps that call
+during a real ``fit`` on ``D`` and on ``D'`` and records its exact input and its noise parameters
+(the sensitivity and the epsilon/delta share the module derived and actually passed); the audit then
 replays the very same call, vectorised, on the recorded inputs. This audits the released noisy
 statistic end to end through the model's own preprocessing (clipping, shifting, scaling, budget
 split) while drawing 10^5 samples in milliseconds. That the fitted model reads the data *only*
@@ -69,9 +69,9 @@ import pytest
 
 import dppub.dp.mechanisms
 from dppub.dp.mechanisms import gaussian, laplace
-from dppub.dp.reference import regression as reference_module
+from dppub.dp.reference import frame_regression as reference_module
 from dppub.dp.reference.empirical_privacy import AuditResult, audit, looped
-from dppub.dp.reference.regression import (
+from dppub.dp.reference.frame_regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,

@@ -34,7 +34,7 @@ from dppub.dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
 from dppub.dp.mechanisms import laplace
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.reference.empirical_privacy import audit, looped
-from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression.auto import INTERCEPT_SHARE
 from dppub.dp.regression.encoding import FeatureEncoding
 from dppub.dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_release

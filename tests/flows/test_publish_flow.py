@@ -23,13 +23,13 @@ from dppub.dp.axes import category_axis
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
-from dppub.dp.pipeline.domains import declared_hierarchy, hierarchy_from_values
+from dppub.dp.pipeline.declared_domains import declared_hierarchy, hierarchy_from_values
 from dppub.dp.pipeline.execute import compute_release
 from dppub.dp.pipeline.kinds import ReleasePlan
-from dppub.dp.pipeline.kinds.workload import WorkloadSpec
+from dppub.dp.pipeline.kinds.workload.kind import WorkloadKind, WorkloadSpec
 from dppub.dp.pipeline.plan import load_config, load_plan
-from dppub.dp.reference.anonymize import anonymize
 from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.schema import ColumnSpec
 from dppub.flows.publish import publish
 from tests.dp.conftest import reserved_staging
@@ -142,7 +142,7 @@ def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
         raise RuntimeError("a flaky model fit")
 
     # The regressions fail after their draws were recorded.
-    monkeypatch.setattr("dppub.dp.pipeline.kinds.regression.RegressionKind.execute", flaky)
+    monkeypatch.setattr("dppub.dp.pipeline.kinds.regression.kind.RegressionKind.execute", flaky)
     with pytest.raises(RuntimeError, match="flaky"):
         publish(str(config), str(ledger), str(out))
     assert [p.name for p in (out / "census_demo").iterdir() if not p.name.startswith(".")] == []
@@ -158,7 +158,7 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
     spec = ColumnSpec(name="sex", type="category", categories=("F", "M"))
     release = ReleasePlan(
         name="q",
-        kind="workload",
+        release_kind=WorkloadKind(),
         mechanism="laplace",
         cost=PrivacyCost(epsilon=1.0),
         is_dp=True,

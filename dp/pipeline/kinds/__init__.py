@@ -1,10 +1,11 @@
-"""Release kinds: the contract (:mod:`~dp.pipeline.kinds.base`) and one module per kind.
+"""Release kinds: the contract (:mod:`~dp.pipeline.kinds.base`, with ``release.json``'s model in
+:mod:`~dp.pipeline.kinds.release_file`) and one package per kind, none importing another.
 
-* :mod:`~dp.pipeline.kinds.anonymity` -- the k-anonymous table (section ``anonymize``);
+* :mod:`~dp.pipeline.kinds.k_anonymity` -- the k-anonymous table (section ``anonymize``);
 * :mod:`~dp.pipeline.kinds.workload` -- linear-query workloads (the matrix mechanism);
 * :mod:`~dp.pipeline.kinds.regression` -- DP linear, logistic and trace regression;
 * :mod:`~dp.pipeline.kinds.clustering` -- DP k-means;
-* :mod:`~dp.pipeline.kinds.tables` -- statistical tables (counts, sums, means, quantiles).
+* :mod:`~dp.pipeline.kinds.tables` -- statistical tables (counts, sums, means, quantiles);
 * :mod:`~dp.pipeline.kinds.synthetic` -- DP synthetic microdata (AIM, section ``synthetic``).
 
 They are registered, in run order, in :data:`dp.pipeline.registry.KINDS`.

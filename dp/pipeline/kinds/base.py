@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Never, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
+
+from pydantic import JsonValue
 
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
+from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, StatedAccounting
 from dppub.dp.pipeline.units import Bounding
 from dppub.dp.publication import Staging
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON",
     "EstimatorSpec",
+    "ExecuteContext",
     "Executed",
     "ReleaseKind",
     "ReleasePlan",
@@ -130,8 +134,9 @@ class ReleasePlan(Generic[SpecT]):
 
     name: str
     """Unique within the run; the release's folder name."""
-    kind: str
-    """The kind's label (``workload``, ``regression``, ``clustering``, ``k-anonymity``)."""
+    release_kind: ReleaseKind[Any, SpecT, Any]
+    """The kind that planned it, and plans, scans, executes and reports it: carried, never
+    looked up by label."""
     mechanism: str
     """What the ledger and manifest record (``laplace``, ``functional-laplace``...)."""
     cost: PrivacyCost
@@ -152,6 +157,12 @@ class ReleasePlan(Generic[SpecT]):
     """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)
     """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
+
+    @property
+    def kind(self) -> str:
+        """Its kind's label (``workload``, ``regression``, ``k-anonymity``...), as plans, the
+        ledger and manifests name it."""
+        return self.release_kind.label
 
     @property
     def planned_costs(self) -> tuple[PlannedCost, ...]:
@@ -197,6 +208,11 @@ class ReleaseSummary:
     neighbours: str = "one row"
     """The neighbouring relation its guarantee is stated for."""
 
+    @property
+    def stated(self) -> StatedAccounting:
+        """The accounting its ``details`` state (zCDP rho, how it was accounted), typed."""
+        return StatedAccounting.model_validate(self.details)
+
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
         parts = self.parts or (PlannedCost(name=self.name, cost=self.cost),)
@@ -216,59 +232,52 @@ class ReleaseSummary:
         ]
 
     def to_json(self) -> dict[str, JSON]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "mechanism": self.mechanism,
-            "epsilon": self.cost.epsilon,
-            "delta": self.cost.delta,
-            "is_dp": self.is_dp,
-            "sensitivity": self.sensitivity,
-            "parts": [
-                {
-                    "name": p.name,
-                    "epsilon": p.cost.epsilon,
-                    "delta": p.cost.delta,
-                    "partition": None if p.partition is None else list(p.partition),
-                }
+        """Its ``release.json`` (:class:`~dp.pipeline.kinds.release_file.ReleaseFile`)."""
+        file = ReleaseFile(
+            name=self.name,
+            kind=self.kind,
+            mechanism=self.mechanism,
+            epsilon=self.cost.epsilon,
+            delta=self.cost.delta,
+            is_dp=self.is_dp,
+            sensitivity=self.sensitivity,
+            parts=[
+                PartFile(
+                    name=p.name, epsilon=p.cost.epsilon, delta=p.cost.delta, partition=p.partition
+                )
                 for p in self.parts
             ],
-            "files": list(self.files),
-            "output_hash": self.output_hash,
-            "neighbours": self.neighbours,
-            "details": dict(self.details),
-        }
+            files=list(self.files),
+            output_hash=self.output_hash,
+            neighbours=self.neighbours,
+            details=cast(dict[str, JsonValue], dict(self.details)),
+        )
+        return cast(dict[str, JSON], file.model_dump(mode="json"))
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> ReleaseSummary:
+        """A summary read back from its ``release.json`` (checked against its model)."""
+        file = ReleaseFile.model_validate(data)
         return cls(
-            name=as_str(data["name"]),
-            kind=as_str(data["kind"]),
-            mechanism=as_str(data["mechanism"]),
-            cost=PrivacyCost(epsilon=as_float(data["epsilon"]), delta=as_float(data["delta"])),
-            is_dp=bool(data["is_dp"]),
-            sensitivity=as_float_or_none(data["sensitivity"]),
-            parts=tuple(_part(as_object(p)) for p in as_list(data["parts"])),
-            files=as_strs(data["files"]),
-            output_hash=as_str(data["output_hash"]),
-            details=as_object(data["details"]),
-            neighbours=as_str(data.get("neighbours", "one row")),
+            name=file.name,
+            kind=file.kind,
+            mechanism=file.mechanism,
+            cost=PrivacyCost(epsilon=file.epsilon, delta=file.delta),
+            is_dp=file.is_dp,
+            sensitivity=file.sensitivity,
+            parts=tuple(
+                PlannedCost(
+                    name=p.name,
+                    cost=PrivacyCost(epsilon=p.epsilon, delta=p.delta),
+                    partition=p.partition,
+                )
+                for p in file.parts
+            ),
+            files=tuple(file.files),
+            output_hash=file.output_hash,
+            details=cast(Mapping[str, JSON], file.details),
+            neighbours=file.neighbours,
         )
-
-
-def _part(p: Mapping[str, JSON]) -> PlannedCost:
-    partition = p["partition"]
-    return PlannedCost(
-        name=as_str(p["name"]),
-        cost=PrivacyCost(epsilon=as_float(p["epsilon"]), delta=as_float(p["delta"])),
-        partition=None if partition is None else _pair(as_strs(partition)),
-    )
-
-
-def _pair(values: tuple[str, ...]) -> tuple[str, str]:
-    if len(values) != 2:
-        raise _wrong(list(values), "a partition (column, value)")
-    return values[0], values[1]
 
 
 class Result(Protocol):
@@ -290,6 +299,31 @@ class Executed:
     @classmethod
     def of(cls, result: Result, sensitivity: float | None = None) -> Executed:
         return cls(details=result.to_json(), sensitivity=sensitivity)
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecuteContext:
+    """Everything :meth:`ReleaseKind.execute` works with besides its plan and its exact
+    aggregates, given explicitly by the step computing the release."""
+
+    data: TableSource
+    """The release's rows (its unit bounding applied), for passes beyond the shared scan."""
+    out: Staging
+    """The run's staging folder: the release writes its files there."""
+    progress: Callable[[str], None] = _quiet
+    """Logs one line of progress. Public values only (a round's number, a share of the
+    budget): never a count, a value or anything else computed from the data."""
+    should_stop: Callable[[], bool] = _never
+    """True once the run was interrupted: stop at the next safe point and raise
+    :class:`~dp.errors.Stopped` (what was drawn stays charged)."""
 
 
 class ScanAggregate(Protocol[R_co]):
@@ -345,6 +379,14 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     model: type[ItemT]
     """The pydantic model of one item."""
 
+    def __eq__(self, other: object) -> bool:
+        # Stateless: every instance of a kind is the same kind (a plan sent to a worker and
+        # back carries a copy).
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
     def plan(self, cfg: PipelineConfig, item: ItemT) -> ReleasePlan[SpecT]:
         """The release an item declares. Raises ConfigError for what the config gets wrong."""
         raise NotImplementedError
@@ -353,12 +395,11 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
         """The exact aggregates it needs from the run's one shared scan (may be none)."""
         raise NotImplementedError
 
-    def execute(
-        self, plan: ReleasePlan[SpecT], exact: ExactT, data: TableSource, out: Staging
-    ) -> Executed:
-        """Compute the release into ``out`` (the ledger has recorded its draw); ``exact`` is
-        what :meth:`scan` assembled, further passes go through ``data``'s engine. Called at
-        most once per release (a completed one is reused, never recomputed)."""
+    def execute(self, plan: ReleasePlan[SpecT], exact: ExactT, context: ExecuteContext) -> Executed:
+        """Compute the release into ``context.out`` (the ledger has recorded its draw);
+        ``exact`` is what :meth:`scan` assembled, further passes go through
+        ``context.data``'s engine. Called at most once per release (a completed one is reused,
+        never recomputed)."""
         raise NotImplementedError
 
     def report(self, summary: ReleaseSummary) -> list[str]:

@@ -31,7 +31,7 @@ import pytest
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.anonymity.search import exhaustive, optimal
 from dppub.dp.errors import InputError
-from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.reference.public_data import folder
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 

@@ -20,7 +20,7 @@ import pytest
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.anonymity.classes import CodedTable
 from dppub.dp.anonymity.metrics import MetricTables
-from dppub.dp.reference.anonymize import anonymize, encode_columns
+from dppub.dp.reference.frame_anonymity import anonymize, encode_columns
 
 # Leaf 4 is listed twice (as FARS's age file lists 99 twice); leaf 6 is absent from the data.
 AGE = "1;1-2;*\n2;1-2;*\n3;3-4;*\n4;3-4;*\n4;3-4;*\n5;5-6;*\n6;5-6;*\n"

@@ -9,7 +9,7 @@ import pytest
 
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.anonymize import AnonymizationResult, anonymize
+from dppub.dp.reference.frame_anonymity import AnonymizationResult, anonymize
 
 
 @pytest.fixture(scope="module")

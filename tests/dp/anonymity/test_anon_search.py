@@ -15,7 +15,7 @@ from dppub.dp.anonymity.classes import CodedTable, LDiversity
 from dppub.dp.anonymity.metrics import MetricTables
 from dppub.dp.anonymity.search import exhaustive, optimal
 from dppub.dp.errors import InputError
-from dppub.dp.reference.anonymize import anonymize, encode_columns
+from dppub.dp.reference.frame_anonymity import anonymize, encode_columns
 from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
 
 KS = [2, 3, 5, 10]

@@ -16,8 +16,8 @@ from dppub.dp.engine.batches import iter_batches, open_scan
 from dppub.dp.errors import ConfigError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.reference.frame import read_table
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.reference.histogram import histogram
-from dppub.dp.reference.regression import sufficient_statistics
 from dppub.dp.regression.statistics import Design
 from tests.dp.engine.conftest import SCHEMA
 

@@ -13,7 +13,7 @@ from dppub.dp.engine import LogisticLossAggregate, logistic_sums_stream
 from dppub.dp.engine.dask import DaskBackend
 from dppub.dp.errors import ConfigError
 from dppub.dp.reference.frame import read_table
-from dppub.dp.reference.regression import LogisticRegression
+from dppub.dp.reference.frame_regression import LogisticRegression
 from dppub.dp.regression.logistic import normalised_rows, row_norm_bound
 from dppub.dp.regression.losssums import logistic_sums
 from tests.conftest import generate

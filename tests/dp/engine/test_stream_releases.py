@@ -26,10 +26,10 @@ from dppub.dp.engine.dask import DaskBackend
 from dppub.dp.errors import InputError
 from dppub.dp.kmeans import lloyd_step
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
-from dppub.dp.reference.anonymize import anonymize
 from dppub.dp.reference.frame import read_table
-from dppub.dp.reference.kmeans import KMeans
-from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.reference.frame_anonymity import anonymize
+from dppub.dp.reference.frame_kmeans import KMeans
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression.statistics import Design
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
@@ -94,7 +94,7 @@ def test_a_full_disk_mid_file_leaves_no_file(
                 raise OSError(errno.ENOSPC, "No space left on device")
             super().write_table(table, *args, **kwargs)
 
-    monkeypatch.setattr("dppub.dp.engine.anonymize.pq.ParquetWriter", FillingDisk)
+    monkeypatch.setattr("dppub.dp.engine.folds.k_anonymous_table.pq.ParquetWriter", FillingDisk)
     with pytest.raises(OSError, match="No space left"):
         anonymize_stream(
             folder,
@@ -112,7 +112,7 @@ def test_a_full_disk_mid_file_leaves_no_file(
 def test_a_source_changed_between_the_passes_releases_nothing(
     tmp_path: Path, hierarchies: dict[str, Hierarchy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dppub.dp.engine.anonymize as module
+    import dppub.dp.engine.folds.k_anonymous_table as module
 
     folder = tmp_path / "data"
     folder.mkdir()

@@ -15,7 +15,7 @@ from dppub.dp.axes import category_axis, numeric_axis
 from dppub.dp.engine import MemoryBackend, StreamingBackend
 from dppub.dp.engine.batches import Batch
 from dppub.dp.engine.dask import DaskBackend
-from dppub.dp.engine.table_sums import GroupSums, TableSumsAggregate
+from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
 from dppub.dp.reference.frame import read_table
 from tests.dp.engine.conftest import SCHEMA

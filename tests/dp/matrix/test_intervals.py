@@ -11,6 +11,7 @@ import pytest
 from dppub.dp import matrix
 from dppub.dp.errors import ConfigError
 from dppub.dp.matrix import intervals as iv
+from dppub.dp.matrix import least_squares_intervals as lsi
 from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.matrix.measure import Measurement
 from dppub.dp.matrix.reconstruct import least_squares, reconstruct
@@ -78,7 +79,7 @@ def test_least_squares_variance_matches_monte_carlo() -> None:
     rng = np.random.default_rng(20261125)
     z = rng.laplace(0.0, b, size=(a.m, 20_000))
     errors = w @ a.lstsq(z)
-    exact = iv.least_squares_intervals(w, a, np.zeros(6), noise_scale=b).std_error ** 2
+    exact = lsi.least_squares_intervals(w, a, np.zeros(6), noise_scale=b).std_error ** 2
     np.testing.assert_allclose(errors.var(axis=1), exact, rtol=0.05)
 
 
@@ -94,8 +95,8 @@ def test_laplace_multipliers_cover_weighted_laplace_sums(weights: list[float]) -
     rng = np.random.default_rng(len(weights))
     s = np.abs(rng.laplace(size=(200_000, c.size)) @ c) / (math.sqrt(2.0) * np.linalg.norm(c))
     kurtosis = 3.0 * np.sum(c**4) / np.sum(c**2) ** 2
-    assert 0.9475 <= np.mean(s <= iv.laplace_multiplier(0.95, [kurtosis])[0]) <= 0.9555
-    assert 0.9475 <= np.mean(s <= iv.laplace_multiplier(0.95)) <= 0.9685
+    assert 0.9475 <= np.mean(s <= lsi.laplace_multiplier(0.95, [kurtosis])[0]) <= 0.9555
+    assert 0.9475 <= np.mean(s <= lsi.laplace_multiplier(0.95)) <= 0.9685
 
 
 def _coverage(
@@ -173,15 +174,15 @@ def test_an_answer_the_projection_moved_reaches_the_least_squares_end() -> None:
     # Cell 0 moved down: its interval reaches 3 + h above; cell 1 moved up: down to 0 (= max(-1
     # - h, 0)); cell 2 did not move: untouched.
     w, a = matrix.identity(3), matrix.identity_strategy(3)
-    h = float(iv.laplace_multiplier(0.95, [3.0])[0]) * math.sqrt(2.0)
-    before = iv.AnswerIntervals(
+    h = float(lsi.laplace_multiplier(0.95, [3.0])[0]) * math.sqrt(2.0)
+    before = lsi.AnswerIntervals(
         std_error=np.ones(3),
         ci_low=np.array([1.0, 0.5, 4.0]),
         ci_high=np.array([3.0, 1.0, 6.0]),
         method="m",
         level=0.95,
     )
-    after = iv.reach_least_squares(
+    after = lsi.reach_least_squares(
         before, w, a, np.array([2.0, 0.0, 5.0]), np.array([3.0, -1.0, 5.0]), noise_scale=1.0
     )
     assert after.ci_high.tolist() == pytest.approx([3.0 + h, 1.0, 6.0])
@@ -227,7 +228,7 @@ def test_the_replicate_count_follows_from_the_sizes_only() -> None:
     est = np.ones(big.n)
     over = iv.answer_intervals(big, ident, est, noise_scale=3.0, reconstruction="nonneg-l1")
     assert over.replicates == 0 and "over its work budget" in over.method
-    exact = iv.least_squares_intervals(big, ident, est, noise_scale=3.0)
+    exact = lsi.least_squares_intervals(big, ident, est, noise_scale=3.0)
     np.testing.assert_allclose(over.ci_high, exact.ci_high)
     np.testing.assert_allclose(over.ci_low, np.maximum(exact.ci_low, 0.0))
     lp = iv.bootstrap_replicates(matrix.prefix(74), matrix.hierarchical(74, 2), "l1")
@@ -252,7 +253,7 @@ def test_answer_intervals_dispatch_and_validation() -> None:
     boot = iv.answer_intervals(w, a, est, noise_scale=1.0, reconstruction="nonneg-l1")
     assert boot.replicates == iv.DEFAULT_REPLICATES and "bootstrap" in boot.method
     with pytest.raises(ConfigError, match="level must be in"):
-        iv.least_squares_intervals(w, a, est, noise_scale=1.0, level=1.0)
+        lsi.least_squares_intervals(w, a, est, noise_scale=1.0, level=1.0)
     with pytest.raises(ConfigError, match=r"estimate must have shape \(8,\)"):
         iv.bootstrap_intervals(w, a, np.ones(3), noise_scale=1.0, reconstruction="l1")
     with pytest.raises(ConfigError, match="replicates must be an integer >= 2"):
@@ -304,7 +305,7 @@ def test_gaussian_bootstrap_redraws_gaussian_noise() -> None:
     expected = 2.0 * np.sqrt(np.arange(1, 17))
     np.testing.assert_allclose(boot.std_error[8:], expected[8:], rtol=0.25)
     with pytest.raises(ConfigError, match="noise must be"):
-        iv.least_squares_intervals(w, a, estimate, noise_scale=1.0, noise="cauchy")
+        lsi.least_squares_intervals(w, a, estimate, noise_scale=1.0, noise="cauchy")
 
 
 def test_a_failed_replicate_falls_back_to_the_exact_widths(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -320,7 +321,7 @@ def test_a_failed_replicate_falls_back_to_the_exact_widths(monkeypatch: pytest.M
     out = iv.bootstrap_intervals(
         w, a, estimate, noise_scale=2.0, reconstruction="nonneg-l1", replicates=200
     )
-    exact = iv.least_squares_intervals(w, a, estimate, noise_scale=2.0)
+    exact = lsi.least_squares_intervals(w, a, estimate, noise_scale=2.0)
     assert "replicate's reconstruction failed" in out.method and out.replicates == 0
     np.testing.assert_allclose(out.std_error, exact.std_error)
 

@@ -171,8 +171,9 @@ def test_an_uncertified_interior_point_falls_back_to_the_exact_active_set(
     certificate, so ``dppub run`` failed after its draw (and was charged)."""
     import pandas as pd
 
-    from dppub.dp.pipeline.domains import histogram_axis
-    from dppub.dp.pipeline.kinds.workload import WorkloadModel, workload_operator
+    from dppub.dp.pipeline.declared_domains import histogram_axis
+    from dppub.dp.pipeline.kinds.workload.item import WorkloadModel
+    from dppub.dp.pipeline.kinds.workload.kind import workload_operator
     from dppub.dp.pipeline.plan import load_config
     from dppub.dp.reference.histogram import histogram
     from tests.conftest import generate

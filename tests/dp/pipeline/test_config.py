@@ -248,17 +248,18 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     tmp_path: Path,
 ) -> None:
     from dppub.dp.pipeline.kinds import ReleaseSummary
-    from dppub.dp.pipeline.kinds import workload as workloads
+    from dppub.dp.pipeline.kinds.workload import kind as workloads
+    from dppub.dp.pipeline.kinds.workload import result
 
     plan = build_plan(load_config(_write(tmp_path, _marginals(epsilon=1.0))))
     (release,) = (r for r in plan.releases if r.name == "m")
-    assert release.spec.workload.n > workloads.MAX_INTERVAL_CELLS
+    assert release.spec.workload.n > result.MAX_INTERVAL_CELLS
     # Decided by the workload's size alone: no estimate is even looked at.
     assert workloads.workload_intervals(release.spec, result=None) is None  # type: ignore[arg-type]
-    details = workloads.WorkloadResult(
+    details = result.WorkloadResult(
         workload="marginals", queries=1, cells=2, strategy="s", reconstruction="nonneg-l1",
         expected_rmse=1.0, svd_bound_rmse=0.5, noise="laplace", noise_scale=1.0,
-        intervals=workloads._NO_INTERVALS,
+        intervals=result.NO_INTERVALS,
     ).to_json()  # fmt: skip
     summary = ReleaseSummary(
         name="m", kind="workload", mechanism="laplace", cost=release.cost, is_dp=True,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-import dppub.dp.pipeline.kinds.clustering as clustering_kind
+import dppub.dp.pipeline.kinds.clustering.kind as clustering_kind
 from dppub.dp.engine import ProjectionAggregate
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 

@@ -16,10 +16,10 @@ import pytest
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.pipeline.html.figures import BAND, style
-from dppub.dp.pipeline.html.model_plots import regression_plot
-from dppub.dp.pipeline.html.workload_plots import _heatmap, workload_shape
 from dppub.dp.pipeline.kinds import ReleaseSummary
-from dppub.dp.pipeline.kinds.regression import RegressionResult
+from dppub.dp.pipeline.kinds.regression.plot import regression_plot
+from dppub.dp.pipeline.kinds.regression.result import RegressionResult
+from dppub.dp.pipeline.kinds.workload.plot import _heatmap, workload_shape
 from dppub.dp.pipeline.report_html import budget_context, render_report_html
 from tests.dp.pipeline.published_run import Demo
 

@@ -19,7 +19,7 @@ from dppub.dp import matrix
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.pipeline.kinds import ReleaseSummary
-from dppub.dp.pipeline.kinds.workload import workload_intervals
+from dppub.dp.pipeline.kinds.workload.kind import workload_intervals
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.report import tightest_epsilon, zcdp_lines
 from tests.dp.pipeline.published_run import demo_config, publish_in_process

@@ -8,7 +8,7 @@ import pytest
 
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.anonymize import anonymize
+from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.reference.mondrian import mondrian
 
 

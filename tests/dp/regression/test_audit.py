@@ -27,7 +27,7 @@ import pytest
 from dppub.dp.errors import InvariantError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.domains import FeatureDomain as _Domain
-from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression import functional as fm
 from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity
 from dppub.dp.regression.statistics import Design

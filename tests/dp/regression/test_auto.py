@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
-from dppub.dp.reference.regression import LinearRegression, predict
+from dppub.dp.reference.frame_regression import LinearRegression, predict
 from dppub.dp.regression.auto import (
     INTERCEPT_SHARE,
     NoiseVariances,

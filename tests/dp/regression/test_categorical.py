@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from dppub.dp.engine import logistic_sums_stream, regression_statistics_stream
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.numerics.domains import TargetDomain
-from dppub.dp.reference.regression import (
+from dppub.dp.reference.frame_regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dppub.dp.errors import InputError, InvariantError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE, MAX_ROWS
-from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression.eigen import certified_min_eigenvalue
 from dppub.dp.regression.statistics import Design, ExactMoments, exact_moments
 

@@ -22,7 +22,11 @@ import pytest
 
 from dppub.dp.engine import regression_statistics_stream
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.regression import LinearRegression, LogisticRegression, TraceRegression
+from dppub.dp.reference.frame_regression import (
+    LinearRegression,
+    LogisticRegression,
+    TraceRegression,
+)
 from dppub.dp.regression.statistics import SufficientStatistics
 from dppub.dp.schema import ColumnSpec, TableSchema
 

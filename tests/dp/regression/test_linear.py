@@ -9,7 +9,7 @@ import pytest
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.regression import LinearRegression, predict
+from dppub.dp.reference.frame_regression import LinearRegression, predict
 from dppub.dp.regression.functional import trimmed_solve
 
 

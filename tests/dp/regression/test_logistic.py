@@ -16,8 +16,8 @@ from scipy.special import expit
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InputError, InvariantError, SolverError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
-from dppub.dp.reference import regression as reference_regression
-from dppub.dp.reference.regression import (
+from dppub.dp.reference import frame_regression as reference_regression
+from dppub.dp.reference.frame_regression import (
     LogisticRegression,
     objective_perturbation,
     predict,

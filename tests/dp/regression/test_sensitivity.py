@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dppub.dp.errors import ConfigError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE as A
-from dppub.dp.reference.regression import sufficient_statistics
+from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression import l1_sensitivity, l2_sensitivity
 from dppub.dp.regression.sensitivity import PARTS
 from dppub.dp.regression.statistics import Design

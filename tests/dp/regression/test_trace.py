@@ -13,7 +13,7 @@ from dppub.dp.budget import PrivacyCost, compose
 from dppub.dp.errors import ConfigError, InputError, SolverError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.fixedpoint import ONE, quantise
-from dppub.dp.reference.regression import TraceRegression, predict, sufficient_statistics
+from dppub.dp.reference.frame_regression import TraceRegression, predict, sufficient_statistics
 from dppub.dp.regression import lowrank
 from dppub.dp.regression.statistics import Design
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dppub.dp.errors import ConfigError, InputError
-from dppub.dp.reference.regression import (
+from dppub.dp.reference.frame_regression import (
     LinearRegression,
     LogisticRegression,
     TraceRegression,

@@ -13,7 +13,7 @@ from dppub.dp.series import (
     stack,
     year_to_date,
 )
-from dppub.dp.series.error import Noise
+from dppub.dp.series.expected_error import Noise
 
 T = 36
 FIGURE_SETS = {

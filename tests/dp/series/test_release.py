@@ -24,8 +24,8 @@ from dppub.dp.series import (
     running_total,
     stack,
 )
-from dppub.dp.series.error import Noise
-from dppub.dp.series.release import SeriesRelease, certified
+from dppub.dp.series.expected_error import Noise
+from dppub.dp.series.period_release import SeriesRelease, certified
 
 
 def _release(

@@ -24,7 +24,7 @@ from dppub.dp.series import (
     sensitivity,
     stack,
 )
-from dppub.dp.series.sensitivity import Norm
+from dppub.dp.series.unit_sensitivity import Norm
 
 NORMS: tuple[Norm, ...] = ("l1", "l2")
 

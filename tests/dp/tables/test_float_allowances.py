@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import dppub.dp.tables.linear as linear_module
+import dppub.dp.tables.cells_and_margins as linear_module
 import dppub.dp.tables.quantiles as quantiles_module
 from dppub.dp import matrix
 from dppub.dp.numerics.fixedpoint import MAX_ROWS, ONE, to_float

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.numerics.fixedpoint import float_allowance
-from dppub.dp.tables.linear import PAIR_ROUNDINGS, measure_count_and_sum
+from dppub.dp.tables.cells_and_margins import PAIR_ROUNDINGS, measure_count_and_sum
 from dppub.dp.tables.margins import STAR, Dimension, published_rows
 from dppub.dp.tables.rounding import round_integer
 from dppub.dp.tables.split import Measure, split_epsilon

@@ -22,15 +22,16 @@ import yaml
 from pydantic import Field
 
 from dppub.dp.axes import Axis
-from dppub.dp.engine import HistogramAggregate, TableSource
+from dppub.dp.engine import HistogramAggregate
 from dppub.dp.ledger import Ledger
 from dppub.dp.mechanisms import laplace
 from dppub.dp.pipeline import registry
 from dppub.dp.pipeline.config import Cost, Name, PipelineConfig
-from dppub.dp.pipeline.domains import histogram_axis
+from dppub.dp.pipeline.declared_domains import histogram_axis
 from dppub.dp.pipeline.html.sections import Section, Table
 from dppub.dp.pipeline.kinds.base import (
     JSON,
+    ExecuteContext,
     Executed,
     ReleaseKind,
     ReleasePlan,
@@ -40,7 +41,6 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.units import bounding_for
-from dppub.dp.publication import Staging
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 # ---- the kind's module: everything a new kind writes ------------------------------------------
@@ -71,7 +71,7 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
         axis = histogram_axis(cfg, item.name, item.column, bins=None, level=None)
         return ReleasePlan(
             name=item.name,
-            kind=self.label,
+            release_kind=self,
             mechanism="laplace",
             cost=item.cost,
             is_dp=True,
@@ -85,8 +85,9 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
         return scan_one(HistogramAggregate((plan.spec.axis,)))
 
     def execute(
-        self, plan: ReleasePlan[CountSpec], exact: Counts, data: TableSource, out: Staging
+        self, plan: ReleasePlan[CountSpec], exact: Counts, context: ExecuteContext
     ) -> Executed:
+        out = context.out
         m = plan.bounding.rows_per_unit  # a unit adds up to m rows
         noisy = float(laplace(float(exact.sum()), sensitivity=m, epsilon=plan.cost.epsilon))
         out.write_json(plan.name, "count.json", {"count": noisy})

@@ -176,7 +176,7 @@ def test_the_per_marginal_error_range_is_ordered_and_covers_a_simulated_truth() 
     # 0.30 of the marginals; the new one 0.956 (400 seeded trials x 10 marginals: standard
     # error about 0.006 with trials independent, so 0.93 is 4 of them under 0.956; false-failure
     # rate below 1e-4 for a fresh seed).
-    from dppub.dp.pipeline.kinds.synthetic import marginal_error_range
+    from dppub.dp.pipeline.kinds.synthetic.error_estimates import marginal_error_range
 
     rng = np.random.default_rng(0)
     held = []

@@ -14,7 +14,7 @@ import yaml
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
-from dppub.dp.pipeline.kinds.tables import TableKind
+from dppub.dp.pipeline.kinds.tables.kind import TableKind
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.published_run import publish_in_process
 

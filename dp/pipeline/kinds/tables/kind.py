@@ -1,0 +1,332 @@
+"""Release kind tables (section ``tables:``): counts, sums, means and quantiles by group.
+
+Each item is one table: its groups are the cells of its ``by`` keys (declared categories, int
+values, bins of a float column, or a hierarchy level), its measures are read off noisy
+components whose epsilon split minimises their noise (:mod:`dp.tables.split`), and with
+``margins: true`` every sub-total is estimated jointly with the cells by the matrix mechanism
+(:mod:`dp.tables.cells_and_margins`), so cells add up exactly to every margin; ``round: integer``
+(or ``{base: N}``) makes counts and sums multiples of the base that still add up
+(:mod:`dp.tables.rounding`). Bounds come from
+the declared columns only (values are clamped on read). The exact per-group counts, centred
+fixed-point sums and the quantile columns' fine histograms are folded in the run's one shared
+scan (:mod:`dp.engine.folds.table_sums`: one aggregate, so every measure sees the same rows).
+
+Key policy: ``keys: declared`` (the default) publishes every declared group, present in the
+data or not. ``keys: private`` (one ``by`` column, e.g. a ``type: string`` one) publishes only
+groups present in the data, selected under ``(epsilon_select, delta)`` by
+:mod:`dp.tables.keys` from the per-key unit counts and weights
+(:mod:`dp.engine.key_weights`), with ``epsilon_select = epsilon / (1 + measures)``; the
+measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
+all in the same shared scan and on the same rows (those with all the table's columns).
+
+Joint tables: declared-key tables naming the same ``joint`` group are measured once over their
+finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.joint`); the
+ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
+
+Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
+sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``, ``quality``),
+every value rounded to the digits its noise supports, flagged and, with ``suppress:``, small
+cells withheld (:mod:`dp.tables.office`); the same values wide in ``answers_wide.csv`` and
+``answers.xlsx`` (:mod:`dp.tables.wide`, :mod:`dp.tables.workbook`); and the split, the bounds,
+the key policy, the interval method and the rounding, precision and quality rules in
+``release.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
+from dppub.dp.errors import ConfigError
+from dppub.dp.matrix.reconstruct import check_reconstruction
+from dppub.dp.pipeline.config import PipelineConfig
+from dppub.dp.pipeline.declared_domains import declared_columns
+from dppub.dp.pipeline.kinds.base import (
+    JSON,
+    ExecuteContext,
+    Executed,
+    ReleaseKind,
+    ReleasePlan,
+    ReleaseSummary,
+    Scan,
+    as_float,
+    as_list,
+    as_object,
+    as_object_or_none,
+    as_strs,
+    scan_one,
+)
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
+from dppub.dp.pipeline.units import bounding_for
+from dppub.dp.tables.joint import (
+    measure_group,
+    member_rows,
+    row_variances,
+)
+from dppub.dp.tables.margins import published_rows
+from dppub.dp.tables.office import office_table
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quality import quality_rule
+from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
+from dppub.dp.tables.split import split_epsilon
+from dppub.dp.tables.table import (
+    INTERVAL_LEVEL,
+    TableDesign,
+    component_facts,
+    release_table,
+    table_mechanism,
+)
+
+if TYPE_CHECKING:
+    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.tables.answers import write_answers
+from dppub.dp.pipeline.kinds.tables.item import TableModel
+from dppub.dp.pipeline.kinds.tables.joint_planning import (
+    check_floor,
+    joint_costs,
+    joint_facts,
+    plan_joint_group,
+    runs_at,
+)
+from dppub.dp.pipeline.kinds.tables.planning import (
+    TableSpec,
+    column_bounds,
+    column_grid,
+    per_integer,
+    table_groups,
+    table_partition,
+    unit_statement,
+)
+from dppub.dp.pipeline.kinds.tables.private_keys import (
+    PrivateExact,
+    choose_keys,
+    no_groups,
+    plan_private,
+    scan_private,
+)
+from dppub.dp.pipeline.kinds.tables.result import (
+    INTERVAL_METHOD,
+    SPLIT_RULE,
+    TableResult,
+    expected_errors,
+    rounding_note,
+    suppression_note,
+)
+
+__all__ = ["TableKind"]
+
+
+class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
+    """See the module docstring."""
+
+    section = "tables"
+    label = "table"
+    many = True
+    model = TableModel
+
+    def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+        if item.key_policy == "private":
+            return plan_private(self, cfg, item)
+        groups = table_groups(cfg, item)
+        axes = groups.axes
+        measures = item.measure_list()
+        columns = [m.column for m in measures if m.column is not None]
+        bounds = {c: column_bounds(cfg, item, c) for c in columns}
+        shape = tuple(a.size for a in axes)
+        cells = math.prod(shape)
+        check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
+        answers = cells * sum(len(m.labels()) for m in measures)
+        check_at_most(f"table {item.name!r}: groups x measures", answers, MAX_TABLE_ANSWERS)
+        quantiled = [m.column for m in measures if m.kind == "quantile" and m.column is not None]
+        if len(set(quantiled)) != len(quantiled):
+            raise ConfigError(f"table {item.name!r}: give all of a column's quantiles in one 'at'")
+        if item.rounding_base is not None:
+            check_at_most(f"table {item.name!r}: the rounded cells", cells, MAX_ROUNDED_CELLS)
+        check_reconstruction(published_rows(groups.dims, item.margins).workload(), "nonneg-l1")
+        grids = tuple(column_grid(cfg, item, c) for c in quantiled)
+        for g in grids:
+            check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
+        bounding = bounding_for(cfg, table_partition(cfg, axes))
+        joint = None
+        if item.joint is not None:
+            joint, bounding = plan_joint_group(cfg, item, bounds)
+        design = TableDesign(
+            keys=groups.keys,
+            dims=groups.dims,
+            measures=measures,
+            components=split_epsilon(measures, bounds, item.epsilon),
+            bounds=bounds,
+            edges={c: g.edges or () for c, g in zip(quantiled, grids, strict=True)},
+            integer_grids=frozenset(
+                c for c, g in zip(quantiled, grids, strict=True) if per_integer(cfg, c, g)
+            ),
+            margins=item.margins,
+            integer=item.rounding_base is not None,
+            base=item.rounding_base or 1,
+            group=bounding.rows_per_unit,
+        )
+        # a joint group's components are at the sum of its members' epsilons: above these
+        check_floor(f"table {item.name!r}", item.epsilon, runs_at(design))
+        return ReleasePlan(
+            name=item.name,
+            release_kind=self,
+            mechanism=table_mechanism(design),
+            cost=item.cost,
+            is_dp=True,
+            bounding=bounding,
+            columns=declared_columns(
+                cfg, [*(a.column for a in (joint.axes if joint else axes)), *columns]
+            ),
+            joint=() if joint is None else joint_costs(joint),
+            spec=TableSpec(
+                design=design,
+                axes=axes,
+                grids=grids,
+                keys=item.key_policy,
+                joint=joint,
+                presentation=item.presentation(),
+            ),
+            facts={"groups": cells, "keys": item.key_policy},
+        )
+
+    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
+        spec = plan.spec
+        if spec.selection is not None:
+            return scan_private(plan)
+        bounds = tuple(
+            (c.column, *spec.design.bounds[c.column])
+            for c in spec.design.components
+            if c.kind in ("centred_sum", "count_sum") and c.column is not None
+        )
+        axes = spec.axes if spec.joint is None else spec.joint.axes
+        return scan_one(TableSumsAggregate(axes=axes, bounds=bounds, grids=spec.grids))
+
+    def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
+        measures = expected_errors(plan.spec.design)
+        joint = plan.spec.joint
+        if joint is None:
+            return {**plan.facts, "measures": measures}
+        together, alone = row_variances(joint, joint.index)
+        ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
+        for m in measures:
+            separately = as_float(m["expected_rmse"])
+            m["separate_rmse"], m["expected_rmse"] = separately, separately * ratio
+            m["error"] = f"{m['error']} separately; jointly {ratio:.3g} x that"
+        return {**plan.facts, "measures": measures, "joint": joint_facts(joint)}
+
+    def plan_text(self, described: Mapping[str, JSON]) -> str:
+        lines = [f"  {described['groups']} groups, keys {described['keys']}"]
+        if "selection" in described:
+            rule = as_object(described["selection"])
+            lines[0] = (
+                f"  groups selected from the data (keys private: {rule['rule']} rule at "
+                f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
+            )
+        if "joint" in described:
+            joint = as_object(described["joint"])
+            tables = ", ".join(as_strs(joint["tables"]))
+            lines.append(
+                f"    estimated jointly (group {joint['group']}: {tables}; epsilon "
+                f"{as_float(joint['epsilon']):.4g} together)"
+            )
+        for measure in as_list(described["measures"]):
+            m = as_object(measure)
+            lines.append(
+                f"    {m['measure']}: epsilon {as_float(m['epsilon']):.4g}, expected {m['error']}"
+            )
+        return "\n".join(lines)
+
+    def execute(
+        self, plan: ReleasePlan[TableSpec], exact: GroupSums | PrivateExact, context: ExecuteContext
+    ) -> Executed:
+        out = context.out
+        design = plan.spec.design
+        selection = None
+        if isinstance(exact, PrivateExact):
+            design, exact, selection = choose_keys(plan.spec, exact)
+        joint = plan.spec.joint
+        if design.shape == (0,):  # no key selected: nothing to measure, an empty table
+            released = no_groups(design)
+        elif joint is not None:
+            sums = exact
+            estimates = out.shared(
+                f"table-{joint.group}", lambda: measure_group(joint, sums.counts, sums.centred)
+            )
+            rows = member_rows(joint, estimates)
+            measured = (rows, component_facts(joint.components, rows))
+            released = release_table(design, (), {}, {}, measured=measured)
+        else:
+            released = release_table(design, exact.counts, exact.centred, exact.histograms)
+        published = office_table(released.answers, design, plan.spec.presentation)
+        result = TableResult(
+            keys=design.keys,
+            key_policy=plan.spec.keys,
+            dimensions=len(design.dims),
+            groups=int(np.prod(design.shape)),
+            rows=len(released.answers),
+            measures=tuple(label for m in design.measures for label in m.labels()),
+            split={c.name: c.epsilon for c in (design if joint is None else joint).components},
+            split_rule=SPLIT_RULE,
+            components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
+            bounds={c: list(b) for c, b in design.bounds.items()},
+            margins=design.margins,
+            rounding=rounding_note(design, released.answers),
+            interval_method=INTERVAL_METHOD,
+            interval_level=INTERVAL_LEVEL,
+            privacy_unit=unit_statement(plan.bounding, joint),
+            key_selection=selection,
+            joint=None if joint is None else joint_facts(joint),
+            precision=PRECISION_RULE,
+            quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
+            suppression=suppression_note(plan.spec.presentation),
+        )
+        write_answers(out, plan, design, published, result)
+        # One number says the sensitivity only for a one-component table (release.json has each).
+        sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
+        return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
+
+    def guarantee(self, summary: ReleaseSummary) -> str:
+        joint = as_object_or_none(summary.details.get("joint"))
+        if joint is None:
+            return super().guarantee(summary)
+        return (
+            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
+            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+        )
+
+    def report(self, summary: ReleaseSummary) -> list[str]:
+        r = TableResult.from_json(summary.details)
+        split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
+        extra = ""
+        if r.margins:
+            extra += " Every margin down to the grand total is estimated jointly with the cells."
+        if r.rounding != "none":
+            extra += (
+                " Counts and sums are rounded under control: every margin is the sum of its "
+                "published cells (`release.json` states each base)."
+            )
+        if r.joint is not None:
+            extra += f" {r.joint['guarantee']}"
+        withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
+        return [
+            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
+            f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
+            f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
+            f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
+            "`release.json` states the rule).",
+            f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
+            "Every value carries only the digits its noise supports (rounded to the power of "
+            "ten at or below a tenth of its standard error, counts to integers; post-processing, "
+            f"no privacy cost). `quality`: {r.quality}.{withheld}",
+        ]
+
+    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
+        from dppub.dp.pipeline.kinds.tables.plot import table_plot  # matplotlib: only for a report
+
+        section: Section = table_plot(summary, TableResult.from_json(summary.details), folder)
+        return section

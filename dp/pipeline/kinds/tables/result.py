@@ -1,0 +1,214 @@
+"""A table's typed result: the public facts ``release.json`` states about it (split, bounds,
+key policy, intervals, rounding, precision, quality).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dppub.dp import matrix
+from dppub.dp.pipeline.kinds.base import (
+    JSON,
+    as_float,
+    as_int,
+    as_list,
+    as_object,
+    as_object_or_none,
+    as_str,
+    as_strs,
+)
+from dppub.dp.tables.office import Presentation
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
+from dppub.dp.tables.rounding import GAP, NODE_LIMIT, sum_base
+from dppub.dp.tables.table import (
+    TableDesign,
+    table_strategy,
+)
+
+SPLIT_RULE = (
+    "minimises the sum of the measures' noise variances: each component gets epsilon in "
+    "proportion to the cube root of its weight; a mean weighs 1 on its centred sum and 1/3 on "
+    "the count; with one sum or mean column, the count and its centred sum are one component "
+    "(weight twice theirs) measured together as the sums of v - lo and hi - v when that lowers "
+    "the variance (a mean alone: all of epsilon, each as if alone at epsilon / sqrt(2))"
+)
+
+
+INTERVAL_METHOD = (
+    "noise only (not clamping or sampling): exact least-squares noise variances of counts and "
+    "centred sums with the Laplace-safe multiplier; sums and means combine them (a mean by the "
+    "delta method); quantiles read off a hierarchical CDF invert its noise band, those drawn "
+    "by the exponential mechanism have none (empty; their rank bound is in components)"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableResult:
+    """A published table's public account: its ``release.json`` details."""
+
+    keys: tuple[str, ...]
+    key_policy: str
+    dimensions: int
+    """Key columns of the cells (a nested hierarchy's levels are one)."""
+    groups: int
+    rows: int
+    measures: tuple[str, ...]
+    split: Mapping[str, float]
+    split_rule: str
+    components: Mapping[str, JSON]
+    bounds: Mapping[str, list[float]]
+    margins: bool
+    rounding: str
+    """``none``, or the controlled rounding: each rounded measure's base."""
+    interval_method: str
+    interval_level: float
+    privacy_unit: Mapping[str, JSON] | None = None
+    key_selection: Mapping[str, JSON] | None = None
+    """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
+    joint: Mapping[str, JSON] | None = None
+    """``joint: <group>``: the group, its tables, its epsilon and the guarantee."""
+    precision: str = PRECISION_RULE
+    """How many digits each published value carries (post-processing)."""
+    quality: str = ""
+    """What the ``quality`` column says and from what."""
+    suppression: str | None = None
+    """``suppress:``: which cells are withheld."""
+
+    def to_json(self) -> dict[str, JSON]:
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["keys"], out["measures"] = list(self.keys), list(self.measures)
+        out["split"], out["components"] = dict(self.split), dict(self.components)
+        out["bounds"] = dict(self.bounds)
+        if self.privacy_unit is None:
+            del out["privacy_unit"]
+        if self.key_selection is None:
+            del out["key_selection"]
+        if self.joint is None:
+            del out["joint"]
+        if self.suppression is None:
+            del out["suppression"]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
+        def floats(value: JSON) -> list[float]:
+            return [as_float(v) for v in as_list(value)]
+
+        return cls(
+            keys=as_strs(data["keys"]),
+            key_policy=as_str(data["key_policy"]),
+            dimensions=as_int(data["dimensions"]),
+            groups=as_int(data["groups"]),
+            rows=as_int(data["rows"]),
+            measures=as_strs(data["measures"]),
+            split={k: as_float(v) for k, v in as_object(data["split"]).items()},
+            split_rule=as_str(data["split_rule"]),
+            components=as_object(data["components"]),
+            bounds={k: floats(v) for k, v in as_object(data["bounds"]).items()},
+            margins=bool(data["margins"]),
+            rounding=as_str(data["rounding"]),
+            interval_method=as_str(data["interval_method"]),
+            interval_level=as_float(data["interval_level"]),
+            privacy_unit=as_object_or_none(data.get("privacy_unit")),
+            key_selection=as_object_or_none(data.get("key_selection")),
+            joint=as_object_or_none(data.get("joint")),
+            precision=as_str(data.get("precision", PRECISION_RULE)),
+            quality=as_str(data.get("quality", "")),
+            suppression=None if data.get("suppression") is None else as_str(data["suppression"]),
+        )
+
+
+def rounding_note(design: TableDesign, answers: pd.DataFrame) -> str:
+    """What ``release.json`` says of ``round:``: each rounded measure's base (a sum's from its
+    standard errors, public: :func:`dp.tables.rounding.sum_base`)."""
+    if not design.integer:
+        return "none"
+    bases: list[str] = []
+    for m in design.measures:
+        label = m.labels()[0]
+        if m.kind == "count":
+            bases.append(f"{label} to multiples of {design.base}")
+        elif m.kind == "sum":
+            se = answers.loc[answers["measure"] == label, "std_error"].to_numpy(np.float64)
+            base = sum_base(design.base, se) if len(se) else float(design.base)
+            bases.append(f"{label} to multiples of {base:g}")
+    return (
+        "controlled rounding (post-processing): every cell rounded down or up to a multiple "
+        "of its base by an integer program (HiGHS) for the smallest L1 distance of all "
+        f"published rows to the released ones (it stops within {GAP:.0%} of it or after "
+        f"{NODE_LIMIT} nodes, never worse than rounding each cell alone); every margin is the "
+        "sum of its published cells: " + "; ".join(bases)
+    )
+
+
+def suppression_note(presentation: Presentation) -> str | None:
+    below = presentation.suppress_below
+    if below is None:
+        return None
+    return (
+        f"cells whose published count is below {below} are withheld (blank numbers, quality "
+        "'suppressed'; the row stays); margins are kept. Post-processing: the guarantee "
+        "holds without it, and a withheld cell can be derived from its margin and siblings"
+    )
+
+
+def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
+    """Each measure's epsilon and expected noise error, before any data (``dppub plan``):
+    per published row, the least-squares RMSE of its components (a mean's for a group of
+    ``n`` rows whose mean is uniform over the bounds, as the split assumes, times ``n``; a
+    quantile's in rows of rank): ``expected_rmse`` as a number, ``error`` in words."""
+    m = design.group
+    workload = design.rows().workload()
+    strategy = table_strategy(design)
+
+    def rmse(kind: str, column: str | None = None) -> tuple[float, float]:
+        c = next((c for c in design.components if c.measures(kind, column)), None)
+        if c is None:
+            return 0.0, 0.0
+        # a count and a centred sum measured together: each as if alone at epsilon / sqrt(2)
+        eps = c.epsilon / (math.sqrt(2.0) if c.kind == "count_sum" else 1.0)
+        # Laplace noise scales as m / eps: the RMSE at epsilon 1 scaled (no floor on eps / m,
+        # which no mechanism runs at)
+        return c.epsilon, m / eps * float(matrix.expected_rmse(workload, strategy, 1.0))
+
+    eps_n, count = rmse("count")
+    out: list[dict[str, JSON]] = []
+    for measure in design.measures:
+        label, column = measure.labels()[0], measure.column or ""
+        if measure.kind == "count":
+            eps, value = eps_n, count
+            error = f"RMSE {count:.3g} rows"
+        elif measure.kind == "quantile":
+            cdf = design.component("cdf", column)
+            assert cdf is not None
+            eps, bins = cdf.epsilon, len(design.edges[column]) - 1
+            label = f"quantile({column}, {'/'.join(f'{p:g}' for p in measure.at)})"
+            if design.margins:
+                rank = joint_rank_errors(workload, strategy, bins, eps, m)[0]
+                value = float(np.sqrt(np.mean(rank**2)))
+                error = (
+                    f"rank RMSE {value:.3g} rows at the worst CDF point (of a group's n; the "
+                    f"worst row {rank.max():.3g}), hierarchical CDF of cells and margins jointly"
+                )
+            else:
+                method, value = quantile_method(bins, measure.at, eps, m)
+                how = "exponential mechanism" if method == "exponential" else "hierarchical CDF"
+                error = f"rank RMSE {value:.3g} rows (of a group's n), {how}"
+        else:
+            eps, unit = rmse("centred_sum", column)
+            lo, hi = design.bounds[column]
+            mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+            if measure.kind == "sum":
+                value = math.hypot(half * unit, mid * count)
+                error = f"RMSE {value:.4g}"
+            else:
+                value = math.hypot(half * unit, half * count / math.sqrt(3.0))
+                error = f"RMSE about {value:.4g} / n for a group of n rows"
+        out.append({"measure": label, "epsilon": eps, "expected_rmse": value, "error": error})
+    return out
