@@ -35,6 +35,11 @@ def _load_generator():  # type: ignore[no-untyped-def]
 
 generate = _load_generator()
 
+# The servers, one per test process, whichever folder its tests are in: registered here once
+# (a fixture imported into two conftests is two fixtures, and would start two servers).
+from tests.pg import postgres  # noqa: E402, F401 (the fixture)
+from tests.prefect_server import prefect_server  # noqa: E402, F401 (the fixture)
+
 # The tiers: `make test-fast` runs what is not `slow`. Whole folders are slow by nature (they
 # start Prefect, subprocesses, Chromium, or run seeded privacy audits); elsewhere a test is
 # marked where it stands, or by using the PostgreSQL server.
