@@ -30,6 +30,7 @@ def test_seeded_selection_follows_the_softmax(sensitivity: float) -> None:
     assert stats.chisquare(counts, 6000 * _expected(sensitivity)).pvalue > 1e-6
 
 
+@pytest.mark.slow
 def test_release_selection_follows_the_softmax() -> None:
     # OpenDP's sampler (not seedable): false-failure rate 1e-6
     picks = [exponential(SCORES, sensitivity=1.0, rho=RHO) for _ in range(1500)]

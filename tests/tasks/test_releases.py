@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dppub.dp.errors import DPPubError, InputError
 
 
+@pytest.mark.slow
 def test_every_task_is_uncached_unpersisted_and_only_reading_retries() -> None:
     from prefect import Task
     from prefect.cache_policies import NONE

@@ -98,6 +98,7 @@ def _violating(
 
 
 # --------------------------------------------------------------------------- k-anonymity, Adult
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sigma", "k", "levels", "value"),
     [
@@ -156,6 +157,7 @@ def test_fars_dm_star_matches_arx(  # type: ignore[no-untyped-def]
 # global optimum and its score. FARS's age file lists 99 twice: ARX's domain is 100 rows, and
 # [95,99] (95, 96, 97, 99, 99) holds 5 of them. ARX truncates each attribute's loss to 10
 # decimals, hence the tolerance.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sigma", "k", "levels", "value"),
     [

@@ -48,6 +48,7 @@ def test_the_fixture_has_the_awkward_partitions(partitioned: Path) -> None:
     assert read_table(partitioned, SCHEMA).clamped["age"] > 100  # the wild partition clamps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 37, 500, 1 << 20])
 def test_histograms_are_bit_identical(
     partitioned: Path, hierarchies: dict[str, Hierarchy], batch_size: int

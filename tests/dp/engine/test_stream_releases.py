@@ -42,6 +42,7 @@ def _untimed(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if k not in TIMINGS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("k", "sigma", "metric"), [(5, 0.05, "loss"), (3, 0.0, "entropy"), (10, 0.1, "loss_rank")]
 )

@@ -78,6 +78,7 @@ def _neighbours(draw: st.DrawFn) -> tuple[mx.Strategy, np.ndarray, int]:
     return a, x, draw(st.integers(0, n - 1))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_the_measurement_by_at_most_the_declared_sensitivities(
@@ -91,6 +92,7 @@ def test_neighbours_move_the_measurement_by_at_most_the_declared_sensitivities(
     assert np.sum(np.abs(diff)) <= a.sensitivity * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_neighbours(), st.integers(1, 6), st.data())
 def test_m_records_move_the_measurement_by_at_most_m_sensitivities(
@@ -176,6 +178,7 @@ def test_gaussian_selection_picks_the_residual_strategy_for_marginals() -> None:
         mx.select_strategy(w, noise="uniform")
 
 
+@pytest.mark.slow
 def test_gaussian_measurement_noise_and_expected_error() -> None:
     # Seeded: 400 draws; the relative standard error of the mean squared error of the answers
     # is ~0.012 here, so a 10% band (8 standard errors) fails with probability < 1e-14.

@@ -59,6 +59,7 @@ def test_multidimensional_answer_uses_c_order() -> None:
     assert int(np.argmax(res.estimate)) == 1 * 3 + 2
 
 
+@pytest.mark.slow
 def test_given_strategy_and_reconstructions() -> None:
     w, x = mx.prefix(20), np.arange(20.0)
     for method in mx.RECONSTRUCTIONS:

@@ -25,6 +25,7 @@ FIGURE_SETS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 @pytest.mark.parametrize("k", [1, 6])
 @pytest.mark.parametrize("figures", sorted(FIGURE_SETS))

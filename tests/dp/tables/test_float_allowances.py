@@ -51,6 +51,7 @@ def _pair_vector(counts: list[int], sums: list[int]) -> tuple[np.ndarray, float]
     return seen["values"], seen["sensitivity"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     rows=st.integers(0, MAX_ROWS - 1),

@@ -148,6 +148,7 @@ def test_tables_are_planned_published_recorded_and_reported(
     assert html.count("<svg") >= 4  # three measures' bars, two quantiles' bars, one heatmap
 
 
+@pytest.mark.slow
 def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_small: Path) -> None:
     frame = pd.read_parquet(census_small)
     frame["household"] = [f"h{i % 700}" for i in range(len(frame))]
@@ -183,6 +184,7 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     assert "household" in summary.neighbours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("table", "message"),
     [
@@ -280,6 +282,7 @@ def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
     assert grids == [frozenset({"age"}), frozenset(), frozenset()]
 
 
+@pytest.mark.slow
 def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -357,6 +360,7 @@ def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_sm
     assert "<td>laplace+exponential</td>" in page.read_text()
 
 
+@pytest.mark.slow
 def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     tmp_path: Path, census_small: Path
 ) -> None:

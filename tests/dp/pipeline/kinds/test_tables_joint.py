@@ -44,6 +44,7 @@ GROUP: list[dict[str, Any]] = [
 ]
 
 
+@pytest.mark.slow
 def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -134,6 +135,7 @@ def test_what_a_joint_group_may_not_say(
         load_plan(_config(tmp_path, census_small, tables))
 
 
+@pytest.mark.slow
 def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
     tmp_path: Path, census_small: Path
 ) -> None:
