@@ -119,6 +119,7 @@ def test_every_import_follows_the_layer_table() -> None:
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 def test_every_layer_holds_modules() -> None:
     assert {_layer(m) for m in _sources()} - {None} == set(LAYERS)
 

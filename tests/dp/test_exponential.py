@@ -21,6 +21,7 @@ def _expected(sensitivity: float) -> np.ndarray:
     return w / w.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sensitivity", [1.0, 3.0])
 def test_seeded_selection_follows_the_softmax(sensitivity: float) -> None:
     rng = np.random.default_rng(2026)

@@ -43,6 +43,7 @@ class _DPPubOSError(DPPubError, OSError):
     """A deliberate dppub error that is also an OS error: final, like every DPPubError."""
 
 
+@pytest.mark.slow
 def test_only_os_errors_that_dppub_did_not_raise_on_purpose_are_retried() -> None:
     from dppub.tasks._common import retry_on_io_error
 

@@ -193,6 +193,7 @@ def test_adult_loss_rank_matches_arx(adult) -> None:  # type: ignore[no-untyped-
     assert sorted(geo.metrics["loss_per_qi"].values(), reverse=True)[0] > expected[0]
 
 
+@pytest.mark.slow
 def test_loss_rank_search_is_exact_on_the_oracle(small) -> None:  # type: ignore[no-untyped-def]
     df, hs = small
     table = run_oracle(df, hs, [2, 5])
@@ -205,6 +206,7 @@ def test_loss_rank_search_is_exact_on_the_oracle(small) -> None:  # type: ignore
             assert chosen["loss_rank"] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_vector_scores_search_matches_exhaustive_enumeration() -> None:
     # optimal() with tuple scores and ordinal bounds, against plain enumeration.
     df, hs = small_table(n=120, seed=11)

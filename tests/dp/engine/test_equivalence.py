@@ -77,6 +77,7 @@ def _xy(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, frame["income"].to_numpy(dtype=np.float64), frame["education"].astype(str).to_numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "design",
     [

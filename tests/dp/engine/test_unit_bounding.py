@@ -239,6 +239,7 @@ def _id_rows(path: Path, bound: UnitBound, backend: Any) -> list[tuple[int, int,
     return sorted(frame[keep].itertuples(index=False, name=None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["stream", "memory", "dask"])
 def test_ids_above_2_to_the_53_that_differ_by_one_stay_distinct_units(
     tmp_path: Path, engine: str
@@ -363,6 +364,7 @@ StreamingBackend(batch_size=64).run(units.BoundingAggregate(bound), {str(path)!r
     assert list(spill.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_spilled_partial_travels_between_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,6 +50,7 @@ def test_kron_error_is_product_of_factors() -> None:
     assert mx.svd_bound_rmse(w, 1.0) == pytest.approx(b * b / math.sqrt(2.0))
 
 
+@pytest.mark.slow
 def test_empirical_rmse_of_least_squares_matches_expected() -> None:
     # Seeded statistical test: 400 draws of 36 range answers. The mean squared error's relative
     # standard error is about 3%; the 15% tolerance is ~5 standard errors, so the false-failure

@@ -108,6 +108,7 @@ def test_m_records_move_the_measurement_by_at_most_m_sensitivities(
     assert np.sum(np.abs(diff)) <= m * a.sensitivity * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [2, 5, 20])
 def test_a_group_is_measured_at_its_own_sensitivity_with_less_noise_than_group_privacy(
     m: int,
@@ -167,6 +168,7 @@ def test_l2_sensitivity_is_the_largest_column_norm(strategy: mx.Strategy) -> Non
     assert strategy.l2_sensitivity == pytest.approx(_max_col_l2(strategy.dense()))
 
 
+@pytest.mark.slow
 def test_gaussian_selection_picks_the_residual_strategy_for_marginals() -> None:
     w = mx.marginals((15, 2, 5, 6, 4), 2)
     a = mx.select_strategy(w, noise="gaussian")

@@ -267,6 +267,7 @@ def test_invalid_marginals_strategies_raise_config_error(build: object, message:
         build()  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_kron_workloads_keep_their_per_axis_strategy_when_it_is_better() -> None:
     w = mx.kron(mx.prefix(16), mx.prefix(16))
     a = mx.select_strategy(w)

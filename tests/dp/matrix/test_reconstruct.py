@@ -100,6 +100,7 @@ def test_nonneg_l1_zeroes_empty_regions() -> None:
     assert np.sqrt(np.mean(nn_err) / np.mean(ls_err)) < 0.6
 
 
+@pytest.mark.slow
 def test_l1_result_does_not_depend_on_the_lp_vertex(monkeypatch: pytest.MonkeyPatch) -> None:
     # Duplicate rows make the plain L1 fit degenerate: a whole segment of optima.
     a = mx.nested_blocks(6, [2, 1], [1.0, 1.0])

@@ -213,6 +213,7 @@ def test_block_opt0_needs_contiguous_row_supports() -> None:
         _index(sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])))
 
 
+@pytest.mark.slow
 def test_block_opt0_improves_on_its_hierarchy_start() -> None:
     w = mx.prefix(128)
     a = mx.opt_blocks(w, maxiter=60)

@@ -43,6 +43,7 @@ def test_the_choice_has_the_least_error_and_beats_identity_and_square_root(
     assert choice.factorization_bound <= choice.profile.total * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_running_totals_choose_the_optimized_factorization_row_level() -> None:
     choice = choose_strategy(running_total(120), Relation())
     assert choice.strategy.name == "Optimized"

@@ -89,6 +89,7 @@ def _rank_scores(hist: np.ndarray, p: float, tied: bool) -> tuple[np.ndarray, fl
     return seen["scores"], seen["sensitivity"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     counts=st.lists(st.integers(0, MAX_ROWS // 8), min_size=2, max_size=8),

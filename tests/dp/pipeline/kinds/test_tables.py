@@ -221,6 +221,7 @@ def test_the_example_config_plans(tmp_path: Path) -> None:
     assert plan.releases[4].spec.keys == "private" and plan.releases[4].cost.delta == 1e-6
 
 
+@pytest.mark.slow
 def test_a_nested_hierarchy_gets_consistent_integer_margins(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -394,6 +395,7 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
 QUANTILE = {"quantile": "age", "at": [0.5]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bounds", [[0, 250_000_000], [-(2**63), 2**63]])
 def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
     tmp_path: Path, census_small: Path, bounds: list[int]

@@ -118,6 +118,7 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     assert not list((folder.parent / ".staging").glob("*.joint"))  # the measurement is gone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -174,6 +175,7 @@ def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
         assert abs(parents.loc[parent, "answer"] - total) <= slack
 
 
+@pytest.mark.slow
 def test_a_fault_after_the_groups_draws_charges_the_whole_group_and_publishes_nothing(
     tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
