@@ -35,8 +35,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite starts hundreds of
+# Python processes (`dppub` commands, Prefect servers and workers), each would compile dppub anew.
 pytest: setup
-	$(BIN)/pytest -q
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q
 
 test: lint typecheck pytest
 
@@ -44,7 +46,7 @@ test: lint typecheck pytest
 # (tests/conftest.py: Prefect, subprocesses, browser, PostgreSQL, seeded audits are slow).
 test-fast: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -m "not slow"
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -m "not slow"
 
 clean:
 	rm -rf $(STATE) data/sample

@@ -35,10 +35,18 @@ def _load_generator():  # type: ignore[no-untyped-def]
 
 generate = _load_generator()
 
-# The tiers: `make test-fast` runs what is not `slow`. Whole folders are slow by nature (they
-# start Prefect, subprocesses, Chromium, or run seeded privacy audits); elsewhere a test is
-# marked where it stands, or by using the PostgreSQL server.
+# The servers, one per test process, whichever folder its tests are in: registered here once
+# (a fixture imported into two conftests is two fixtures, and would start two servers).
+from tests.pg import postgres  # noqa: E402, F401 (the fixture)
+from tests.prefect_server import prefect_server  # noqa: E402, F401 (the fixture)
+
+# The tiers: `make test-fast` runs what is not `slow`, under a minute on two cores. Whole
+# folders are slow by nature (they start Prefect, subprocesses, Chromium, or run seeded privacy
+# audits); so is a test using a server or the published demo (module-scoped: the first test of
+# a module to use it pays for it); elsewhere a test is marked where it stands (the slowest
+# measured: a few seconds of CPU or more each).
 _SLOW_FOLDERS = frozenset({"flows", "browser", "empirical_privacy"})
+_SLOW_FIXTURES = frozenset({"postgres", "prefect_server", "demo"})
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -56,10 +64,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             path.relative_to(ROOT / "tests").parts if path.is_relative_to(ROOT / "tests") else ()
         )
         params = getattr(getattr(item, "callspec", None), "params", {})
-        uses_postgres = "postgres" in getattr(item, "fixturenames", ()) or "postgresql" in map(
-            str, params.values()
-        )
-        if (parts and parts[0] in _SLOW_FOLDERS) or uses_postgres:
+        uses_server = not _SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        uses_server |= "postgresql" in map(str, params.values())
+        if (parts and parts[0] in _SLOW_FOLDERS) or uses_server:
             item.add_marker(pytest.mark.slow)
 
 

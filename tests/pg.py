@@ -7,7 +7,7 @@ folder the first time a test asks for it: no TCP port (a Unix socket in that fol
 authentication, and durability off (``fsync``), since the tests kill clients, never the server.
 Without the wheel, a test that asks for the server skips with one line naming the install
 command (under ``DPPUB_REQUIRE_ALL=1``, as ``.ci/run`` sets, it fails: ``tests/conftest.py``).
-Use it from a conftest with ``from tests.pg import postgres``.
+The root conftest registers the fixture (one server per test process, whatever asks for it).
 
 PostgreSQL refuses to run as root: as root, the server runs as ``nobody`` (every Debian machine
 has it), from the wheel's folder when ``nobody`` can reach it, else from a copy under ``/tmp``.

@@ -113,11 +113,13 @@ def violations(sources: dict[str, frozenset[str]]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_import_follows_the_layer_table() -> None:
     found = violations(_sources())
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 def test_every_layer_holds_modules() -> None:
     assert {_layer(m) for m in _sources()} - {None} == set(LAYERS)
 
@@ -157,6 +159,7 @@ def test_importing_all_of_dp_loads_no_prefect() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_own_modules_are_imported_through_the_installed_package() -> None:
     """Installed, the code is `dppub.dp`, `dppub.flows`, `dppub.tasks`: a bare `import dp...`
     works only from the repository's root, so it must not appear anywhere."""

@@ -11,7 +11,7 @@ import pytest
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger
 from dppub.dp.publication import Staging
-from tests.pg import PostgresServer, postgres  # noqa: F401 (the fixture)
+from tests.pg import PostgresServer
 
 
 class LedgerFactory:

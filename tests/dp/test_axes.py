@@ -31,6 +31,7 @@ def test_domain_comes_from_declaration_only() -> None:
     assert h[0] == 1
 
 
+@pytest.mark.slow
 @given(st.lists(rows, min_size=1, max_size=30), rows)
 def test_neighbours_differ_by_one_in_l1(
     base: list[tuple[int, float, str]], extra: tuple[int, float, str]

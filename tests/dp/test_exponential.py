@@ -21,6 +21,7 @@ def _expected(sensitivity: float) -> np.ndarray:
     return w / w.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sensitivity", [1.0, 3.0])
 def test_seeded_selection_follows_the_softmax(sensitivity: float) -> None:
     rng = np.random.default_rng(2026)
@@ -30,6 +31,7 @@ def test_seeded_selection_follows_the_softmax(sensitivity: float) -> None:
     assert stats.chisquare(counts, 6000 * _expected(sensitivity)).pvalue > 1e-6
 
 
+@pytest.mark.slow
 def test_release_selection_follows_the_softmax() -> None:
     # OpenDP's sampler (not seedable): false-failure rate 1e-6
     picks = [exponential(SCORES, sensitivity=1.0, rho=RHO) for _ in range(1500)]

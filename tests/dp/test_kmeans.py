@@ -68,6 +68,7 @@ def _neighbours(draw: st.DrawFn):
     return dom, X, X2, centres
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_counts_and_sums_within_sensitivity(case) -> None:

@@ -75,6 +75,7 @@ def test_gaussian_classic_refuses_large_epsilon() -> None:
         gaussian_sigma(l2_sensitivity=1.0, epsilon=1.0, delta=0.0)
 
 
+@pytest.mark.slow
 def test_gaussian_seeded_and_release_scale() -> None:
     sigma = gaussian_sigma(l2_sensitivity=1.0, epsilon=1.0, delta=1e-5)
     n = 200_000
@@ -102,6 +103,7 @@ def test_randomized_response_keep_rate_and_estimator() -> None:
     assert abs(est - 60_000) < 6 * math.sqrt(truth.size * 2 / 9 / (1 / 3) ** 2)
 
 
+@pytest.mark.slow
 def test_randomized_response_release_grade() -> None:
     truth = np.ones(4000, dtype=bool)
     reports = randomized_response(truth, epsilon=math.log(3))  # keep probability 3/4

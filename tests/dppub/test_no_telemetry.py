@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import os, sys
 import dppub
@@ -26,6 +28,7 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.upper() not in _TELEMETRY}
 
 
+@pytest.mark.slow
 def test_import_dppub_turns_prefect_telemetry_off() -> None:
     # old code: "True True" -- only the CLI and dppub.publish set them, not `import dppub`
     done = subprocess.run(
@@ -36,6 +39,7 @@ def test_import_dppub_turns_prefect_telemetry_off() -> None:
     assert done.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.slow
 def test_a_users_own_choice_is_kept() -> None:
     env = _clean_env() | {"PREFECT_SERVER_ANALYTICS_ENABLED": "true"}
     done = subprocess.run(

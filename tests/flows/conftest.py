@@ -1,12 +1,6 @@
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import yaml
@@ -19,13 +13,22 @@ ROOT = Path(__file__).resolve().parents[2]
 os.environ.pop("PREFECT_API_URL", None)
 
 
-def small_config(directory: Path, data: Path, *, budget: float = 4.0, **overrides: Any) -> Path:
-    """The demo config, pointed at ``data`` (small sample) and with smaller domains."""
+def small_config(
+    directory: Path, data: Path, *, budget: float = 4.0, light: bool = False, **overrides: Any
+) -> Path:
+    """The demo config, pointed at ``data`` (small sample) and with smaller domains. ``light``:
+    one workload and one regression (epsilon 0.5 in all, a third of the demo's run time), for
+    tests about what surrounds the releases (budget, ledger, commands), not the releases."""
     raw = example("demo.yaml")
     raw["dataset"]["path"] = str(data)
     raw["dataset"]["budget"] = {"epsilon": budget, "delta": 0.0}
     raw["workloads"][1]["attributes"][0]["bins"] = 16
     raw.pop("schedule")
+    if light:
+        for key in ("anonymize", "clustering"):
+            raw.pop(key)
+        raw["workloads"] = [{**raw["workloads"][2], "epsilon": 0.3}]  # age_band_by_sex
+        raw["regressions"] = [{**raw["regressions"][0], "epsilon": 0.2}]  # income_model
     raw.update(overrides)
     path = directory / "config.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -52,7 +55,7 @@ def config_factory(tmp_path: Path, census_small: Path):  # type: ignore[no-untyp
 
 
 from tests.examples import example  # noqa: E402
-from tests.pg import postgres  # noqa: E402, F401 (the fixture)
+from tests.prefect_server import PrefectServer  # noqa: E402, F401 (for the test modules)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -61,46 +64,3 @@ def ledger_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "ledger.sqlite")
     return str(request.getfixturevalue("postgres").schema_url())
-
-
-class PrefectServer(NamedTuple):
-    url: str
-    """Its API URL (what PREFECT_API_URL names)."""
-    home: Path
-    """Its PREFECT_HOME: its database."""
-
-
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
-    """A real ``prefect server start`` (full services: task runs, artifacts, events are
-    recorded) on a free loopback port, with its own home. Session-scoped: one per test worker
-    that asks for it (the tests that need it are in few files)."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false"}
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]
-    with (home / "server.log").open("wb") as log:
-        server = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log, env=env)
-    try:
-        deadline = time.monotonic() + 300  # a loaded 2-core machine: up to a minute or more
-        while True:
-            assert server.poll() is None, (home / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the Prefect server did not start"
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        yield PrefectServer(url, home)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()

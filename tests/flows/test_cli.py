@@ -47,13 +47,13 @@ def _published(out: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) if d.exists() else []
 
 
-def test_demo_runs_until_the_budget_refuses(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
-    config = config_factory(budget=3.2)  # the demo plan costs 1.5: two runs fit, not three
+def test_runs_go_on_until_the_budget_refuses(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory(budget=1.2, light=True)  # the plan costs 0.5: two runs fit, not three
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
 
     plan = json.loads(dppub("plan", config, "--ledger", ledger, "--json").stdout)
-    assert plan["total_epsilon"] == pytest.approx(1.5)
-    assert plan["remaining_epsilon"] == pytest.approx(3.2)
+    assert plan["total_epsilon"] == pytest.approx(0.5)
+    assert plan["remaining_epsilon"] == pytest.approx(1.2)
 
     run_ids = []
     for _ in range(2):
@@ -67,9 +67,9 @@ def test_demo_runs_until_the_budget_refuses(tmp_path: Path, config_factory) -> N
     assert refused.returncode == 3
     line = refused.stderr.strip()
     assert "\n" not in line
-    assert "budget epsilon=3.2" in line
-    assert "spent epsilon=3" in line
-    assert "requested epsilon=1.5" in line
+    assert "budget epsilon=1.2" in line
+    assert "spent epsilon=1 " in line
+    assert "requested epsilon=0.5" in line
     assert _published(out) == sorted(run_ids)  # no new folder
     assert _ledger_rows(ledger) == rows  # ledger unchanged
 
@@ -150,7 +150,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
     # server (most of its time; the first one in a fresh state folder on a loaded machine timed
     # out: exit 1) and record its history in a throw-away database. Now it publishes without
     # Prefect, writes nothing of Prefect's anywhere, and says so in one line.
-    config = config_factory()
+    config = config_factory(light=True)
     home, state, out = tmp_path / "home", tmp_path / "state", tmp_path / "out"
     home.mkdir()
     unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_PROFILES_PATH")
@@ -171,7 +171,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
     assert not (home / ".prefect").exists()
     assert not (state / "prefect").exists()
     s = spending_summary(Ledger(config.parent / "ledger.sqlite"))["census_demo"]
-    assert (s["lifetime_spent_epsilon"], s["runs"], s["pending_runs"]) == (1.5, 1, 0)
+    assert (s["lifetime_spent_epsilon"], s["runs"], s["pending_runs"]) == (0.5, 1, 0)
 
 
 def test_no_command_imports_prefect_before_it_is_configured() -> None:
@@ -216,7 +216,10 @@ def test_audit_html_that_cannot_be_written_is_one_line(
 ) -> None:  # type: ignore[no-untyped-def]
     ledger = tmp_path / "ledger.sqlite"
     assert (
-        dppub("run", config_factory(), "--ledger", ledger, "--out", tmp_path / "o").returncode == 0
+        dppub(
+            "run", config_factory(light=True), "--ledger", ledger, "--out", tmp_path / "o"
+        ).returncode
+        == 0
     )
     page = target if target.startswith("/") else tmp_path / target
     done = dppub("audit", "--ledger", ledger, "--html", page)
@@ -270,7 +273,7 @@ def test_an_unreachable_prefect_api_is_one_line_and_spends_nothing(
 
 def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
     # A scheduled job and a hand run by another user: different homes, no --ledger.
-    config = config_factory(budget=2.0)  # the demo plan costs 1.5: one run fits
+    config = config_factory(budget=0.7, light=True)  # the plan costs 0.5: one run fits
     users = []
     for name in ("cron", "ana"):
         home = tmp_path / name
@@ -281,10 +284,10 @@ def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_fa
     assert first.returncode == 0, first.stderr[-2000:]
     second = dppub("run", config, env=users[1])
     assert second.returncode == 3, second.stderr[-2000:]
-    assert "spent epsilon=1.5" in _one_error_line(second)
+    assert "spent epsilon=0.5" in _one_error_line(second)
     shared = config.parent / "ledger.sqlite"  # the default: beside the config, whoever runs it
     s = spending_summary(Ledger(shared))["census_demo"]
-    assert (s["lifetime_spent_epsilon"], s["runs"]) == (1.5, 1)
+    assert (s["lifetime_spent_epsilon"], s["runs"]) == (0.5, 1)
     assert not any((tmp_path / u / "state" / "ledger.sqlite").exists() for u in ("cron", "ana"))
 
 

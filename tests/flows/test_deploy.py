@@ -1,16 +1,15 @@
 """``dppub deploy`` against a real Prefect server, a process work pool and a worker (no mocked
 client), and ``dppub serve``'s run command and Ctrl-C, on the same server.
 
-One server and one worker for the module: a deployment is registered once, run once through
-the exact command ``deploy`` printed, then refused with run parameters that name another
-ledger or output folder.
+The test process's server (``prefect_server``), and one work pool and worker for the module: a
+deployment is registered once, run once through the exact command ``deploy`` printed, then
+refused with run parameters that name another ledger or output folder.
 """
 
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.examples import example
+from tests.prefect_server import PrefectServer
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +41,6 @@ class Server:
     tmp: Path
     env: dict[str, str]
     """A clean environment: no PREFECT_API_URL, no profile (HOME is empty), own PREFECT_HOME."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> Any:
@@ -73,7 +67,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    tmp_path_factory: pytest.TempPathFactory, prefect_server: PrefectServer
+) -> Iterator[Server]:
+    """The test process's Prefect server, with this module's work pool and worker."""
     tmp = tmp_path_factory.mktemp("deploy")
     (tmp / "home").mkdir()
     env = {
@@ -87,56 +84,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     }
     env.pop("PREFECT_API_URL", None)
     env.pop("PREFECT_PROFILE", None)
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    started: list[subprocess.Popen[bytes]] = []
+    api = prefect_server.url
+    client = {**env, "PREFECT_API_URL": api}
+    create = [BIN / "prefect", "work-pool", "create", POOL, "--type", "process"]
+    done = subprocess.run(create, env=client, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (tmp / "worker.log").open("wb") as log:
+        worker = subprocess.Popen(  # outside the checkout: it runs the installed package
+            [BIN / "prefect", "worker", "start", "--pool", POOL],
+            cwd=tmp,
+            env={**client, "PREFECT_WORKER_QUERY_SECONDS": "2"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        with (tmp / "server.log").open("wb") as log:
-            started.append(
-                subprocess.Popen(
-                    [
-                        BIN / "prefect",
-                        "server",
-                        "start",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                    ],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        deadline = time.monotonic() + 240  # a fresh database on a loaded machine
-        while True:
-            try:
-                _get(f"{api}/health")
-                break
-            except OSError:
-                assert started[0].poll() is None, (tmp / "server.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, (tmp / "server.log").read_text()[-3000:]
-                time.sleep(0.5)
-        client = {**env, "PREFECT_API_URL": api}
-        create = [BIN / "prefect", "work-pool", "create", POOL, "--type", "process"]
-        done = subprocess.run(create, env=client, capture_output=True, text=True, timeout=180)
-        assert done.returncode == 0, done.stdout + done.stderr
-        with (tmp / "worker.log").open("wb") as log:
-            started.append(
-                subprocess.Popen(  # outside the checkout: it runs the installed package
-                    [BIN / "prefect", "worker", "start", "--pool", POOL],
-                    cwd=tmp,
-                    env={**client, "PREFECT_WORKER_QUERY_SECONDS": "2"},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
         yield Server(api, tmp, env)
     finally:
-        for proc in reversed(started):
-            _stop(proc)
+        _stop(worker)
 
 
 def _config(directory: Path, data: Path) -> Path:

@@ -15,29 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dppub.dp.faults import STEPS
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
-from tests.examples import example
+from tests.flows.conftest import small_config
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _light_config(directory: Path, data: Path, *, budget: float) -> Path:
-    """One workload and one regression (epsilon 0.5 in all): start-up dominates."""
-    raw = example("demo.yaml")
-    raw["dataset"]["path"] = str(data)
-    raw["dataset"]["budget"]["epsilon"] = budget
-    raw.pop("anonymize")
-    raw.pop("schedule")
-    raw.pop("clustering")
-    raw["workloads"] = [{**raw["workloads"][2], "epsilon": 0.3}]  # age_band_by_sex
-    raw["regressions"] = [{**raw["regressions"][0], "epsilon": 0.2}]  # income_model
-    path = directory / "light.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
 
 
 class _Run:
@@ -104,7 +88,7 @@ SETTLED = {
 def test_kill_at_every_step_never_undercounts(
     tmp_path: Path, census_small: Path, step: str, ledger_at: str
 ) -> None:
-    config = _light_config(tmp_path, census_small, budget=10.0)
+    config = small_config(tmp_path, census_small, budget=10.0, light=True)
     ledger, out = ledger_at, tmp_path / "out"
     code, _, _ = _finish(
         _start(
@@ -167,7 +151,7 @@ def test_signals_and_io_errors_settle_the_run_in_one_line(
     state: str,
     cost: float | None,
 ) -> None:
-    config = _light_config(tmp_path, census_small, budget=10.0)
+    config = small_config(tmp_path, census_small, budget=10.0, light=True)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     env = {"DPPUB_FAULT_AT": step, "DPPUB_FAULT": fault}
     got, _, err = _finish(
@@ -223,7 +207,7 @@ def test_a_second_signal_while_settling_changes_nothing(
 ) -> None:
     # One signal at the step, a second one as the interrupted run starts to be settled (after
     # "committed" there is nothing left to settle: one signal).
-    config = _light_config(tmp_path, census_small, budget=10.0)
+    config = small_config(tmp_path, census_small, budget=10.0, light=True)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     env = {"DPPUB_FAULT_AT": f"{step},settling", "DPPUB_FAULT": fault}
     code, stdout, err = _finish(
@@ -242,7 +226,7 @@ def test_two_ctrl_c_from_outside_settle_the_run_in_one_line(
     tmp_path: Path, census_small: Path, after: str
 ) -> None:
     # Ctrl-C pressed twice at a moment chosen by the log: as the run starts, as the releases do.
-    config = _light_config(tmp_path, census_small, budget=10.0)
+    config = small_config(tmp_path, census_small, budget=10.0, light=True)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     run = _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path)
     deadline = time.monotonic() + 240
@@ -258,7 +242,7 @@ def test_two_ctrl_c_from_outside_settle_the_run_in_one_line(
 
 
 def test_the_next_run_resolves_a_dead_reservation(tmp_path: Path, census_small: Path) -> None:
-    config = _light_config(tmp_path, census_small, budget=0.6)  # room for one run only
+    config = small_config(tmp_path, census_small, budget=0.6, light=True)  # room for one run only
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     code, _, _ = _finish(
         _start(
@@ -285,7 +269,9 @@ def test_the_next_run_resolves_a_dead_reservation(tmp_path: Path, census_small: 
 def test_twenty_concurrent_runs_never_overspend(
     tmp_path: Path, census_small: Path, ledger_at: str
 ) -> None:
-    config = _light_config(tmp_path, census_small, budget=1.0)  # 0.5 a run: exactly two fit
+    config = small_config(
+        tmp_path, census_small, budget=1.0, light=True
+    )  # 0.5 a run: exactly two fit
     ledger, out = ledger_at, tmp_path / "out"
     Ledger(ledger)
     procs = [
@@ -308,7 +294,7 @@ def test_twenty_concurrent_runs_never_overspend(
 def test_a_full_disk_while_writing_is_one_line_and_the_draws_are_charged(
     tmp_path: Path, census_small: Path
 ) -> None:
-    config = _light_config(tmp_path, census_small, budget=10.0)
+    config = small_config(tmp_path, census_small, budget=10.0, light=True)
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     env = {"DPPUB_FAULT_AT": "writing", "DPPUB_FAULT": "enospc"}
     code, stdout, err = _finish(

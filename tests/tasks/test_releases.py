@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dppub.dp.errors import DPPubError, InputError
 
 
+@pytest.mark.slow
 def test_every_task_is_uncached_unpersisted_and_only_reading_retries() -> None:
     from prefect import Task
     from prefect.cache_policies import NONE
@@ -40,6 +43,7 @@ class _DPPubOSError(DPPubError, OSError):
     """A deliberate dppub error that is also an OS error: final, like every DPPubError."""
 
 
+@pytest.mark.slow
 def test_only_os_errors_that_dppub_did_not_raise_on_purpose_are_retried() -> None:
     from dppub.tasks._common import retry_on_io_error
 

@@ -98,6 +98,7 @@ def _violating(
 
 
 # --------------------------------------------------------------------------- k-anonymity, Adult
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sigma", "k", "levels", "value"),
     [
@@ -156,6 +157,7 @@ def test_fars_dm_star_matches_arx(  # type: ignore[no-untyped-def]
 # global optimum and its score. FARS's age file lists 99 twice: ARX's domain is 100 rows, and
 # [95,99] (95, 96, 97, 99, 99) holds 5 of them. ARX truncates each attribute's loss to 10
 # decimals, hence the tolerance.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sigma", "k", "levels", "value"),
     [
@@ -191,6 +193,7 @@ def test_adult_loss_rank_matches_arx(adult) -> None:  # type: ignore[no-untyped-
     assert sorted(geo.metrics["loss_per_qi"].values(), reverse=True)[0] > expected[0]
 
 
+@pytest.mark.slow
 def test_loss_rank_search_is_exact_on_the_oracle(small) -> None:  # type: ignore[no-untyped-def]
     df, hs = small
     table = run_oracle(df, hs, [2, 5])
@@ -203,6 +206,7 @@ def test_loss_rank_search_is_exact_on_the_oracle(small) -> None:  # type: ignore
             assert chosen["loss_rank"] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_vector_scores_search_matches_exhaustive_enumeration() -> None:
     # optimal() with tuple scores and ordinal bounds, against plain enumeration.
     df, hs = small_table(n=120, seed=11)

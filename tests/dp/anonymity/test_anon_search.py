@@ -32,6 +32,7 @@ def small_oracle(small: tuple[pd.DataFrame, dict[str, Hierarchy]]):  # type: ign
     return run_oracle(df, hs, KS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", METRICS)
 def test_search_matches_exhaustive_oracle(small, small_oracle, metric: str) -> None:  # type: ignore[no-untyped-def]
     df, hs = small
@@ -47,6 +48,7 @@ def test_search_matches_exhaustive_oracle(small, small_oracle, metric: str) -> N
             assert res.metrics["search"] == "optimal"
 
 
+@pytest.mark.slow
 def test_l_diversity_matches_oracle_and_holds(small) -> None:  # type: ignore[no-untyped-def]
     df, hs = small
     table = run_oracle(df, hs, [3], l_div=("disease", 3))
@@ -109,6 +111,7 @@ def adult_subset(adult):  # type: ignore[no-untyped-def]
     return data, sub, run_oracle(data, sub, [5])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", METRICS)
 def test_adult_subset_matches_oracle(adult_subset, metric: str) -> None:  # type: ignore[no-untyped-def]
     data, sub, table = adult_subset

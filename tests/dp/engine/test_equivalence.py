@@ -48,6 +48,7 @@ def test_the_fixture_has_the_awkward_partitions(partitioned: Path) -> None:
     assert read_table(partitioned, SCHEMA).clamped["age"] > 100  # the wild partition clamps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 37, 500, 1 << 20])
 def test_histograms_are_bit_identical(
     partitioned: Path, hierarchies: dict[str, Hierarchy], batch_size: int
@@ -76,6 +77,7 @@ def _xy(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, frame["income"].to_numpy(dtype=np.float64), frame["education"].astype(str).to_numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "design",
     [

@@ -80,6 +80,7 @@ def test_every_engine_and_batching_gives_the_same_bits(tmp_path: Path) -> None:
     assert one.units.sum() == frame.drop_duplicates(["person", "postcode"]).shape[0]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), drop=st.integers(0, 59))
 def test_removing_one_unit_moves_the_key_weights_by_l2_at_most_one(seed: int, drop: int) -> None:

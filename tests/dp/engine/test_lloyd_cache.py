@@ -88,6 +88,7 @@ def test_an_empty_source_projects_to_no_rows(partitioned: Path) -> None:
     assert empty is not None and empty.rows == 0 and len(empty.values["age"]) == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

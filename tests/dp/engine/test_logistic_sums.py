@@ -58,6 +58,7 @@ def _streamed_fit(
     return model.fit_loss_sums(sums, d=len(FEATURES), rng=np.random.default_rng(7)), calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "rule"), RULES)
 @pytest.mark.parametrize("intercept", [True, False])
 def test_streamed_fit_equals_the_in_memory_fit(
@@ -86,6 +87,7 @@ def test_one_batch_fit_is_bit_identical(tmp_path: Path) -> None:
     assert got.coef.tobytes() == want.coef.tobytes() and got.intercept == want.intercept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "rule"), RULES)
 def test_sums_are_the_in_memory_sums(partitioned: Path, target: str, rule: dict[str, Any]) -> None:
     X, y = _in_memory(partitioned, target, rule)
@@ -109,6 +111,7 @@ def test_sums_are_the_in_memory_sums(partitioned: Path, target: str, rule: dict[
         assert got.hessian.tobytes() == want.hessian.tobytes()
 
 
+@pytest.mark.slow
 def test_dask_local_scheduler_is_bit_identical(partitioned: Path) -> None:
     # Dask's local scheduler (the 2-worker cluster is exercised in test_dask.py).
     local, _ = _streamed_fit(_model(), partitioned, *RULES[0], batch_size=150)

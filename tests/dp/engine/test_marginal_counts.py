@@ -14,6 +14,7 @@ from dppub.dp.errors import ConfigError
 from tests.dp.engine.conftest import SCHEMA
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [37, 1 << 20])
 def test_each_marginal_equals_its_own_histogram(
     partitioned: Path, hierarchies: dict[str, Hierarchy], batch_size: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from dppub.dp.axes import category_axis, numeric_axis
 from dppub.dp.engine import histogram_stream, regression_statistics_stream
@@ -43,6 +44,7 @@ def test_aggregates_only_ever_see_bounded_batches(
     assert max(seen) <= 33
 
 
+@pytest.mark.slow
 def test_accumulator_size_does_not_grow_with_rows(partitioned: Path, census_small: Path) -> None:
     axes = [numeric_axis(SCHEMA["age"]), category_axis(SCHEMA["sex"])]
     small = histogram_stream(census_small, SCHEMA, axes, batch_size=10)

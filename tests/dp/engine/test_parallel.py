@@ -92,6 +92,7 @@ def slow_first(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 3, 8])
 def test_threads_give_the_one_thread_result_bit_for_bit(
     partitioned: Path,
@@ -113,6 +114,7 @@ def test_threads_give_the_one_thread_result_bit_for_bit(
     assert np.array_equal(leaf.first, one[2].first)
 
 
+@pytest.mark.slow
 def test_memory_engine_threads_match_one_thread(
     partitioned: Path, hierarchies: dict[str, Hierarchy]
 ) -> None:
@@ -154,6 +156,7 @@ def test_a_failing_fragment_stops_the_others(
     assert time.monotonic() - start < 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_each_merged_file_is_reported_in_order(
     partitioned: Path, hierarchies: dict[str, Hierarchy], workers: int

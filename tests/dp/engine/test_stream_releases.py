@@ -42,6 +42,7 @@ def _untimed(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if k not in TIMINGS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("k", "sigma", "metric"), [(5, 0.05, "loss"), (3, 0.0, "entropy"), (10, 0.1, "loss_rank")]
 )
@@ -202,6 +203,7 @@ def test_one_batch_kmeans_is_bit_identical(tmp_path: Path) -> None:
     assert got.centres.tobytes() == want.centres.tobytes()
 
 
+@pytest.mark.slow
 def test_dask_backend_gives_the_same_releases(
     partitioned: Path, hierarchies: dict[str, Hierarchy], tmp_path: Path
 ) -> None:
@@ -252,6 +254,7 @@ STAT_DESIGNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("design", STAT_DESIGNS)
 def test_regression_statistics_are_bit_identical_on_every_path(
     partitioned: Path, design: Design

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +91,7 @@ def _distance(a: GroupSums, b: GroupSums, column: str) -> float:
     return float(np.abs(a.centred[column] - b.centred[column]).sum())
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(ROW, max_size=40), removed=st.lists(ROW, min_size=1, max_size=4))
 def test_neighbours_move_the_aggregates_by_at_most_the_sensitivity(

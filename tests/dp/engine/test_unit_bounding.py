@@ -64,6 +64,7 @@ def test_each_unit_keeps_at_most_m_rows_and_small_units_keep_all(tmp_path: Path)
     assert kept["person"].notna().all()
 
 
+@pytest.mark.slow
 def test_a_partitioned_release_reads_at_most_p_partitions_per_unit(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     rows = [
@@ -79,6 +80,7 @@ def test_a_partitioned_release_reads_at_most_p_partitions_per_unit(tmp_path: Pat
     assert kept.groupby("person").size().max() <= 5
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     people=st.lists(st.integers(0, 7), min_size=1, max_size=60),
@@ -166,6 +168,7 @@ def test_a_fresh_key_per_run_chooses_a_uniform_subset(tmp_path: Path) -> None:
     assert seen.min() >= 140 and seen.max() <= 260
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 5), st.integers(0, 7)), max_size=60),
@@ -192,6 +195,7 @@ def test_kept_partitions_are_each_units_lowest_hashes_told_apart_by_label(
     assert np.array_equal(units_module._keep_partitions(units, parts, labels, m), want)
 
 
+@pytest.mark.slow
 def test_a_spilled_partitioned_pass_on_two_threads_chooses_the_same_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +239,7 @@ def _id_rows(path: Path, bound: UnitBound, backend: Any) -> list[tuple[int, int,
     return sorted(frame[keep].itertuples(index=False, name=None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["stream", "memory", "dask"])
 def test_ids_above_2_to_the_53_that_differ_by_one_stay_distinct_units(
     tmp_path: Path, engine: str
@@ -255,6 +260,7 @@ def test_ids_above_2_to_the_53_that_differ_by_one_stay_distinct_units(
     assert sorted(p for p, _, _ in kept) == sorted(ids)  # one row of each of six people
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     people=st.lists(st.sampled_from(HOSTILE_IDS), min_size=1, max_size=50),
@@ -298,6 +304,7 @@ def _spilling_rows(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_pass_that_fails_midway_leaves_no_spill_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -357,6 +364,7 @@ StreamingBackend(batch_size=64).run(units.BoundingAggregate(bound), {str(path)!r
     assert list(spill.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_spilled_partial_travels_between_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,6 +390,7 @@ def _truncate_hashes(monkeypatch: pytest.MonkeyPatch, bits: int = 2) -> None:
     monkeypatch.setattr(units_module, "_hashed", lambda c, k: hashed(c, k) & mask)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spill", [False, True])
 @pytest.mark.parametrize("ids", ["string", "int"])
 def test_units_whose_hashes_collide_are_never_merged(
@@ -418,6 +427,7 @@ def test_units_whose_hashes_collide_are_never_merged(
     assert [r for r in kept["full"] if r[0] != victim] == kept["less"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spill", [False, True])
 def test_labels_whose_hashes_collide_are_two_partitions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: bool

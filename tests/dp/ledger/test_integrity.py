@@ -259,6 +259,7 @@ _SCALAR = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_SCALAR, max_size=24))
 def test_the_row_encoder_is_the_canonical_json(row: list[object]) -> None:

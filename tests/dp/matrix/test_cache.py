@@ -39,6 +39,7 @@ def _entries(folder: Path) -> list[Path]:
     return sorted(folder.iterdir()) if folder.exists() else []
 
 
+@pytest.mark.slow
 def test_second_call_reads_the_same_strategy_from_disk(tmp_path: Path, computed: list[str]) -> None:
     first = cache.cached_select_strategy(W, directory=tmp_path)
     second = cache.cached_select_strategy(W, directory=tmp_path)

@@ -50,6 +50,7 @@ def test_kron_error_is_product_of_factors() -> None:
     assert mx.svd_bound_rmse(w, 1.0) == pytest.approx(b * b / math.sqrt(2.0))
 
 
+@pytest.mark.slow
 def test_empirical_rmse_of_least_squares_matches_expected() -> None:
     # Seeded statistical test: 400 draws of 36 range answers. The mean squared error's relative
     # standard error is about 3%; the 15% tolerance is ~5 standard errors, so the false-failure
@@ -64,6 +65,7 @@ def test_empirical_rmse_of_least_squares_matches_expected() -> None:
     assert math.sqrt(np.mean(sq)) == pytest.approx(mx.expected_rmse(w, a, 1.0), rel=0.15)
 
 
+@pytest.mark.slow
 def test_optimized_strategy_beats_every_fixed_hierarchy() -> None:
     # The HDMM ratios at n = 256 (2.10 / 1.98) are checked in bench/matrix.py; here a small n.
     for w in [mx.prefix(64), mx.all_range(64)]:
@@ -75,6 +77,7 @@ def test_optimized_strategy_beats_every_fixed_hierarchy() -> None:
         assert mx.expected_rmse(w, a, 1.0) < 0.85 * best_fixed, a.name
 
 
+@pytest.mark.slow
 def test_select_strategy_is_deterministic_and_beats_identity() -> None:
     w = mx.all_range(64)
     a, b = mx.select_strategy(w), mx.select_strategy(w)

@@ -45,6 +45,7 @@ def _measured(a: mx.Strategy, x: np.ndarray, gaussian: bool) -> tuple[np.ndarray
     return seen["values"], float(seen["sensitivity"])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     counts=st.lists(st.integers(0, MAX_ROWS // CELLS), min_size=CELLS, max_size=CELLS),

@@ -78,6 +78,7 @@ def _neighbours(draw: st.DrawFn) -> tuple[mx.Strategy, np.ndarray, int]:
     return a, x, draw(st.integers(0, n - 1))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_the_measurement_by_at_most_the_declared_sensitivities(
@@ -91,6 +92,7 @@ def test_neighbours_move_the_measurement_by_at_most_the_declared_sensitivities(
     assert np.sum(np.abs(diff)) <= a.sensitivity * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_neighbours(), st.integers(1, 6), st.data())
 def test_m_records_move_the_measurement_by_at_most_m_sensitivities(
@@ -106,6 +108,7 @@ def test_m_records_move_the_measurement_by_at_most_m_sensitivities(
     assert np.sum(np.abs(diff)) <= m * a.sensitivity * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [2, 5, 20])
 def test_a_group_is_measured_at_its_own_sensitivity_with_less_noise_than_group_privacy(
     m: int,
@@ -165,6 +168,7 @@ def test_l2_sensitivity_is_the_largest_column_norm(strategy: mx.Strategy) -> Non
     assert strategy.l2_sensitivity == pytest.approx(_max_col_l2(strategy.dense()))
 
 
+@pytest.mark.slow
 def test_gaussian_selection_picks_the_residual_strategy_for_marginals() -> None:
     w = mx.marginals((15, 2, 5, 6, 4), 2)
     a = mx.select_strategy(w, noise="gaussian")
@@ -176,6 +180,7 @@ def test_gaussian_selection_picks_the_residual_strategy_for_marginals() -> None:
         mx.select_strategy(w, noise="uniform")
 
 
+@pytest.mark.slow
 def test_gaussian_measurement_noise_and_expected_error() -> None:
     # Seeded: 400 draws; the relative standard error of the mean squared error of the answers
     # is ~0.012 here, so a 10% band (8 standard errors) fails with probability < 1e-14.

@@ -260,6 +260,7 @@ def test_answer_intervals_dispatch_and_validation() -> None:
         iv.bootstrap_intervals(w, a, est, noise_scale=1.0, reconstruction="l1", replicates=1)
 
 
+@pytest.mark.slow
 def test_gaussian_releases_get_gaussian_intervals_that_cover() -> None:
     """Seeded: 60 releases of a 50-cell prefix workload under the hierarchical strategy, 3,000
     intervals at 95%. Coverage outside [0.93, 0.97] would be 3 standard errors off for

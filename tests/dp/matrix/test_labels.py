@@ -106,6 +106,7 @@ CASES = [(kind, names, 1) for names in AXES for kind in KINDS] + [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "names", "k"), CASES)
 def test_labels_count_what_the_matrix_rows_count(kind: str, names: list[str], k: int) -> None:
     frame, all_axes = _frame(), _axes()

@@ -146,6 +146,7 @@ def _neighbours(draw: st.DrawFn) -> tuple[mx.MarginalsStrategy, np.ndarray, int]
     return mx.MarginalsStrategy(dims=dims, weights=w), x, draw(st.integers(0, n - 1))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_the_measurement_by_exactly_the_declared_sensitivity(
@@ -185,6 +186,7 @@ def test_loss_of_a_strategy_is_its_laplace_error() -> None:
     assert loss == pytest.approx(a.sensitivity**2 * a.squared_error_factor(w))
 
 
+@pytest.mark.slow
 def test_demo_two_way_marginals_plan_below_hdmm_reference() -> None:
     w = mx.marginals(DEMO, 2)
     a = mx.select_strategy(w)
@@ -200,6 +202,7 @@ def test_demo_two_way_marginals_plan_below_hdmm_reference() -> None:
     np.testing.assert_array_equal(again.weights, a.weights)
 
 
+@pytest.mark.slow
 def test_identity_wins_where_it_is_optimal_and_ties_keep_the_simpler_strategy() -> None:
     # 3-way marginals of the demo: the optimizer's best is the identity itself.
     w = mx.marginals(DEMO, 3)
@@ -212,6 +215,7 @@ def test_identity_wins_where_it_is_optimal_and_ties_keep_the_simpler_strategy() 
     assert mx.expected_rmse(single, a, 1.0) == pytest.approx(math.sqrt(2.0))
 
 
+@pytest.mark.slow
 def test_answer_end_to_end_matches_the_expected_error() -> None:
     # Seeded: 300 draws of 2-way marginals over (6, 5, 4, 3); the empirical mean squared error
     # of the least-squares answers has a relative standard error of ~0.012 here, so a 10% band
@@ -263,6 +267,7 @@ def test_invalid_marginals_strategies_raise_config_error(build: object, message:
         build()  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_kron_workloads_keep_their_per_axis_strategy_when_it_is_better() -> None:
     w = mx.kron(mx.prefix(16), mx.prefix(16))
     a = mx.select_strategy(w)

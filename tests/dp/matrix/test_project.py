@@ -44,6 +44,7 @@ def test_wide_workload_takes_the_interior_point_path() -> None:
     assert not rec._full_rank(WIDE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_nonneg_l1_never_loses_to_least_squares_at_any_nonnegative_truth(seed: int) -> None:
     # The certificate (h >= 0 and ||W p|| <= ||W x_ls||) is equivalent to the guarantee at every
@@ -68,6 +69,7 @@ def test_nonneg_l1_never_loses_to_least_squares_at_any_nonnegative_truth(seed: i
         assert _never_worse(WIDE, est, x_ls, truth)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("records", "epsilon"), [(10**7, 0.01), (10**7, 1.0), (10**5, 1.0)])
 def test_certificate_holds_when_least_squares_is_nearly_consistent(
     records: int, epsilon: float
@@ -163,6 +165,7 @@ def test_interior_point_keeps_cells_no_query_reads() -> None:
     assert h.min() > -1e-6  # near-optimal: the gradient is (almost) non-negative
 
 
+@pytest.mark.slow
 def test_an_uncertified_interior_point_falls_back_to_the_exact_active_set(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

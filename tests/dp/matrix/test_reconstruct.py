@@ -28,6 +28,7 @@ def _wnorm(w: mx.Workload, e: np.ndarray) -> float:
     return float(np.sqrt(e @ w.gram_matmul(e)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["least-squares", "nonneg-l1", "l1"])
 @pytest.mark.parametrize(
     "strategy", [mx.hierarchical(13, 3), mx.wavelet(13), mx.identity_strategy(13)], ids=str
@@ -99,6 +100,7 @@ def test_nonneg_l1_zeroes_empty_regions() -> None:
     assert np.sqrt(np.mean(nn_err) / np.mean(ls_err)) < 0.6
 
 
+@pytest.mark.slow
 def test_l1_result_does_not_depend_on_the_lp_vertex(monkeypatch: pytest.MonkeyPatch) -> None:
     # Duplicate rows make the plain L1 fit degenerate: a whole segment of optima.
     a = mx.nested_blocks(6, [2, 1], [1.0, 1.0])
@@ -165,6 +167,7 @@ def test_measure_validates_the_histogram(x: np.ndarray, message: str) -> None:
 WIDE = mx.marginals((8, 6, 5, 3, 4), 2)  # 2,880 cells: the interior-point path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", [mx.workload_strategy(WIDE), None], ids=["A=W", "A=I"])
 def test_wide_marginals_keep_the_projected_answers_and_are_deterministic(
     strategy: mx.Strategy | None,
@@ -221,6 +224,7 @@ class _Opaque(mx.Strategy):
         return np.linalg.lstsq(self.mat, r, rcond=None)[0]
 
 
+@pytest.mark.slow
 def test_a_strategy_without_structure_is_probed_column_blocks_at_a_time() -> None:
     rng = np.random.default_rng(2)
     dense = (rng.random((700, 600)) < 0.01) * rng.integers(1, 4, (700, 600))

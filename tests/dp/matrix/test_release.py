@@ -11,6 +11,7 @@ from dppub.dp.errors import ConfigError
 from dppub.dp.matrix.exact import certified_sensitivity
 
 
+@pytest.mark.slow
 def test_answer_returns_a_consistent_frozen_result() -> None:
     w = mx.all_range(32)
     x = np.zeros(32)
@@ -34,6 +35,7 @@ def test_answer_returns_a_consistent_frozen_result() -> None:
         res.answers = np.zeros(1)  # type: ignore[misc]
 
 
+@pytest.mark.slow
 def test_seeded_answers_are_reproducible_and_depend_on_the_seed() -> None:
     w, x = mx.prefix(16), np.arange(16.0)
     one = mx.answer(w, x, epsilon=1.0, rng=np.random.default_rng(4))
@@ -59,6 +61,7 @@ def test_multidimensional_answer_uses_c_order() -> None:
     assert int(np.argmax(res.estimate)) == 1 * 3 + 2
 
 
+@pytest.mark.slow
 def test_given_strategy_and_reconstructions() -> None:
     w, x = mx.prefix(20), np.arange(20.0)
     for method in mx.RECONSTRUCTIONS:

@@ -158,6 +158,7 @@ def test_opt0_gradient_matches_finite_differences() -> None:
     assert math.isfinite(loss)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["all_range", "prefix", "width_range"])
 @pytest.mark.parametrize("n", [64, 200])
 def test_block_opt0_loss_and_gradient_match_the_dense_formula(which: str, n: int) -> None:
@@ -212,6 +213,7 @@ def test_block_opt0_needs_contiguous_row_supports() -> None:
         _index(sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])))
 
 
+@pytest.mark.slow
 def test_block_opt0_improves_on_its_hierarchy_start() -> None:
     w = mx.prefix(128)
     a = mx.opt_blocks(w, maxiter=60)
@@ -278,6 +280,7 @@ def test_block_start_splits_a_coarse_finest_level_into_16_cell_blocks() -> None:
     assert block_start(fine) is fine
 
 
+@pytest.mark.slow
 def test_the_tuned_hierarchy_for_a_total_has_its_true_error_factor() -> None:
     """The tuned hierarchy for a single total once put its leaves at ~1e-5 of the root's weight;
     the Sherman-Morrison form of its error factor then cancelled to -2e18 and

@@ -47,6 +47,7 @@ def test_overspending_beyond_a_lowered_budget_stays_in_view() -> None:
     assert chart_limits(Series(name="d", runs=runs, budget=2.0))[2] == pytest.approx(3.0 * 1.08)
 
 
+@pytest.mark.slow
 def test_runs_count_what_the_budget_check_counts(tmp_path, demo: Demo) -> None:  # type: ignore[no-untyped-def]
     payload = audit_payload(str(demo.ledger), None)
     history = Ledger(str(demo.ledger), create=False).history()
@@ -60,6 +61,7 @@ def test_runs_count_what_the_budget_check_counts(tmp_path, demo: Demo) -> None: 
     )
 
 
+@pytest.mark.slow
 def test_the_page_shows_the_chart_the_charged_run_and_the_task_labels(demo: Demo) -> None:
     payload = audit_payload(str(demo.ledger), None)
     history = Ledger(str(demo.ledger), create=False).history()

@@ -167,6 +167,7 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
     assert "zCDP" not in pure
 
 
+@pytest.mark.slow
 def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     from prefect_dask.task_runners import DaskTaskRunner
 
@@ -320,6 +321,7 @@ def test_every_privacy_parameter_takes_an_int_where_a_float_is_expected(tmp_path
     load_plan(_write(tmp_path, raw))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [True, False, "0.5", "3"])
 @pytest.mark.parametrize("parameter", list(PARAMETERS))
 def test_a_privacy_parameter_must_be_a_number(

@@ -31,6 +31,7 @@ def test_the_examples_declare_one_dataset() -> None:
     assert configs[0].data_path() == ROOT / "data" / "sample" / "census.parquet"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", list(itertools.permutations(EXAMPLES)))
 def test_the_examples_spend_one_budget_in_any_order(tmp_path: Path, order: tuple[str]) -> None:
     # old code: the second config was refused ("the config differs from what the ledger

@@ -41,6 +41,7 @@ def _recording(steps: Steps, calls: list[str]) -> Steps:
     return replace(steps, **{n: noted(n, getattr(steps, n)) for n in names})
 
 
+@pytest.mark.slow
 def test_the_steps_run_in_order_and_the_run_is_committed(
     tmp_path: Path, census_small: Path
 ) -> None:

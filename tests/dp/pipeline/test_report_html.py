@@ -32,6 +32,7 @@ def _summary(demo: Demo, name: str) -> ReleaseSummary:
     return next(s for s in demo.published.summaries if s.name == name)
 
 
+@pytest.mark.slow
 def test_the_report_is_one_file_with_nothing_to_fetch(demo: Demo) -> None:
     page = _page(demo)
     assert "<script" not in page
@@ -85,6 +86,7 @@ def _copy_run(demo: Demo, tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     demo: Demo, tmp_path: Path
 ) -> None:
@@ -108,6 +110,7 @@ def test_interval_bands_and_coefficient_intervals_are_drawn_when_published(
     assert f"(≈{sizes.iloc[0]:.0f})" in clusters
 
 
+@pytest.mark.slow
 def test_without_intervals_the_report_says_so(demo: Demo, tmp_path: Path) -> None:
     folder = _copy_run(demo, tmp_path)
     path = folder / "age_cdf" / "answers.parquet"
@@ -134,6 +137,7 @@ def test_without_intervals_the_report_says_so(demo: Demo, tmp_path: Path) -> Non
     assert "line is its published interval" not in model
 
 
+@pytest.mark.slow
 def test_a_plot_that_fails_leaves_a_note_and_the_report(demo: Demo, tmp_path: Path) -> None:
     folder = _copy_run(demo, tmp_path)
     (folder / "work_patterns" / "model.json").write_text(json.dumps({"centres": "broken"}))

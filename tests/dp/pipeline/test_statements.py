@@ -83,6 +83,7 @@ def _unit_config(tmp: Path, census_small: Path, m: int, **sections: Any) -> Path
     return config
 
 
+@pytest.mark.slow
 def test_a_rho_budget_is_calibrated_as_zcdp_and_says_so(tmp_path: Path, census_small: Path) -> None:
     m, rho, delta = 3, 0.02, 1e-6
     workload = {
@@ -113,6 +114,7 @@ def test_a_rho_budget_is_calibrated_as_zcdp_and_says_so(tmp_path: Path, census_s
     assert f"accounting: {stated['accounting']}" in (folder / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_an_epsilon_release_says_it_was_accounted_in_epsilon(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -141,6 +143,7 @@ class _SlowClock:
         return self.now
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["age_cdf", "income_ranges", "age_band_by_sex"])
 def test_interval_settings_and_values_do_not_depend_on_the_clock(
     tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch, name: str
@@ -169,6 +172,7 @@ def test_interval_settings_and_values_do_not_depend_on_the_clock(
     np.testing.assert_array_equal(loaded.std_error, idle.std_error)
 
 
+@pytest.mark.slow
 def test_unit_releases_state_the_unit_and_logistic_models_their_outcome(
     tmp_path: Path, census_small: Path
 ) -> None:

@@ -15,6 +15,7 @@ from dppub.dp.calibration import gaussian_sigma
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 def test_a_unit_workload_is_measured_at_m_times_its_sensitivity(
     tmp_path: Path, census_small: Path, noise: str

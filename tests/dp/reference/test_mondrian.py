@@ -47,6 +47,7 @@ def test_cells_are_the_lowest_common_node_of_the_class(small) -> None:  # type: 
             assert lvl == 0 or below > 1
 
 
+@pytest.mark.slow
 def test_mondrian_beats_the_full_domain_optimum_on_adult(adult) -> None:  # type: ignore[no-untyped-def]
     df, hs = adult
     local = mondrian(df, hs, k=5)

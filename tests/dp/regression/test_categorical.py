@@ -156,6 +156,7 @@ def _neighbours(draw: st.DrawFn):
     return dsg, (X, y), (X[keep], y[keep])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:
@@ -202,6 +203,7 @@ def test_linear_auto_recovers_category_effects_and_names_them() -> None:
     assert doc["feature_bounds"]["one_hot_blocks"] == [[1, 2], [2, 4]]
 
 
+@pytest.mark.slow
 def test_logistic_and_trace_accept_category_features() -> None:
     frame = _census(20_000, 3)
     enc = FeatureEncoding.from_schema(SCHEMA, ["sex", "edu"], fit_intercept=True)

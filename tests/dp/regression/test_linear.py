@@ -129,6 +129,7 @@ def test_trimmed_solve_bounds_an_indefinite_objective() -> None:
     assert np.linalg.norm(theta) <= np.linalg.norm([1.0, -1.0]) / 0.5
 
 
+@pytest.mark.slow
 def test_never_explodes_on_a_grid_of_hard_cases() -> None:
     # 432 seeded fits where noise swamps the signal (tiny n, tiny epsilon, degenerate X).
     rng = np.random.default_rng(3)

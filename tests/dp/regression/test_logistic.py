@@ -87,6 +87,7 @@ def test_rows_are_clipped(method: str, fit_intercept: bool) -> None:
 _coord = st.one_of(st.sampled_from([-9.0, -1.0, 0.0, 1.0, 9.0]), st.floats(-1e6, 1e6))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     d=st.integers(1, 4),
@@ -332,6 +333,7 @@ def test_close_to_non_private_at_epsilon_one(method: str) -> None:
     assert np.mean(predict(model, Xte) != yte) - bayes < 0.015
 
 
+@pytest.mark.slow
 def test_noise_vector_norm_is_gamma() -> None:
     # ||b|| ~ Gamma(p, 1/eps): mean p/eps, variance p/eps^2. Over 4,000 seeded draws with p = 3,
     # eps = 2 the sample mean has standard error sqrt(3/4)/sqrt(4000) = 0.0137; tolerance 0.07

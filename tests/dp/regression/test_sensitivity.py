@@ -136,6 +136,7 @@ def _neighbours(draw: st.DrawFn):
     return dsg, (X, y), (X[keep], y[keep])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_neighbours())
 def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:

@@ -58,6 +58,7 @@ def test_cost_is_parallel_over_tasks() -> None:
     assert compose(planned) == PrivacyCost(epsilon=0.7)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     t=st.integers(1, 4),
@@ -98,6 +99,7 @@ def test_solver_failure_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> No
         model.fit(X, y, tasks=tasks, rng=rng)
 
 
+@pytest.mark.slow
 def test_low_rank_beats_independent_per_task_regressions() -> None:
     # Rank 2, 20 tasks, 2,000 rows each, d = 10, epsilon = 1. In development (20 seeds) the
     # Frobenius-error ratio to independent per-task DP regressions on the same noisy statistics

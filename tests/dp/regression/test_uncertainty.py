@@ -72,6 +72,7 @@ def _models() -> list[tuple[str, Any, Any]]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "model", "exact"), _models(), ids=MODEL_IDS)
 def test_table_publishes_the_model_and_is_deterministic(name: str, model: Any, exact: Any) -> None:
     fitted = _fit(model, exact, np.random.default_rng(1))
@@ -130,6 +131,7 @@ def test_linear_intervals_cover() -> None:
     assert 0.90 <= np.mean(hits) <= 0.99
 
 
+@pytest.mark.slow
 def test_trace_table_lists_every_task() -> None:
     X, y = _data(3000, seed=2)
     tasks = np.random.default_rng(3).integers(0, 3, len(y))
@@ -177,6 +179,7 @@ def _ball_stats(model: Any, d: int, n: int = 3000) -> SufficientStatistics:
     return sufficient_statistics(X, y, model.design(d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "d", "release"),
     [
@@ -256,6 +259,7 @@ def test_cluster_table_size_intervals_are_exact() -> None:
         cluster_table([[1.0]], [1.0], features=["a"], size_scale=1.0, reseeded=[True, False])
 
 
+@pytest.mark.slow
 def test_a_replicate_the_solver_cannot_finish_is_dropped_and_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -25,6 +25,7 @@ FIGURE_SETS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 @pytest.mark.parametrize("k", [1, 6])
 @pytest.mark.parametrize("figures", sorted(FIGURE_SETS))
@@ -42,6 +43,7 @@ def test_the_choice_has_the_least_error_and_beats_identity_and_square_root(
     assert choice.factorization_bound <= choice.profile.total * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_running_totals_choose_the_optimized_factorization_row_level() -> None:
     choice = choose_strategy(running_total(120), Relation())
     assert choice.strategy.name == "Optimized"

@@ -48,6 +48,7 @@ def _brute_force(a: np.ndarray, k: int, m: int, norm: Norm) -> float:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("horizon", [5, 9, 12])
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("norm", NORMS)

@@ -51,6 +51,7 @@ def test_a_budget_without_delta_is_refused(epsilon: float, delta: float) -> None
         cdp_rho(epsilon, delta)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     rho=st.floats(min_value=1e-6, max_value=10.0),

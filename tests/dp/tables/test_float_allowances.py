@@ -51,6 +51,7 @@ def _pair_vector(counts: list[int], sums: list[int]) -> tuple[np.ndarray, float]
     return seen["values"], seen["sensitivity"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     rows=st.integers(0, MAX_ROWS - 1),
@@ -88,6 +89,7 @@ def _rank_scores(hist: np.ndarray, p: float, tied: bool) -> tuple[np.ndarray, fl
     return seen["scores"], seen["sensitivity"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     counts=st.lists(st.integers(0, MAX_ROWS // 8), min_size=2, max_size=8),

@@ -102,6 +102,7 @@ def test_every_row_of_every_member_has_at_most_its_separate_noise_variance(name:
     assert improved  # the group's other tables always help some table's rows
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     name=st.sampled_from(list(GROUPS)),

@@ -21,6 +21,7 @@ from dppub.dp.tables.keys import (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (0.5, 1e-6), (0.1, 1e-9), (2.0, 1e-3)])
 def test_the_threshold_rule_spends_at_most_delta_and_no_rule_releases_more(
     eps: float, delta: float

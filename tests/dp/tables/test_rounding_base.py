@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from dppub.dp.tables.table import release_table
 from tests.dp.tables.test_tables import NESTED, _design, _dims
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(
     shape=st.lists(st.integers(1, 3), min_size=1, max_size=2),

@@ -78,6 +78,7 @@ def _pipelinedp_means(
     return np.asarray((lo + hi) / 2.0 + noisy_s / np.maximum(1.0, noisy_n))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "measures",
     [[Measure("mean", "x")], [Measure("count"), Measure("sum", "x"), Measure("mean", "x")]],
@@ -122,6 +123,7 @@ NESTED = Dimension(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(shape=SHAPES, margins=st.booleans(), nested=st.booleans())
 def test_every_published_row_sums_the_cells_its_labels_name(
@@ -143,6 +145,7 @@ def test_every_published_row_sums_the_cells_its_labels_name(
         assert rows[r].toarray().ravel().tolist() == [float(m) for m in match]
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(
     shape=st.lists(st.integers(1, 3), min_size=1, max_size=2),
@@ -219,6 +222,7 @@ def test_published_margins_add_up_exactly(
     assert len(grand) == 2
 
 
+@pytest.mark.slow
 def test_medians_are_within_two_percentile_points_at_epsilon_one() -> None:
     # 4 groups of 3,000 rows (lognormal waits in [0, 365] days, 1,024 bins), 10 seeds, epsilon 1.
     # Nine deciles: the hierarchical CDF's price (one or two quantiles take the exponential
@@ -285,6 +289,7 @@ def test_the_intervals_cover_the_noise_of_counts_sums_and_means() -> None:
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(
     shape=SHAPES,

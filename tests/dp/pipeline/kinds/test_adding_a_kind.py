@@ -121,6 +121,7 @@ def count_config(tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyP
     return path
 
 
+@pytest.mark.slow
 def test_a_kind_needs_its_module_and_one_registry_line(
     tmp_path: Path, census_small: Path, count_config: Path
 ) -> None:

@@ -148,6 +148,7 @@ def test_tables_are_planned_published_recorded_and_reported(
     assert html.count("<svg") >= 4  # three measures' bars, two quantiles' bars, one heatmap
 
 
+@pytest.mark.slow
 def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_small: Path) -> None:
     frame = pd.read_parquet(census_small)
     frame["household"] = [f"h{i % 700}" for i in range(len(frame))]
@@ -183,6 +184,7 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     assert "household" in summary.neighbours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("table", "message"),
     [
@@ -219,6 +221,7 @@ def test_the_example_config_plans(tmp_path: Path) -> None:
     assert plan.releases[4].spec.keys == "private" and plan.releases[4].cost.delta == 1e-6
 
 
+@pytest.mark.slow
 def test_a_nested_hierarchy_gets_consistent_integer_margins(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -280,6 +283,7 @@ def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
     assert grids == [frozenset({"age"}), frozenset(), frozenset()]
 
 
+@pytest.mark.slow
 def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -357,6 +361,7 @@ def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_sm
     assert "<td>laplace+exponential</td>" in page.read_text()
 
 
+@pytest.mark.slow
 def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -390,6 +395,7 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
 QUANTILE = {"quantile": "age", "at": [0.5]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bounds", [[0, 250_000_000], [-(2**63), 2**63]])
 def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
     tmp_path: Path, census_small: Path, bounds: list[int]

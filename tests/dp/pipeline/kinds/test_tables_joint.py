@@ -44,6 +44,7 @@ GROUP: list[dict[str, Any]] = [
 ]
 
 
+@pytest.mark.slow
 def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     assert not list((folder.parent / ".staging").glob("*.joint"))  # the measurement is gone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -134,6 +136,7 @@ def test_what_a_joint_group_may_not_say(
         load_plan(_config(tmp_path, census_small, tables))
 
 
+@pytest.mark.slow
 def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
     tmp_path: Path, census_small: Path
 ) -> None:
@@ -172,6 +175,7 @@ def test_levels_of_one_hierarchy_are_estimated_jointly_and_nest(
         assert abs(parents.loc[parent, "answer"] - total) <= slack
 
 
+@pytest.mark.slow
 def test_a_fault_after_the_groups_draws_charges_the_whole_group_and_publishes_nothing(
     tmp_path: Path, census_small: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
