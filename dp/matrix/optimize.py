@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from dppub.dp.errors import ConfigError, SolverError
 from dppub.dp.matrix.strategy import Strategy, Tree, gram_diag, nested_blocks, quad_forms
 from dppub.dp.matrix.workload import FloatArray, Workload
+from dppub.dp.stopping import check_stop
 
 __all__ = ["PIdentity", "lbfgs", "opt0", "p_identity", "tuned_hierarchy"]
 
@@ -233,6 +234,7 @@ def opt0(
     scale = _opt0_loss(theta0, workload, diag_g, grad=False)[0]
 
     def fun(phi: FloatArray) -> tuple[float, FloatArray]:
+        check_stop("optimizing a strategy")
         loss, g = _opt0_loss(phi**2, workload, diag_g, grad=True)
         return loss / scale, 2.0 * phi * g / scale
 
