@@ -2,10 +2,14 @@
 
 Release-grade noise (``rng=None``, what every flow uses) comes from OpenDP's samplers: discrete
 constructions driven by the operating system's CSPRNG, so that the floating-point output does not
-leak the input through its low-order bits (Mironov 2012). A whole vector is noised by one call
-of an OpenDP vector measurement, built once per (sensitivity, epsilon, length) and cached; the
-Laplace scale is re-checked through OpenDP's own privacy map, which also charges the rounding
-of the input to the sampler's grid.
+leak the input through its low-order bits (Mironov 2012). The Laplace scale is calibrated once per
+(sensitivity, epsilon, length) for the whole vector and re-checked through OpenDP's own privacy
+map, which also charges the rounding of the input to the sampler's grid. The vector is then
+noised in chunks of :data:`CHUNK` coordinates, each one call of OpenDP's vector measurement with
+that same scale and grid, checking the run's stop request between them
+(:func:`dp.stopping.check_stop`): a million-cell draw takes about a minute on a loaded machine,
+a chunk well under a second. Every coordinate's noise is drawn independently by the same sampler
+at the same scale, so chunking changes neither the output's distribution nor the guarantee.
 
 Passing a seeded ``numpy.random.Generator`` as ``rng`` selects a *reproducible* sampler with the
 same discrete construction (a two-sided geometric on a power-of-two grid) but a non-cryptographic
@@ -16,6 +20,7 @@ flow parameter.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -25,9 +30,11 @@ import opendp.prelude as odp
 
 from dppub.dp.calibration import gaussian_sigma, laplace_scale, zcdp_gaussian_sigma
 from dppub.dp.errors import ConfigError, InvariantError
+from dppub.dp.stopping import check_stop
 from dppub.dp.validation import check_epsilon
 
 __all__ = [
+    "CHUNK",
     "exponential",
     "gaussian",
     "laplace",
@@ -46,6 +53,9 @@ _GRID_BITS = 30
 # Grid of the release sampler (OpenDP's ``k``): 2^-50 of the noise scale; OpenDP's privacy map
 # charges the rounding, n 2^-50 of the scale for n coordinates (see _calibrated_laplace).
 _RELEASE_GRID_BITS = 50
+CHUNK = 1024
+"""Coordinates noised per call of an OpenDP sampler; the stop request is checked between calls.
+About 0.1 s of Laplace and 0.4 s of Gaussian noise on a loaded 2-core machine."""
 
 
 def _finite_array(value: npt.ArrayLike, *, name: str) -> FloatArray:
@@ -55,6 +65,7 @@ def _finite_array(value: npt.ArrayLike, *, name: str) -> FloatArray:
     return arr
 
 
+@lru_cache(maxsize=64)
 def _opendp_laplace(scale: float, size: int, k: int) -> Any:
     return odp.m.make_laplace(
         odp.vector_domain(odp.atom_domain(T=float, nan=False), size=size),
@@ -65,29 +76,38 @@ def _opendp_laplace(scale: float, size: int, k: int) -> Any:
 
 
 @lru_cache(maxsize=64)
-def _calibrated_laplace(sensitivity: float, epsilon: float, size: int) -> Any:
-    """OpenDP Laplace measurement on vectors of ``size`` whose privacy map certifies ``epsilon``.
+def _calibrated_laplace(sensitivity: float, epsilon: float, size: int) -> tuple[float, int]:
+    """Scale and grid exponent ``k`` of an OpenDP Laplace measurement on vectors of ``size``
+    whose privacy map certifies ``epsilon``.
 
     OpenDP rounds the input to the grid ``2^k`` and adds discrete Laplace noise on it; its map
     charges the rounding (up to ``2^k`` per coordinate) on top of ``sensitivity``, which needs
     the vector's size. With ``2^k`` about ``2^-50`` of the scale that costs ``size * 2^-50`` of
     the scale, while sampling is ~3x faster than on OpenDP's default grid of ``2^-1074`` (whose
-    integers have ~1,000 bits). The measurement is cached: calibrating may need a binary search
-    over the scale, which cost more than the sampling itself.
+    integers have ~1,000 bits). Cached: calibrating may need a binary search over the scale,
+    which cost more than the sampling itself.
     """
     nominal = laplace_scale(sensitivity=sensitivity, epsilon=epsilon)
     k = math.floor(math.log2(nominal)) - _RELEASE_GRID_BITS
-    meas = _opendp_laplace(nominal, size, k)
-    if meas.map(sensitivity) <= epsilon:
-        return meas
+    if _opendp_laplace(nominal, size, k).map(sensitivity) <= epsilon:
+        return nominal, k
     # OpenDP accounts for its rounding to the grid; if that pushes epsilon over, widen the scale.
     scale = odp.binary_search_param(
         lambda s: _opendp_laplace(float(s), size, k), d_in=sensitivity, d_out=epsilon, T=float
     )
-    meas = _opendp_laplace(float(scale), size, k)
-    if meas.map(sensitivity) > epsilon:
+    if _opendp_laplace(float(scale), size, k).map(sensitivity) > epsilon:
         raise InvariantError("OpenDP Laplace calibration failed its own privacy map")
-    return meas
+    return float(scale), k
+
+
+def _in_chunks(x: FloatArray, sample: Callable[[FloatArray], list[float]]) -> FloatArray:
+    """``sample`` applied to ``x`` (flattened) :data:`CHUNK` coordinates at a time, the stop
+    request checked before each chunk; the same shape as ``x``."""
+    flat, out = x.ravel(), np.empty(x.size, dtype=np.float64)
+    for start in range(0, flat.size, CHUNK):
+        check_stop("drawing noise")
+        out[start : start + CHUNK] = sample(flat[start : start + CHUNK])
+    return out.reshape(x.shape)
 
 
 def _grid(scale: float) -> float:
@@ -115,18 +135,22 @@ def laplace(
         value: exact statistic (scalar or array), finite.
         sensitivity: L1 global sensitivity of the statistic, derived from declared bounds.
         epsilon: privacy parameter (> 0).
-        rng: ``None`` for release-grade noise (OpenDP); a seeded generator for tests only.
+        rng: ``None`` for release-grade noise (OpenDP), drawn in chunks of :data:`CHUNK`
+            independent coordinates at the scale certified for the whole vector (module doc:
+            the same distribution as one call); a seeded generator for tests only.
 
     Returns:
         The noisy statistic, same shape as ``value``.
+
+    Raises:
+        Stopped: the run was interrupted between two chunks (:mod:`dp.stopping`).
     """
     eps = check_epsilon(epsilon)
     x = _finite_array(value, name="value")
     if rng is None:
-        # One vector measurement: OpenDP samples every coordinate in one call, no Python loop.
-        meas = _calibrated_laplace(float(sensitivity), eps, max(1, x.size))
-        noisy = meas(x.ravel().tolist()) if x.size else []
-        return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
+        # Certified for the whole vector; each chunk is noised by the same scale and grid.
+        scale, k = _calibrated_laplace(float(sensitivity), eps, max(1, x.size))
+        return _in_chunks(x, lambda part: _opendp_laplace(scale, part.size, k)(part.tolist()))
     scale = laplace_scale(sensitivity=sensitivity, epsilon=eps)
     g = _grid(scale)
     steps = np.rint(x / g) + _two_sided_geometric(x.shape, scale_in_steps=scale / g, rng=rng)
@@ -156,7 +180,8 @@ def gaussian(
 
     The scale comes from :func:`dp.calibration.gaussian_sigma` or
     :func:`dp.calibration.zcdp_gaussian_sigma`; samples are OpenDP's discrete Gaussian
-    (Canonne, Kamath & Steinke 2020) for releases, or a rounded seeded normal for tests.
+    (Canonne, Kamath & Steinke 2020) for releases, drawn independently per coordinate in chunks
+    (module doc: the same distribution as one call), or a rounded seeded normal for tests.
     """
     if rho is not None and epsilon is None and delta is None:
         sigma = zcdp_gaussian_sigma(l2_sensitivity=l2_sensitivity, rho=rho)
@@ -166,8 +191,7 @@ def gaussian(
         raise ConfigError("the Gaussian mechanism needs either epsilon and delta, or rho")
     x = _finite_array(value, name="value")
     if rng is None:
-        noisy = _opendp_gaussian(sigma)(x.ravel().tolist())
-        return np.asarray(noisy, dtype=np.float64).reshape(x.shape)
+        return _in_chunks(x, lambda part: _opendp_gaussian(sigma)(part.tolist()))
     g = _grid(sigma)
     steps = np.rint(x / g) + np.rint(rng.normal(0.0, sigma / g, size=x.shape))
     return np.asarray(steps * g, dtype=np.float64)

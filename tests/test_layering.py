@@ -13,7 +13,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # layer -> the top-level names it holds (a package or a module: `dp.matrix` holds `dp.matrix.*`).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "foundations": ("dp.errors", "dp.validation", "dp.schema", "dp.budget", "dp.periods"),
+    "foundations": (
+        "dp.errors",
+        "dp.validation",
+        "dp.schema",
+        "dp.budget",
+        "dp.periods",
+        "dp.stopping",
+    ),
     "privacy core": (
         "dp.mechanisms",
         "dp.calibration",

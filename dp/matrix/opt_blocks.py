@@ -30,6 +30,7 @@ from dppub.dp.errors import ConfigError, SolverError
 from dppub.dp.matrix.optimize import PIdentity, single_threaded_blas, tuned_hierarchy
 from dppub.dp.matrix.strategy import IntArray, Tree, nested_blocks
 from dppub.dp.matrix.workload import FloatArray, Workload
+from dppub.dp.stopping import check_stop
 
 __all__ = ["block_start", "opt_blocks"]
 
@@ -295,6 +296,7 @@ def opt_blocks(
     scale = _loss_grad(init, ix, workload, diag_g)[0]
 
     def fun(theta: FloatArray) -> tuple[float, FloatArray]:
+        check_stop("optimizing a strategy")  # seconds at 4096 cells (the run may be stopped)
         loss, g = _loss_grad(theta, ix, workload, diag_g)
         return loss / scale, g / scale
 

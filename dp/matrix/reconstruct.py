@@ -46,6 +46,7 @@ from dppub.dp.matrix.project import (
 from dppub.dp.matrix.strategy import Strategy, Tree
 from dppub.dp.matrix.tiebreak import generic_cost, lexicographic_l1
 from dppub.dp.matrix.workload import AllRange, FloatArray, Identity, Prefix, Workload
+from dppub.dp.stopping import checked
 
 
 @functools.cache
@@ -103,7 +104,7 @@ def sparse_matrix(strategy: Strategy) -> sp.csr_matrix:
         if as_workload is not None:
             return as_workload
     blocks, width = [], max(1, _PROBE_ENTRIES // strategy.n)
-    for start in range(0, strategy.n, width):
+    for start in checked(range(0, strategy.n, width), "probing a strategy", every=1):
         eye = np.zeros((strategy.n, min(width, strategy.n - start)))
         eye[np.arange(start, start + eye.shape[1]), np.arange(eye.shape[1])] = 1.0
         blocks.append(sp.csc_matrix(strategy @ eye))

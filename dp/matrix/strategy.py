@@ -215,9 +215,13 @@ class Tree(SparseStrategy):
     _leaf_c: FloatArray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        rows = np.repeat(np.arange(self.lo.size), self.hi - self.lo)
-        cols = np.concatenate([np.arange(a, b) for a, b in zip(self.lo, self.hi, strict=True)])
-        vals = np.repeat(self.weight, self.hi - self.lo)
+        lengths = self.hi - self.lo
+        rows = np.repeat(np.arange(self.lo.size), lengths)
+        # Each node's cells lo..hi-1, for every node at once (no Python loop over a million
+        # nodes): position in the concatenation, shifted by where the node's run starts.
+        starts = np.cumsum(lengths) - lengths
+        cols = np.arange(int(lengths.sum())) + np.repeat(self.lo - starts, lengths)
+        vals = np.repeat(self.weight, lengths)
         mat = sp.csr_matrix((vals, (rows, cols)), shape=(self.lo.size, self.size))
         object.__setattr__(self, "_matrix", mat)
         self._factorize()

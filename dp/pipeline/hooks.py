@@ -8,33 +8,18 @@ loop calls them -- AIM's rounds (:mod:`dp.pipeline.kinds.synthetic.kind`).
 :func:`request_stop` is the process's one stop request: ``dppub run``'s signal handler
 (:mod:`flows.interrupts`) makes it when a signal interrupts the run, so releases still
 computing stop at their next safe point and the run settles now, not after work it will not
-publish. Stdlib only: the CLI imports this before anything heavy.
+publish. It lives in :mod:`dp.stopping` (foundations), where the privacy core's long loops
+consult it too. Stdlib only: the CLI imports this before anything heavy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from threading import Event
+
+from dppub.dp.stopping import clear_stop, request_stop, stop_requested
 
 __all__ = ["Hooks", "clear_stop", "request_stop", "stop_requested"]
-
-_stop = Event()
-
-
-def request_stop() -> None:
-    """The run of this process was interrupted: stop at the next safe point."""
-    _stop.set()
-
-
-def stop_requested() -> bool:
-    """Whether :func:`request_stop` was called since the last :func:`clear_stop`."""
-    return _stop.is_set()
-
-
-def clear_stop() -> None:
-    """A new command starts: nothing asks it to stop."""
-    _stop.clear()
 
 
 def _quiet(_line: str) -> None:

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from dppub.dp import matrix
 from dppub.dp.errors import ConfigError
+from dppub.dp.stopping import checked
 
 __all__ = ["STAR", "Dimension", "Published", "published_rows"]
 
@@ -66,7 +67,7 @@ class Dimension:
     def options(self, margins: bool) -> list[list[_Block]]:
         """The blocks of each way this dimension appears in a published row: its cells, then
         (with margins) each coarser level's parents and the whole axis."""
-        out = [[(i, i, self._labels(i, 0)) for i in range(self.size)]]
+        out = [[(i, i, self._labels(i, 0)) for i in checked(range(self.size), "a table's rows")]]
         if not margins:
             return out
         for level, parents in enumerate(self.coarser, start=1):
@@ -132,7 +133,7 @@ def published_rows(dims: Sequence[Dimension], margins: bool) -> Published:
     parts: list[tuple[tuple[tuple[int, int], ...], ...]] = []
     for choice in itertools.product(*(d.options(margins) for d in dims)):
         parts.append(tuple(tuple((b[0], b[1]) for b in blocks) for blocks in choice))
-        for blocks in itertools.product(*choice):
+        for blocks in checked(itertools.product(*choice), "listing a table's rows"):
             lo.append([b[0] for b in blocks])
             hi.append([b[1] for b in blocks])
             labels.append(tuple(v for b in blocks for v in b[2]))

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dppub.dp.stopping import checked
+
 __all__ = ["PRECISION_RULE", "VALUE_COLUMNS", "as_text", "exponents", "round_at"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -80,7 +82,8 @@ def as_text(values: npt.ArrayLike, exponent: npt.ArrayLike) -> list[str]:
     ['2086', '0.034', '12300', '', '0.30000000000000004']
     """
     out: list[str] = []
-    for v, e in zip(np.asarray(values, dtype=np.float64), np.asarray(exponent), strict=True):
+    pairs = zip(np.asarray(values, dtype=np.float64), np.asarray(exponent), strict=True)
+    for v, e in checked(pairs, "writing a table's numbers"):
         if not np.isfinite(v):
             out.append("")
         elif not np.isfinite(e):

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dppub.dp.stopping import checked
 from dppub.dp.tables.margins import STAR
 from dppub.dp.tables.office import OfficeTable
 from dppub.dp.tables.precision import as_text
@@ -96,7 +97,7 @@ def wide_blocks(table: OfficeTable, keys: Sequence[str]) -> list[Block]:
         exponent = np.full_like(values, np.nan)
         cells = [["" for _ in columns] for _ in rows]
         flags = [["" for _ in columns] for _ in rows]
-        for i, label, col in zip(at, labels, col_of, strict=True):
+        for i, label, col in checked(zip(at, labels, col_of, strict=True), "the wide table"):
             r, c = at_row[label], at_col[col]
             values[r, c], exponent[r, c] = answer[i], table.exponent[i]
             flags[r][c] = quality[i]
@@ -136,6 +137,6 @@ def wide_csv(blocks: Sequence[Block]) -> str:
             writer.writerow([])
         writer.writerow([block.title])
         writer.writerow(block.header)
-        for labels, cells in zip(block.rows, block.text, strict=True):
+        for labels, cells in checked(zip(block.rows, block.text, strict=True), "answers_wide.csv"):
             writer.writerow([*labels, *cells])
     return out.getvalue()

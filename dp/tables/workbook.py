@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from dppub.dp.stopping import checked
 from dppub.dp.tables.wide import Block
 
 __all__ = ["MARKS", "write_workbook"]
@@ -70,7 +71,7 @@ def write_workbook(path: Path, blocks: Sequence[Block], notes: Sequence[tuple[st
         sheet.freeze_panes = f"{get_column_letter(len(block.down) + 1)}3"
         sheet.append(heading(sheet, [block.title]))
         sheet.append(heading(sheet, block.header))
-        for i, labels in enumerate(block.rows):
+        for i, labels in checked(enumerate(block.rows), "writing answers.xlsx"):
             row: list[Any] = list(labels)
             for j in range(len(block.columns)):
                 text, value = block.text[i][j], float(block.values[i, j])

@@ -35,7 +35,7 @@ def write_answers(
     digits as text), ``answers_wide.csv`` and ``answers.xlsx`` (:mod:`dp.tables.wide`)."""
     out.write_frame(plan.name, "answers.parquet", published.answers)
     folder = out.release_dir(plan.name)
-    published.text().to_csv(folder / "answers.csv", index=False)
+    out.write_csv(plan.name, "answers.csv", published.text())
     blocks = wide_blocks(published, design.keys)
     (folder / "answers_wide.csv").write_text(wide_csv(blocks))
     cost = plan.cost
