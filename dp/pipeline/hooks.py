@@ -6,7 +6,7 @@ the kind's ``execute``; a kind with a long loop reads them with :func:`hooks` (i
 thread) -- AIM's rounds (:mod:`dp.pipeline.kinds.synthetic`). Outside a step they do nothing.
 
 :func:`request_stop` is the process's one stop request: ``dppub run``'s signal handler
-(:mod:`flows.interrupts`) makes it when a signal interrupts the run, so releases still
+(:mod:`dppub.interrupts`) makes it when a signal interrupts the run, so releases still
 computing stop at their next safe point and the run settles now, not after work it will not
 publish. Stdlib only: the CLI imports this before anything heavy.
 """
