@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from dppub.dp.budget import PrivacyCost  # noqa: E402
 from dppub.dp.ledger import BudgetPolicy, DataIdentity, Ledger, ReleaseRecord  # noqa: E402
 
-# The venv's interpreter, started with ``-m dppub.flows.cli`` from ROOT: the CLI of *this* checkout
+# The venv's interpreter, started with ``-m dppub.cli`` from ROOT: the CLI of *this* checkout
 # (the venv's ``dppub`` script imports whichever checkout it was installed from).
 PYTHON = Path(sys.executable)
 
@@ -34,7 +34,7 @@ def _cli(
 ) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     done = subprocess.run(
-        [str(PYTHON), "-m", "dppub.flows.cli", *args],
+        [str(PYTHON), "-m", "dppub.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -35,7 +35,7 @@ _TIMER = r"""
 import json, pickle, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import dp.pipeline.report, dp.ledger, flows.commands  # what a run has imported already
+import dp.pipeline.report, dp.ledger, dppub.commands  # what a run has imported already
 assert "matplotlib" not in sys.modules
 args = pickle.loads(Path(sys.argv[2]).read_bytes())
 times = []
@@ -45,7 +45,7 @@ for _ in range(2):
         from dppub.dp.pipeline.report_html import render_report_html
         render_report_html(**args["kwargs"])
     else:
-        from dppub.flows.commands import audit_payload, write_audit_page
+        from dppub.commands import audit_payload, write_audit_page
         write_audit_page(args["ledger"], audit_payload(args["ledger"], None), Path(args["out"]))
     times.append(time.perf_counter() - start)
 print(json.dumps(times))

@@ -12,7 +12,7 @@ Prints one table and writes ``bench/results/reconstruct.json``. Not run by the t
    ``||W (x_bar - x)|| <= ||W (x_ls - x)||`` on every draw (largest ratio reported).
 2. ``dppub run`` end to end on a config holding just that workload (Prefect start-up
    included): wall time and the peak resident memory of the process.
-3. Plan: ``dppub plan configs/demo.yaml`` in a new process (``python -m dppub.flows.cli`` of this
+3. Plan: ``dppub plan configs/demo.yaml`` in a new process (``python -m dppub.cli`` of this
    checkout) with an empty strategy cache (cold), then warm: the median of five runs (issue 17:
    <= 1.5 s); the strategy choice for all-range(1024) in a new process, cold and warm.
 4. Release Laplace noise for 1,024 and 72,000 cells: ``dp.mechanisms.laplace`` (rng=None)
@@ -63,7 +63,7 @@ DATA = ROOT / "data" / "sample" / "census.parquet"
 OUT = ROOT / "bench" / "results" / "reconstruct.json"
 PYTHON = Path(sys.executable)
 # This checkout's CLI (the venv's `dppub` script imports the checkout it was installed from).
-DPPUB = [str(PYTHON), "-m", "dppub.flows.cli"]
+DPPUB = [str(PYTHON), "-m", "dppub.cli"]
 BASE = [{"column": "age", "level": 1}] + [
     {"column": c} for c in ("sex", "race", "education", "marital")
 ]

@@ -189,11 +189,11 @@ def _demo(rows: int, engine: str, path: Path, config: Path, scratch: Path) -> di
     cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
     resolved = load_plan(cfg, None if engine == "auto" else engine).resolved_engine()
     # The CLI of this checkout (the venv's `dppub` script imports the checkout it was installed
-    # from): `python -m dppub.flows.cli` with ROOT as the working directory.
+    # from): `python -m dppub.cli` with ROOT as the working directory.
     cmd = [
         sys.executable,
         "-m",
-        "dppub.flows.cli",
+        "dppub.cli",
         "run",
         str(cfg),
         "--ledger",

@@ -317,7 +317,7 @@ def run_cli(name: str, eps: float, seed: int, **aim: Any) -> dict[str, Any]:
         cfg = {"dataset": {**dataset, "columns": columns}, "synthetic": [release]}
         (Path(tmp) / "bench.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         env = {**os.environ, "PREFECT_HOME": str(ROOT / ".state" / "prefect")}
-        cmd = [sys.executable, "-m", "dppub.flows.cli", "run", f"{tmp}/bench.yaml"]
+        cmd = [sys.executable, "-m", "dppub.cli", "run", f"{tmp}/bench.yaml"]
         cmd += ["--ledger", f"{tmp}/ledger.sqlite", "--out", f"{tmp}/out"]
         t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

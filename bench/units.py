@@ -174,7 +174,7 @@ def accuracy(rows: int, units: int, epsilon: float, scratch: Path) -> dict[str, 
 
 
 def _run(cfg: Path, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "dppub.flows.cli", "run", str(cfg)]
+    cmd = [sys.executable, "-m", "dppub.cli", "run", str(cfg)]
     cmd += ["--ledger", str(work / "ledger.sqlite"), "--out", str(work / "out")]
     with (work / "stderr").open("w") as err:
         run = watched_run(cmd, stdout=subprocess.DEVNULL, stderr=err)

@@ -1,5 +1,6 @@
-"""``dppub deploy``: each config's deployment and schedule on a Prefect server, for a process
-work pool whose workers (``prefect worker start --pool NAME``) run them.
+"""``dppub deploy`` and ``dppub serve``: each config's deployment and schedule on a Prefect
+server, for a process work pool whose workers (``prefect worker start --pool NAME``) run them,
+or served by this process (:func:`serve_schedules`).
 
 A deployment's entrypoint is the publish flow's module path in the installed package: no image,
 no code storage, no pull steps; a worker runs it in the Python it was started with, on a host
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from dppub.dp.errors import ConfigError
-from dppub.dp.pipeline.plan import Plan, load_plan
+from dppub.dp.pipeline.plan import Plan, ledger_for, load_plan
 from dppub.flows.server import check_api, configured_api
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ __all__ = [
     "registered_parameters",
     "run_command",
     "schedule_of",
+    "serve_schedules",
 ]
 
 
@@ -64,8 +67,6 @@ def bind(configs: list[Path], ledger: str | None, out: Path) -> list[Bound]:
         ConfigError: a config without a schedule, or a ``--ledger`` it refuses (checked for
             every config before anything is registered).
     """
-    from dppub.flows.commands import ledger_for
-
     plans = [(c, load_plan(c)) for c in configs]
     missing = [str(c) for c, p in plans if p.config.schedule is None]
     if missing:
@@ -84,19 +85,22 @@ def bind(configs: list[Path], ledger: str | None, out: Path) -> list[Bound]:
     ]
 
 
-def deployment_of(bound: Bound, **options: Any) -> RunnerDeployment:
+def deployment_of(bound: Bound, *, module_path: bool = False) -> RunnerDeployment:
     """The deployment of one config: named after its dataset, on its schedule, with its
-    config, ledger and output folder as the parameters."""
-    from dppub.flows.runner import flow_for
+    config, ledger and output folder as the parameters; its entrypoint the flow's file, or
+    with ``module_path`` its module (a worker imports the installed package)."""
+    from prefect.types.entrypoint import EntrypointType
+
+    from dppub.flows.runner import dask_cluster, flow_for
 
     sched = bound.plan.config.schedule
     if sched is None:
         raise ConfigError(f"no schedule in {bound.path}")
-    made = flow_for(bound.plan).to_deployment(
+    made = flow_for(dask_cluster(bound.plan)).to_deployment(
         name=bound.plan.config.dataset.name,
         parameters=bound.parameters,
         schedule=schedule_of(sched),
-        **options,
+        entrypoint_type=EntrypointType.MODULE_PATH if module_path else EntrypointType.FILE_PATH,
     )
     return cast("RunnerDeployment", made)  # sync call: not a coroutine
 
@@ -141,11 +145,10 @@ def deploy_configs(configs: list[Path], pool: str, ledger: str | None, out: Path
     os.environ["PREFECT_API_URL"] = url  # what this process and its health check talk to
     check_api(url)
     from prefect.settings import PREFECT_API_URL, temporary_settings
-    from prefect.types.entrypoint import EntrypointType
 
     with temporary_settings(updates={PREFECT_API_URL: url}):
         _check_pool(pool, url)
-        deployments = [deployment_of(b, entrypoint_type=EntrypointType.MODULE_PATH) for b in bound]
+        deployments = [deployment_of(b, module_path=True) for b in bound]
         for d in deployments:
             d.apply(work_pool_name=pool)
     return [
@@ -183,3 +186,42 @@ def registered_parameters() -> dict[str, Any]:
 
     with get_client(sync_client=True) as client:
         return dict(client.read_deployment(UUID(deployment.id)).parameters)
+
+
+def serve_schedules(
+    configs: list[Path], ledger: str | None, out: Path, say: Callable[[str], None]
+) -> None:
+    """Serve each config's schedule until interrupted (``dppub serve``); each deployment's
+    config, ledger and output folder are bound here, never run parameters. Ctrl-C comes out
+    as ``KeyboardInterrupt`` once the runner has stopped."""
+    import asyncio
+
+    from dppub.flows.server import STATE, local_server, register_served, serve_home, stop_server
+
+    bound = bind(configs, ledger, out)
+    url = configured_api()
+    server = None
+    if url is not None:
+        check_api(url)
+        os.environ["PREFECT_API_URL"] = url  # what the served runs' processes inherit
+    else:
+        serve_home()
+        server, url = local_server(STATE)
+        os.environ["PREFECT_API_URL"] = url
+        say(f"Prefect server for the schedules: {url.removesuffix('/api')}")
+    try:
+        from prefect.runner import Runner
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        register_served([b.parameters for b in bound])  # the runs' processes inherit it
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            runner = Runner()
+            for b in bound:
+                made = deployment_of(b)
+                runner.add_deployment(made)  # registered on the server now
+                name = f"{made.flow_name}/{made.name}"
+                say(f"serving {name}; to run it now: {run_command(url, name)}")
+            asyncio.run(runner.start())
+    finally:
+        if server is not None:
+            stop_server(server)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from dppub.dp.errors import DPPubError
-from dppub.flows.interrupts import Interrupted, arrived
+from dppub.dp.pipeline.hooks import stop_requested
 
 __all__ = ["quiet_expected_errors"]
 
@@ -21,8 +21,8 @@ __all__ = ["quiet_expected_errors"]
 class _DropExpectedTracebacks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, DPPubError | OSError | KeyboardInterrupt | Interrupted) or (
-            exc is not None and arrived()
+        if isinstance(exc, DPPubError | OSError | KeyboardInterrupt) or (
+            exc is not None and stop_requested()  # a signal interrupted the run
         ):
             record.exc_info = None
             record.exc_text = None

@@ -20,12 +20,12 @@ from prefect.runtime import deployment
 
 from dppub.dp.pipeline.hooks import clear_stop, request_stop
 from dppub.dp.pipeline.kinds import ReleaseSummary
-from dppub.dp.pipeline.plan import Plan, load_plan
-from dppub.dp.pipeline.publish import Publication, Published, Release, Steps
+from dppub.dp.pipeline.plan import Plan, ledger_for, load_plan
+from dppub.dp.pipeline.publish import Published, Release, Steps
 from dppub.dp.pipeline.publish import publish as publication
+from dppub.dp.pipeline.published import Publication
 from dppub.dp.pipeline.report import budget_rows
 from dppub.dp.runs import Run
-from dppub.flows.commands import ledger_for
 from dppub.flows.logs import quiet_expected_errors
 from dppub.flows.server import check_served
 from dppub.tasks.releases import bound_units, compose, compute_release, read_source, shared_scan

@@ -3,7 +3,7 @@
 ``dppub run`` uses a Prefect API only if one is configured the way Prefect resolves it (the
 environment, the active profile in ``$PREFECT_HOME/profiles.toml``, ``prefect.toml``,
 ``pyproject.toml``, ``.env``): :func:`configured_api`. Without one it starts no server and
-imports no Prefect (:mod:`flows.local`). ``dppub serve`` without a configured API starts its
+imports no Prefect (:mod:`dppub.run`). ``dppub serve`` without a configured API starts its
 own server, whose home is in the per-user dppub state folder (:data:`STATE`) unless
 ``PREFECT_HOME`` is set. Nothing here touches private data.
 """

@@ -11,19 +11,30 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
-from prefect import get_run_logger
-from prefect.cache_policies import NONE
+from prefect import Task, get_run_logger
+from prefect.cache_policies import NONE, CachePolicy
+from prefect.client.schemas.objects import State, TaskRun
 from prefect.exceptions import MissingContextError
 
 from dppub.tasks.retries import retryable
 
-PRIVATE: dict[str, Any] = {"cache_policy": NONE, "persist_result": False, "retries": 0}
+
+class Private(TypedDict):
+    """The settings of a task that touches private data."""
+
+    cache_policy: CachePolicy
+    persist_result: bool
+    retries: int
 
 
-def retry_on_io_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry condition: transient OS errors only; validation errors are final."""
+PRIVATE = Private(cache_policy=NONE, persist_result=False, retries=0)
+
+
+def retry_on_io_error(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry condition: transient OS errors only; validation errors are final. (Prefect's
+    retry condition takes a task and a state of any result: its own ``Any``.)"""
     return retryable(state.result(raise_on_failure=False))
 
 

@@ -7,8 +7,6 @@ only reading retries (on I/O errors), and logs carry names and costs, never valu
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from dppub.dp.engine import TableSource
@@ -18,15 +16,18 @@ from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dppub.dp.pipeline.plan import Plan
 from dppub.dp.publication import Staging
 from dppub.dp.runs import Run
-from dppub.tasks._common import PRIVATE, retry_on_io_error, run_logger
+from dppub.tasks._common import PRIVATE, Private, retry_on_io_error, run_logger
 from dppub.tasks.retries import READ_RETRIES, READ_RETRY_DELAY_SECONDS
 
 __all__ = ["bound_units", "compose", "compute_release", "read_source", "shared_scan"]
 
 
+_READING: Private = {**PRIVATE, "retries": READ_RETRIES}
+
+
 @task(
     name="read-source",
-    **{**PRIVATE, "retries": READ_RETRIES},
+    **_READING,
     retry_delay_seconds=READ_RETRY_DELAY_SECONDS,
     retry_condition_fn=retry_on_io_error,
 )
@@ -42,7 +43,7 @@ def bound_units(plan: Plan, source: TableSource) -> Filters:
 
 
 @task(name="shared-scan", **PRIVATE)
-def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, Any]:
+def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> steps.Exact:
     """:func:`dp.pipeline.publish.scan`."""
     return steps.scan(plan, source, filters, run_logger())
 
@@ -51,7 +52,7 @@ def shared_scan(plan: Plan, source: TableSource, filters: Filters) -> dict[str, 
 # template with the task's parameters.
 @task(name="release", task_run_name="release-{release.name}", **PRIVATE)
 def compute_release(
-    release: ReleasePlan[Any],
+    release: ReleasePlan[object],
     exact: object,
     source: TableSource,
     staging: Staging,

@@ -1,7 +1,7 @@
 """The one retry policy of a publication, free of Prefect: only reading the input retries, and
 only on the machine's I/O errors (a task that draws noise never retries: a retry would draw a
 second, independent noisy answer). The Prefect task (:func:`tasks.releases.read_source`) and a
-run without Prefect (:mod:`flows.local`) both take it from here."""
+run without Prefect (:mod:`dppub.run`) both take it from here."""
 
 from __future__ import annotations
 

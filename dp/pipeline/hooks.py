@@ -6,7 +6,7 @@ The step (:func:`dp.pipeline.publish.compute`: its logger, and :func:`stop_reque
 loop calls them -- AIM's rounds (:mod:`dp.pipeline.kinds.synthetic.kind`).
 
 :func:`request_stop` is the process's one stop request: ``dppub run``'s signal handler
-(:mod:`flows.interrupts`) makes it when a signal interrupts the run, so releases still
+(:mod:`dppub.interrupts`) makes it when a signal interrupts the run, so releases still
 computing stop at their next safe point and the run settles now, not after work it will not
 publish. It lives in :mod:`dp.stopping` (foundations), where the privacy core's long loops
 consult it too. Stdlib only: the CLI imports this before anything heavy.

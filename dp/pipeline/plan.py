@@ -27,7 +27,7 @@ from dppub.dp.engine import (
 )
 from dppub.dp.errors import ConfigError
 from dppub.dp.io import check_source
-from dppub.dp.ledger import Ledger
+from dppub.dp.ledger import Ledger, ledger_location
 from dppub.dp.pipeline.config import DERIVED, PipelineConfig
 from dppub.dp.pipeline.config_messages import validation_message
 from dppub.dp.pipeline.declared_domains import checked_leaves
@@ -44,6 +44,8 @@ __all__ = [
     "Plan",
     "build_plan",
     "check_output",
+    "completed",
+    "ledger_for",
     "load_config",
     "load_plan",
 ]
@@ -202,11 +204,18 @@ def load_config(path: str | Path) -> PipelineConfig:
         message = validation_message(p, exc, model, hidden=DERIVED, dataset_file=dataset_file)
         raise ConfigError(message) from None
     try:
-        leaves = checked_leaves(cfg)
-        cfg = cfg.model_copy(update={"leaves": leaves}) if leaves else cfg
-        cfg.table_schema  # noqa: B018 -- the value policies are checked against the domains
+        return completed(cfg)
     except ConfigError as exc:
         raise ConfigError(f"{p}: {exc}") from None
+
+
+def completed(cfg: PipelineConfig) -> PipelineConfig:
+    """``cfg`` with the leaves of its declared hierarchies, its value policies checked against
+    its domains: what :func:`load_config` does after validating a file, for a config built in
+    Python as well (:func:`dppub.api.plan`)."""
+    leaves = checked_leaves(cfg)
+    cfg = cfg.model_copy(update={"leaves": leaves}) if leaves else cfg
+    cfg.table_schema  # noqa: B018 -- the value policies are checked against the domains
     return cfg
 
 
@@ -246,3 +255,23 @@ def check_output(out_dir: Path, data: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ConfigError(f"--out {out_dir} cannot be written: {exc.strerror or exc}") from None
+
+
+def ledger_for(cfg: PipelineConfig, given: str | None) -> str:
+    """The ledger a config's runs spend in: its ``ledger:`` (default: ``ledger.sqlite`` beside
+    the config), whoever runs it. ``--ledger`` may name another only for a config without a
+    ``ledger:`` key.
+
+    Raises:
+        ConfigError: ``--ledger`` names another ledger than the config's ``ledger:``.
+    """
+    own = cfg.ledger_location
+    if given is None:
+        return ledger_location(own)
+    chosen = ledger_location(given)
+    if cfg.ledger is not None and chosen != ledger_location(own):
+        raise ConfigError(
+            f"--ledger {given} is not the config's ledger: {cfg.ledger} ({own}); a dataset's "
+            "budget is kept in one ledger: drop --ledger"
+        )
+    return chosen

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dppub.dp.budget import PrivacyCost
 from dppub.dp.engine import TableSource, with_progress
 from dppub.dp.faults import fault_point
 from dppub.dp.pipeline import execute
@@ -25,6 +24,7 @@ from dppub.dp.pipeline.execute import Filters
 from dppub.dp.pipeline.hooks import Hooks, stop_requested
 from dppub.dp.pipeline.kinds import ReleasePlan, ReleaseSummary
 from dppub.dp.pipeline.plan import Plan
+from dppub.dp.pipeline.published import Publication, read_publication
 from dppub.dp.pipeline.report_html import RunReports, write_reports
 from dppub.dp.pipeline.units import unit_filters
 from dppub.dp.publication import Staging
@@ -95,22 +95,7 @@ class Published:
 
     def publication(self, plan: Plan) -> Publication:
         """What the run published, as the Python API and the flow return it."""
-        return Publication(
-            run_id=self.run_id, path=self.folder, manifest=self.reports.manifest, cost=plan.total
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Publication:
-    """A published and committed run: public values only (the flow may hand it to Prefect)."""
-
-    run_id: str
-    path: Path
-    """The published run folder, ``OUT/<dataset>/<run_id>``."""
-    manifest: dict[str, Any]
-    """Its ``manifest.json``: releases, costs, guarantee, ledger head."""
-    cost: PrivacyCost
-    """What the run spent (its planned, reserved and recomputed cost)."""
+        return read_publication(self.run_id, self.folder, plan.total)
 
 
 def publish(plan: Plan, run: Run, steps: Steps) -> Published:

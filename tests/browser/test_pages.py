@@ -8,9 +8,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from dppub.commands import audit_payload
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.audit_page import render_audit_html
-from dppub.flows.commands import audit_payload
 from tests.browser.chromium import Browser, Page
 from tests.dp.pipeline.published_run import Demo
 

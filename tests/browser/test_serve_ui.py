@@ -77,7 +77,7 @@ def test_the_dashboard_shows_the_deployment_and_the_server_dies_with_serve(
     command = [
         sys.executable,
         "-m",
-        "dppub.flows.cli",
+        "dppub.cli",
         "serve",
         str(_config(tmp_path, census_small)),
     ]

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 import dppub
 from dppub.dp.ledger import Ledger
@@ -101,3 +103,40 @@ def test_plan_over_budget_does_not_fit(tmp_path: Path, census_small: Path) -> No
     assert planned.details["fits"] is False
     assert not (tmp_path / "ledger.sqlite").exists()  # a plan never creates the ledger
     assert dppub.plan(small_config(tmp_path, census_small, budget=2.0)).fits is True
+
+
+def test_a_config_object_plans_as_its_file(tmp_path: Path, census_small: Path) -> None:
+    path = small_config(tmp_path, census_small)
+    raw = yaml.safe_load(path.read_text())
+    config = dppub.Config.model_validate({**raw, "base_dir": tmp_path})  # built in Python
+    from_file = dppub.plan(path, ledger=tmp_path / "ledger.sqlite")
+    from_object = dppub.plan(config, ledger=tmp_path / "ledger.sqlite")
+    assert from_object.details == from_file.details
+    assert from_object.text == from_file.text
+    assert from_object.text.startswith("dataset census_demo\n")
+    assert from_object.text.endswith(
+        "remaining before this run: epsilon=4 of 4 (epsilon=4 delta=0 lifetime)\n"
+    )
+    names = [r.name for r in from_object.releases]
+    assert names == [r["name"] for r in from_file.details["releases"]]  # type: ignore[union-attr, index]
+    assert sum(r.cost.epsilon for r in from_object.releases) == pytest.approx(1.5)
+    assert from_object.total.epsilon == pytest.approx(1.5) and from_object.refused is None
+
+
+@pytest.mark.slow
+def test_publish_returns_each_release_from_its_files(tmp_path: Path, census_small: Path) -> None:
+    config = small_config(tmp_path, census_small)
+    done = dppub.publish(config, ledger=tmp_path / "ledger.sqlite", out=tmp_path / "out")
+    assert isinstance(done, dppub.Publication)
+    assert list(done.releases) == [r["name"] for r in done.manifest["releases"]]
+    for name, release in done.releases.items():
+        assert isinstance(release, dppub.ReleaseResult)
+        assert release.path == done.path / name
+        assert release.result == json.loads((release.path / "release.json").read_text())
+        files = sorted(p.stem for p in release.path.glob("*.parquet"))
+        assert sorted(release.answers) == files
+        for stem, frame in release.answers.items():
+            pd.testing.assert_frame_equal(frame, pd.read_parquet(release.path / f"{stem}.parquet"))
+    assert list(done.releases["age_cdf"].answers) == ["answers", "estimate"]
+    assert done.releases["age_cdf"].kind == "workload"
+    assert len(done.releases["age_cdf"].answers["answers"]) == 74  # its queries

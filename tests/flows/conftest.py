@@ -39,11 +39,12 @@ def publish_here(config: str | Path, ledger: str | Path, out: str | Path) -> str
     """A publication opened as ``dppub run`` opens one, published without Prefect (what a run
     does when no Prefect API is configured); returns the run id."""
     from dppub.dp.pipeline.plan import load_plan
-    from dppub.flows.local import publish_locally
+    from dppub.flows.runner import dask_cluster
+    from dppub.run import publish_locally
 
     plan = load_plan(config)
     with plan.open_run(ledger, out) as run:
-        return publish_locally(plan, run).run_id
+        return publish_locally(plan, run, dask_cluster(plan)).run_id
 
 
 @pytest.fixture

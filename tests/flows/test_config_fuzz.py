@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from dppub.flows import cli
+from dppub import cli
 from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -125,7 +125,7 @@ def _dppub(
     *args: str, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dppub.flows.cli", *args],
+        [sys.executable, "-m", "dppub.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -248,7 +248,7 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
             [
                 sys.executable,
                 "-m",
-                "dppub.flows.cli",
+                "dppub.cli",
                 "serve",
                 str(config),
                 "--out",

@@ -20,7 +20,7 @@ def test_the_examples_publish_in_sequence_on_one_ledger(tmp_path: Path, census_s
     synthetic data twice here cost minutes of the suite)."""
     order = EXAMPLES
     import dppub
-    from dppub.flows.commands import audit_lines, audit_payload
+    from dppub.commands import audit_lines, audit_payload
 
     shutil.copytree(CONFIGS, tmp_path / "configs", ignore=shutil.ignore_patterns("*.sqlite"))
     (tmp_path / "data" / "sample").mkdir(parents=True)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dppub.flows import cli
+from dppub import cli
 from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]

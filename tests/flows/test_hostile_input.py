@@ -16,9 +16,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
-from dppub.flows import cli
 from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.ledger import Ledger
-from dppub.flows import cli
 from tests.dp.ledger.disk import mounted_small_disk
 from tests.flows.conftest import small_config
 

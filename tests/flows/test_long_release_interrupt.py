@@ -21,7 +21,7 @@ from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = (sys.executable, "-m", "dppub.flows.cli", "run")
+CLI = (sys.executable, "-m", "dppub.cli", "run")
 GROUPS = 2**18
 # Longest wait from SIGTERM to the exit. The release looks at the stop request at least every
 # ~1 s on a loaded 2-core machine (a chunk of noise, 1,024 rows formatted or written), and the

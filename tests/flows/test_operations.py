@@ -32,7 +32,7 @@ class _Run:
         self.out_path, self.err_path = logs / "stdout", logs / "stderr"
         with self.out_path.open("w") as out, self.err_path.open("w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
+                [sys.executable, "-m", "dppub.cli", *map(str, args)],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=out,
@@ -113,7 +113,7 @@ def test_kill_at_every_step_never_undercounts(
     assert spent >= charged - 1e-12  # the ledger never under-counts what was published
 
     done = subprocess.run(
-        [sys.executable, "-m", "dppub.flows.cli", "recover", "--ledger", ledger],
+        [sys.executable, "-m", "dppub.cli", "recover", "--ledger", ledger],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.plan import load_config
-from dppub.flows import cli
 from tests.flows.conftest import small_config
 
 DEMO_COST = 1.5  # what the demo plan costs
@@ -38,7 +38,7 @@ def _spend(config: Path, ledger: Path, epsilon: float) -> None:
 
 def _run(config: Path, ledger: Path, out: Path) -> subprocess.CompletedProcess[str]:
     """``dppub run``, in a process of its own, as a user runs it."""
-    command = [sys.executable, "-m", "dppub.flows.cli", "run", str(config)]
+    command = [sys.executable, "-m", "dppub.cli", "run", str(config)]
     return subprocess.run(
         [*command, "--ledger", str(ledger), "--out", str(out)],
         capture_output=True,

@@ -18,7 +18,7 @@ import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
-from dppub.flows.local import NOT_RECORDED
+from dppub.run import NOT_RECORDED
 from tests.examples import example
 from tests.flows.conftest import PrefectServer
 
@@ -32,7 +32,7 @@ def _dppub(
     unless ``env`` or ``unset`` say otherwise."""
     base = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", *unset)}
     return subprocess.run(
-        [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dppub.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -46,7 +46,7 @@ def test_schedule_fires_refuses_and_resumes_with_the_next_period(
             [
                 sys.executable,
                 "-m",
-                "dppub.flows.cli",
+                "dppub.cli",
                 "serve",
                 str(config),
                 "--ledger",
@@ -116,7 +116,7 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
     env.pop("PREFECT_API_URL", None)
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dppub.flows.cli", "serve", str(config), "--out", str(out)],
+            [sys.executable, "-m", "dppub.cli", "serve", str(config), "--out", str(out)],
             cwd=ROOT,
             env=env,
             stdout=sink,

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.budget import zcdp_of_pure
-from dppub.flows import cli
 from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from dppub.dp.ledger.summary import spending_summary
 from tests.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = (sys.executable, "-m", "dppub.flows.cli", "run")
+CLI = (sys.executable, "-m", "dppub.cli", "run")
 ROUND = re.compile(r"synthetic 'synthetic_census': round (\d+): \d+% of rho spent")
 
 

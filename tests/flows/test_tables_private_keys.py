@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dppub.flows import cli
+from dppub import cli
 from tests.dp.pipeline.kinds.test_tables_private import BIG, config, visits
 from tests.flows.conftest import PrefectServer
 from tests.flows.test_prefect_path import _dppub

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from dppub.commands import audit_lines, audit_payload, write_audit_page
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.units import row_level_cost
-from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
 from tests.examples import example
 from tests.flows.conftest import publish_here
 
@@ -161,7 +161,7 @@ def test_plan_shows_the_unit_its_bounds_and_their_price(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dppub.flows import cli
+    from dppub import cli
 
     data = tmp_path / "data.parquet"  # plan reads its footers (columns, types), no rows
     _households(census_frame).to_parquet(data, index=False)

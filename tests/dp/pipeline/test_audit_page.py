@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dppub.commands import audit_payload
 from dppub.dp.ledger import Ledger
 from dppub.dp.pipeline.audit_page import dataset_runs, release_labels, render_audit_html
 from dppub.dp.pipeline.html.figures import style
 from dppub.dp.pipeline.html.spending_chart import RunPoint, Series, chart_limits, spending_chart
-from dppub.flows.commands import audit_payload
 from tests.dp.pipeline.published_run import Demo
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -124,9 +124,9 @@ def test_config_hash_ignores_location_but_not_content(tmp_path: Path) -> None:
 
 
 def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None:
-    from dppub.flows.commands import plan_payload
+    from dppub.api import plan
 
-    payload = plan_payload(DEMO, tmp_path / "no-ledger.sqlite")
+    payload = plan(DEMO, ledger=tmp_path / "no-ledger.sqlite").details
     assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
     workloads = [r for r in payload["releases"] if r["kind"] == "workload"]
     assert [w["name"] for w in workloads] == ["age_cdf", "income_ranges", "age_band_by_sex"]
@@ -171,23 +171,23 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
 def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     from prefect_dask.task_runners import DaskTaskRunner
 
-    from dppub.flows.runner import task_runner
+    from dppub.flows.runner import dask_cluster, task_runner
 
     raw = _demo_raw()
     raw["dataset"]["path"] = str(ROOT / "data" / "sample" / "census.parquet")
     pandas = load_config(_write(tmp_path, raw))
-    assert task_runner(build_plan(pandas)) is None  # Prefect's default thread pool
-    local = task_runner(build_plan(pandas, "dask"))
+    assert task_runner(dask_cluster(build_plan(pandas))) is None  # Prefect's default thread pool
+    local = task_runner(dask_cluster(build_plan(pandas, "dask")))
     assert isinstance(local, DaskTaskRunner)
     assert local.cluster_kwargs["n_workers"] == 2
     assert local.cluster_kwargs["threads_per_worker"] == 1
     assert local.cluster_kwargs["security"] is True  # temporary TLS: no other local client
     raw["dataset"].update(engine="dask", scheduler="tcp://10.0.0.5:8786", workers=4)
     remote = load_config(_write(tmp_path, raw))
-    runner = task_runner(build_plan(remote))
+    runner = task_runner(dask_cluster(build_plan(remote)))
     assert isinstance(runner, DaskTaskRunner)
     assert runner.address == "tcp://10.0.0.5:8786"
-    assert task_runner(build_plan(remote, "stream")) is None
+    assert task_runner(dask_cluster(build_plan(remote, "stream"))) is None
     # How the aggregates are computed is not part of what the config releases.
     assert remote.config_hash == pandas.config_hash
 

@@ -127,7 +127,7 @@ def test_a_kind_needs_its_module_and_one_registry_line(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dppub.flows.cli import app
+    from dppub.cli import app
 
     plan = load_plan(count_config)
     assert [(r.name, r.kind, r.cost.epsilon) for r in plan.releases] == [("rows", "count", 0.5)]

@@ -37,7 +37,7 @@ def test_the_plan_shows_the_workload_and_its_error_range(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dppub.flows.cli import app
+    from dppub.cli import app
 
     config = _config(tmp_path, census_small)
     (release,) = [r for r in load_plan(config).releases if r.kind == "synthetic"]

@@ -60,7 +60,7 @@ def test_tables_are_planned_published_recorded_and_reported(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dppub.flows.cli import app
+    from dppub.cli import app
 
     config = _config(tmp_path, census_small, TABLES)
     plan = load_plan(config)
@@ -326,7 +326,7 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
 def test_each_mechanism_is_recorded_under_its_own_name(tmp_path: Path, census_small: Path) -> None:
     # Issue 34, item 6 (old code: every table was recorded as 'laplace', also quantiles drawn
     # by the exponential mechanism).
-    from dppub.flows.commands import audit_payload, write_audit_page
+    from dppub.commands import audit_payload, write_audit_page
 
     both = {
         "name": "hours_by_sex",

@@ -50,7 +50,7 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dppub.flows.cli import app
+    from dppub.cli import app
 
     config = _config(tmp_path, census_small, GROUP)
     plan = load_plan(config)

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.slow  # real processes (they were in tests/flows, slow as a whole)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +34,7 @@ heavy = sys.argv[1].split(",")
 atexit.register(lambda: print(json.dumps(sorted(
     m for m in sys.modules if m.split(".")[0] in heavy)), file=sys.stderr))
 sys.argv = ["dppub", *sys.argv[2:]]
-runpy.run_module("dppub.flows.cli", run_name="__main__")
+runpy.run_module("dppub.cli", run_name="__main__")
 """
 
 

@@ -1,10 +1,12 @@
 """The ``dppub`` command line: plan, run, audit, recover, budget amend, serve, deploy.
 
-Every error dppub raises on purpose is printed as one line on stderr with a non-zero exit code
-(2 for configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a
-run -- ``plan`` exits with the code ``run`` would --, 1 when an audit finds a broken chain, 70
-for an internal error, 130 / 143 when SIGINT / SIGTERM interrupted a run, after settling it).
-Prefect is imported only by the commands that run flows.
+Argument parsing and printing over the API (:mod:`dppub.api`, :mod:`dppub.run`,
+:mod:`dppub.commands`). Every error dppub raises on purpose is printed as one line on stderr
+with a non-zero exit code, the line and the code :mod:`dppub.failures` gives (2 for
+configuration / environment / input / ledger / I/O errors, 3 when the budget refuses a run --
+``plan`` exits with the code ``run`` would --, 70 for an internal error, 130 / 143 when SIGINT /
+SIGTERM interrupted a run, after settling it); 1 when an audit finds a broken chain. Prefect is
+imported only by the commands that run flows.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, NoReturn, ParamSpec, TypeVar
 
 import typer
 
-from dppub.flows.interrupts import Interrupted, catching, ignore_from_now
 from dppub.flows.server import STATE, prefect_env
+from dppub.interrupts import Interrupted, catching, ignore_from_now
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -97,33 +99,25 @@ def _ledger_timeout() -> float:
     return environment().ledger_timeout
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     """One line on stderr (whatever a message quotes) and the exit code."""
     line = " ".join(message.split())  # a value quoted in a message never breaks the line
     typer.echo(f"dppub: error: {line}", err=True)
     raise typer.Exit(code)
 
 
-def _code(exc: BaseException) -> int:
-    """The exit code of one of dppub's own errors: 3 when the budget refuses, else 2."""
-    from dppub.dp.errors import BudgetExceededError
-
-    return 3 if isinstance(exc, BudgetExceededError) else 2
-
-
 def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``fn``; turn dppub's own errors and the machine's I/O errors into one line and an
-    exit code."""
+    """Run ``fn``; dppub's own errors and the machine's I/O errors end the command with their
+    line and exit code (:func:`dppub.failures.failure`), any other error is a bug: its
+    traceback is shown."""
     from dppub.dp.errors import DPPubError
-    from dppub.flows.commands import io_error_line
 
     try:
         return fn(*args, **kwargs)
-    except DPPubError as exc:
-        _fail(str(exc), _code(exc))
-    except OSError as exc:  # a missing folder, a full disk (``audit --html /dev/full``)
-        _fail(io_error_line(exc), 2)
-    raise AssertionError("unreachable")  # _fail always raises
+    except (DPPubError, OSError) as exc:
+        from dppub.failures import failure
+
+        _fail(*failure(exc))
 
 
 @app.command()
@@ -135,41 +129,17 @@ def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False)
     the footers), the ledger's record of the dataset, or its budget -- exits after the plan
     with run's line and run's exit code (3: the budget; 2: the rest).
     """
-    from dppub.flows.commands import plan_checked
+    from dppub.api import plan as planned
 
-    payload, refusal = _guard(plan_checked, config, ledger)
+    report = _guard(planned, config, ledger=ledger)
     if as_json:
-        typer.echo(json.dumps(payload, indent=2))
+        typer.echo(json.dumps(report.details, indent=2))
     else:
-        _plan_text(payload)
-    if refusal is not None:
-        _fail(str(refusal), _code(refusal))
+        typer.echo(report.text, nl=False)
+    if report.refused is not None:
+        from dppub.failures import failure
 
-
-def _plan_text(payload: dict[str, Any]) -> None:
-    from dppub.dp.pipeline.registry import kind_of
-
-    typer.echo(f"dataset {payload['dataset']}")
-    if payload["privacy_unit"] is None:
-        typer.echo("  privacy unit: one row (neighbours differ by one row)")
-    else:
-        typer.echo(
-            f"  privacy unit: {payload['privacy_unit']} (neighbours differ by all its rows); "
-            f"at most {payload['max_rows_per_unit']} row(s) per unit are read, in at most "
-            f"{payload['max_partitions_per_unit']} partition(s) of a partitioned release"
-        )
-    for r in payload["releases"]:
-        line = f"  {r['name']:<22} {r['kind']:<12} "
-        if "neighbours" in r:  # a DP release states its neighbours; a syntactic one has none
-            line += f"epsilon={r['epsilon']:<6g} delta={r['delta']:g}"
-        else:  # its epsilon of 0 is what the ledger charges, not a guarantee: it has none
-            line += "not differentially private (no epsilon bounds what it reveals)"
-        typer.echo(line + kind_of(r["kind"]).plan_text(r))
-    typer.echo(
-        f"total epsilon={payload['total_epsilon']:g} delta={payload['total_delta']:g}; "
-        f"remaining before this run: epsilon={payload['remaining_epsilon']:g} "
-        f"of {payload['budget_epsilon']:g} ({payload['budget']})"
-    )
+        _fail(*failure(report.refused))
 
 
 @contextmanager
@@ -222,21 +192,37 @@ def run(
     nothing and publishes nothing. SIGTERM and Ctrl-C settle the run (a published run is
     committed, one that drew noise is charged) and exit 143 / 130.
     """
-    from dppub.flows.commands import execute_opened, open_run
+    from dppub.dp.pipeline.plan import load_plan
+    from dppub.failures import INTERNAL_ERROR, failure
+    from dppub.run import NOT_RECORDED, NotPublished, execute, open_run
 
     with catching() as signals, _stdout_to_stderr():
         try:
             with _collecting_later():
-                opened = _guard(open_run, config, ledger, out, engine, _ledger_timeout(), signals)
+                opened = _guard(
+                    lambda: open_run(
+                        load_plan(config, engine),
+                        str(config.resolve()),
+                        ledger=ledger,
+                        out=out,
+                        engine=engine,
+                        timeout=_ledger_timeout(),
+                        signals=signals,
+                    )
+                )
         except Interrupted:
             _fail(f"{signals.line()} before the run started; nothing was spent", signals.exit_code)
         if opened.api is None:
-            from dppub.flows.local import NOT_RECORDED
-
             typer.echo(NOT_RECORDED, err=True)
-        failure = execute_opened(opened, config, out, engine, signals=signals)
-    if failure is not None:
-        _fail(failure.line, failure.code)
+        failed = None
+        try:
+            execute(opened, signals)
+        except NotPublished as exc:
+            failed = exc
+            if failure(exc)[1] == INTERNAL_ERROR and os.environ.get("DPPUB_DEBUG") and exc.cause:
+                raise exc.cause from None  # a bug: DPPUB_DEBUG=1 shows its traceback
+    if failed is not None:
+        _fail(*failure(failed))
     typer.echo(f"published to {opened.run.staging.final}", err=True)
     typer.echo(opened.run.run_id)
 
@@ -246,8 +232,7 @@ def _read_ledger(config: Path | None, ledger: str | None) -> str:
     else the state folder's."""
     if config is None:
         return DEFAULT_LEDGER if ledger is None else ledger
-    from dppub.dp.pipeline.plan import load_config
-    from dppub.flows.commands import ledger_for
+    from dppub.dp.pipeline.plan import ledger_for, load_config
 
     return _guard(lambda: ledger_for(load_config(config), ledger))
 
@@ -259,7 +244,7 @@ def recover(
     config: ReadConfigOpt = None,
 ) -> None:
     """Settle runs that died: commit the published, charge those that drew noise, abort the rest."""
-    from dppub.flows.commands import settle_dead
+    from dppub.commands import settle_dead
 
     done = _guard(settle_dead, _read_ledger(config, ledger), dataset)
     for r in done:
@@ -278,7 +263,7 @@ def audit(
     config: ReadConfigOpt = None,
 ) -> None:
     """Verify the ledger's hash chain and report spending per dataset."""
-    from dppub.flows.commands import audit_lines, audit_payload, write_audit_page
+    from dppub.commands import audit_lines, audit_payload, write_audit_page
 
     ledger = _read_ledger(config, ledger)
     payload = _guard(audit_payload, ledger, dataset)
@@ -309,7 +294,7 @@ def budget_amend(
     The ledger refuses runs whose config disagrees with what it recorded; this is the one way
     to change it, and the change (who, when, why, what) is a ledger entry that audits show.
     """
-    from dppub.flows.commands import amend
+    from dppub.commands import amend
 
     done = _guard(amend, config, ledger, reason, _ledger_timeout())
     typer.echo(f"recorded: dataset {done.name!r} ({done.path}): {done.policy.describe()}")
@@ -323,7 +308,7 @@ def serve(configs: list[Path], ledger: ConfigLedgerOpt = None, out: OutOpt = DEF
     otherwise starts one on loopback. Prints the command that starts a run now. Ctrl-C stops
     it: exit 130.
     """
-    from dppub.flows.commands import serve_schedules
+    from dppub.flows.deploy import serve_schedules
 
     try:
         _guard(serve_schedules, configs, ledger, out, lambda line: typer.echo(line, err=True))

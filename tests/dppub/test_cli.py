@@ -16,12 +16,14 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 
+pytestmark = pytest.mark.slow  # real processes (they were in tests/flows, slow as a whole)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def dppub(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dppub.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dppub.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -156,7 +158,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
     unset = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_PROFILES_PATH")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run(
-        [sys.executable, "-m", "dppub.flows.cli", "run", str(config), "--out", str(out)],
+        [sys.executable, "-m", "dppub.cli", "run", str(config), "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -164,7 +166,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
         env={**env, "HOME": str(home), "DPPUB_HOME": str(state)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    from dppub.flows.local import NOT_RECORDED
+    from dppub.run import NOT_RECORDED
 
     assert [ln for ln in done.stderr.splitlines() if "Prefect" in ln] == [NOT_RECORDED]
     assert done.stdout.strip() == _published(out)[0]  # published, and stdout is the run id
@@ -177,7 +179,7 @@ def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
 def test_no_command_imports_prefect_before_it_is_configured() -> None:
     # What keeps the test above true by construction: the CLI module and what every command
     # imports up front are free of Prefect; its settings are made before any command runs.
-    probe = "import sys, flows.cli, flows.commands; print(sorted(m for m in sys.modules"
+    probe = "import sys, dppub.cli, dppub.commands; print(sorted(m for m in sys.modules"
     probe += " if m.split('.')[0] == 'prefect'))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
