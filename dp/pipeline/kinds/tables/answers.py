@@ -35,9 +35,10 @@ def write_answers(
     digits as text), ``answers_wide.csv`` and ``answers.xlsx`` (:mod:`dp.tables.wide`)."""
     out.write_frame(plan.name, "answers.parquet", published.answers)
     folder = out.release_dir(plan.name)
-    out.write_csv(plan.name, "answers.csv", published.text())
+    # "\r\n" line ends: the csv module then quotes a label holding "\r" (RFC 4180).
+    out.write_csv(plan.name, "answers.csv", published.text(), lineterminator="\r\n")
     blocks = wide_blocks(published, design.keys)
-    (folder / "answers_wide.csv").write_text(wide_csv(blocks))
+    (folder / "answers_wide.csv").write_bytes(wide_csv(blocks).encode("utf-8"))
     cost = plan.cost
     guarantee = f"epsilon {cost.epsilon:g}, delta {cost.delta:g}: differential privacy"
     if result.joint is not None:  # not claimed at its own epsilon (joint_facts)

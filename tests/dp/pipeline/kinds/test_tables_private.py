@@ -139,3 +139,23 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     for change, message in bad:
         with pytest.raises(ConfigError, match=message):
             load_plan(config(tmp_path, data, change))
+
+
+@pytest.mark.slow  # ~2 s: one table published
+def test_a_private_key_with_a_line_break_stays_one_row_of_answers_csv(tmp_path: Path) -> None:
+    # Old code: answers.csv was written with "\n" line ends, so the csv module left "S\r01"
+    # unquoted and a CSV reader split its rows in two.
+    import csv
+
+    frame = pd.read_parquet(visits(tmp_path))
+    frame["site"] = frame["site"].str.replace("S0", "S\r0", regex=False)
+    frame.to_parquet(tmp_path / "visits.parquet", index=False)
+    answers, _, _ = _publish(tmp_path, config(tmp_path, tmp_path / "visits.parquet"))
+    assert set(answers["site"]) == {s.replace("S0", "S\r0") for s in BIG}
+    path = next((tmp_path / "out").rglob("visits_by_site/answers.csv"))
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert len(rows) == 1 + len(answers) and all(len(r) == len(rows[0]) for r in rows)
+    with path.with_name("answers_wide.csv").open(newline="") as f:
+        labels = {r[0] for r in csv.reader(f) if len(r) > 1}
+    assert {s.replace("S0", "S\r0") for s in BIG} <= labels
