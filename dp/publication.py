@@ -210,6 +210,9 @@ class Staging:
         between them (:mod:`dp.stopping`)."""
         fault_point("writing")
         table = pa.Table.from_pandas(frame, preserve_index=False)
+        if frame.attrs:  # as to_parquet keeps them (a release's statement on its table)
+            attrs = {b"PANDAS_ATTRS": json.dumps(frame.attrs).encode("utf-8")}
+            table = table.replace_schema_metadata({**attrs, **(table.schema.metadata or {})})
         with pq.ParquetWriter(self.release_dir(name) / filename, table.schema) as writer:
             for batch in table.to_batches(max_chunksize=PARQUET_ROWS):
                 check_stop(f"writing {filename}")

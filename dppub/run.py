@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dppub.dp.engine import TableSource
 from dppub.dp.pipeline import publish as steps
+from dppub.dp.pipeline.hooks import clear_stop
 from dppub.dp.pipeline.kinds import ReleaseSummary
 from dppub.dp.pipeline.plan import Plan, ledger_for
 from dppub.dp.pipeline.publish import Published, Release, Steps
@@ -149,6 +150,15 @@ def execute(opened: Opened, signals: Signals) -> Publication:
     Raises:
         NotPublished: the run did not publish, or a signal arrived; raised after settling.
     """
+    try:
+        return _settled(opened, signals)
+    finally:
+        # The run is settled: its stop request was for it alone (old code: a publish after an
+        # interrupted one in the same process stopped at its first check).
+        clear_stop()
+
+
+def _settled(opened: Opened, signals: Signals) -> Publication:
     run = opened.run
     try:
         with run:  # leaving it settles the run; signals wait until that is done

@@ -124,7 +124,8 @@ def test_malformed_and_foreign_files(tmp_path: Path, census_frame: pd.DataFrame)
     truncated = tmp_path / "truncated.parquet"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     _refused(case, case.run(data=truncated), "cannot read")
-    csv = tmp_path / "table.csv"
+    # CSV text under a Parquet name is foreign (a file named .csv is read as CSV).
+    csv = tmp_path / "table.parquet"
     census_frame.to_csv(csv, index=False)
     _refused(case, case.run(data=csv), "cannot read")
     _refused(case, case.run(data=tmp_path / "absent.parquet"), "dataset not found")
