@@ -93,7 +93,10 @@ class SeriesRelease:
     budget: float
     """The whole horizon's ``rho`` (Gaussian) or ``epsilon`` (Laplace)."""
     revisions: bool = False
-    _losses: FloatArray = field(init=False, repr=False)
+    _losses: FloatArray = field(init=False, repr=False, compare=False)
+    _maps: dict[tuple[int, bool], FloatArray] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if not (self.budget > 0.0 and math.isfinite(self.budget)):
@@ -175,13 +178,12 @@ class SeriesRelease:
         period = past.shape[0] if not self.revisions else self._period_of(y.shape[0])
         if self.revisions:
             values = revised_estimate(self.strategy, y)
-            maps = revised_estimate(self.strategy, np.eye(y.shape[0]))
             due = np.flatnonzero(self.workload.periods <= period)
         else:
             new = next_value(self.strategy, self.workload, y, past)
             values = np.vstack([past, np.atleast_1d(new)[None, :]])
-            maps = self._causal_maps(period)
             due = np.flatnonzero(self.workload.periods == period)
+        maps = self._estimate_maps(period)
         w = self.workload.matrix[due, : period + 1]
         k = w @ maps
         se = self.std * np.sqrt(np.sum(k * k, axis=1))
@@ -198,10 +200,18 @@ class SeriesRelease:
             values,
         )
 
-    def _causal_maps(self, period: int) -> FloatArray:
-        """Each published period value's linear map of the measurements by ``period``."""
-        rows = self.strategy.measured_by(period)
-        return causal_estimates(self.strategy, self.workload, np.eye(rows))
+    def _estimate_maps(self, period: int) -> FloatArray:
+        """Each period value's linear map of the measurements by ``period`` (as published
+        without revisions, or revised), computed once per period (public values only)."""
+        key = (period, self.revisions)
+        if key not in self._maps:
+            identity = np.eye(self.strategy.measured_by(period))
+            self._maps[key] = (
+                revised_estimate(self.strategy, identity)
+                if self.revisions
+                else causal_estimates(self.strategy, self.workload, identity)
+            )
+        return self._maps[key]
 
     def _period_of(self, rows: int) -> int:
         released = self.strategy.released

@@ -23,6 +23,7 @@ def _config(directory: Path, data: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # ~5 s: a k-anonymous table and three workloads published
 def test_the_demo_tables_publish_from_a_csv_file(tmp_path: Path, census_small: Path) -> None:
     data = tmp_path / "census.csv"
     pd.read_parquet(census_small).to_csv(data, index=False)

@@ -54,6 +54,7 @@ unit_sets = st.frozensets(st.integers(0, KEYS - 1), min_size=1, max_size=M)
 tables = st.dictionaries(st.text("abcdef", min_size=1, max_size=3), unit_sets, max_size=25)
 
 
+@pytest.mark.slow  # ~6 s of hypothesis examples
 @settings(max_examples=200, deadline=None)
 @given(
     tables,
