@@ -90,6 +90,7 @@ def test_checked_looks_at_the_stop_every_so_often() -> None:
     assert out == list(range(300))  # stopped at the next look, item 300
 
 
+@pytest.mark.slow  # ~2 s: 200,000 rows written twice
 def test_a_stop_lands_between_two_parts_of_a_large_file(tmp_path: Path) -> None:
     # old code: one to_csv / to_parquet call (71 s for a million rows of answers.csv)
     st = Staging(tmp_path, dataset="d", run_id="r1").create()

@@ -77,6 +77,7 @@ def test_optimized_strategy_beats_every_fixed_hierarchy() -> None:
         assert mx.expected_rmse(w, a, 1.0) < 0.85 * best_fixed, a.name
 
 
+@pytest.mark.slow  # ~4 s: OPT0 over 256 cells
 def test_prefix_256_is_within_hdmms_ratio_of_the_svd_bound() -> None:
     # HDMM reports 2.10 x the SVD bound for prefix over 256 cells. Old code: 2.1112 -- OPT0's
     # L-BFGS stopped at the first iteration whose decrease was below 1e-9 (a plateau); it now
