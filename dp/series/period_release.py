@@ -28,7 +28,8 @@ published so far; with revisions every period's value so far is the least-square
 every measurement so far (:func:`dp.series.estimate.revised_estimate`). Each figure is a linear
 map ``k_f`` of the measurements, unbiased, with standard error ``s ||k_f||`` (``s``: the noise's
 standard deviation) and a 95% interval of ``1.96`` (Gaussian: exact for the normal sum) or the
-Laplace-safe multiplier (:func:`dp.matrix.intervals.laplace_multiplier`) standard errors.
+Laplace-safe multiplier (:func:`dp.matrix.least_squares_intervals.laplace_multiplier`)
+standard errors.
 """
 
 from __future__ import annotations
