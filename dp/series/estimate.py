@@ -36,10 +36,10 @@ from dppub.dp.matrix.optimize import single_threaded_blas
 from dppub.dp.series.strategies import CausalStrategy
 from dppub.dp.series.workloads import FloatArray, SeriesWorkload
 
-__all__ = ["causal_estimates", "estimator", "next_value", "revised_estimate"]
+__all__ = ["causal_estimates", "estimator", "next_value", "period_of", "revised_estimate"]
 
 
-def _period(strategy: CausalStrategy, rows: int) -> int:
+def period_of(strategy: CausalStrategy, rows: int) -> int:
     """The period whose end the first ``rows`` measurements reach exactly."""
     if 0 < rows <= strategy.released.size:
         period = int(strategy.released[rows - 1])
@@ -57,7 +57,7 @@ def _columns(values: npt.ArrayLike, *, what: str) -> tuple[FloatArray, bool]:
 
 def _lstsq(strategy: CausalStrategy, y: FloatArray) -> FloatArray:
     """Least squares of periods ``0..t`` from the first ``len(y)`` rows (columns of ``y``)."""
-    t = _period(strategy, y.shape[0])
+    t = period_of(strategy, y.shape[0])
     a = strategy.matrix[: y.shape[0], : t + 1]
     if a.shape[0] == a.shape[1]:  # square lower-triangular: the unique solution
         return np.asarray(sla.solve_triangular(a, y, lower=True), dtype=np.float64)
@@ -114,7 +114,7 @@ def causal_estimates(
     """The values of periods ``0..t`` as published without revisions, from the measurements
     by the end of period ``t`` (one :func:`next_value` per period, in order)."""
     y, vec = _columns(measurements, what="measurements")
-    last = _period(strategy, y.shape[0])
+    last = period_of(strategy, y.shape[0])
     published = np.zeros((0, y.shape[1]))
     with single_threaded_blas():  # many small solves: BLAS threads only contend
         for t in range(last + 1):

@@ -46,7 +46,12 @@ from dppub.dp.matrix.exact import exact_rows
 from dppub.dp.matrix.least_squares_intervals import laplace_multiplier
 from dppub.dp.mechanisms import gaussian, laplace
 from dppub.dp.numerics.fixedpoint import float_allowance
-from dppub.dp.series.estimate import causal_estimates, next_value, revised_estimate
+from dppub.dp.series.estimate import (
+    causal_estimates,
+    next_value,
+    period_of,
+    revised_estimate,
+)
 from dppub.dp.series.expected_error import Noise, noise_norm
 from dppub.dp.series.strategies import CausalStrategy
 from dppub.dp.series.unit_sensitivity import Relation, declared
@@ -176,7 +181,7 @@ class SeriesRelease:
         revisions every period's revised estimate (``published`` is not read)."""
         y = np.asarray(measurements, dtype=np.float64)
         past = np.asarray(published, dtype=np.float64).reshape(-1, y.shape[1])
-        period = past.shape[0] if not self.revisions else self._period_of(y.shape[0])
+        period = past.shape[0] if not self.revisions else period_of(self.strategy, y.shape[0])
         if self.revisions:
             values = revised_estimate(self.strategy, y)
             due = np.flatnonzero(self.workload.periods <= period)
@@ -213,12 +218,6 @@ class SeriesRelease:
                 else causal_estimates(self.strategy, self.workload, identity)
             )
         return self._maps[key]
-
-    def _period_of(self, rows: int) -> int:
-        released = self.strategy.released
-        if 0 < rows <= released.size and self.strategy.measured_by(int(released[rows - 1])) == rows:
-            return int(released[rows - 1])
-        raise InputError(f"{rows} measurements do not end a period of {self.strategy.name}")
 
     def _check(self, period: int) -> int:
         if not 0 <= period < self.strategy.horizon:
