@@ -5,7 +5,8 @@ The generalization is chosen by looking at the data (a globally optimal full-dom
 the QI leaf counts), so the ledger records this release as not differentially private and DP
 releases never read its levels. The counting pass and the writing pass go through the engine;
 with fewer than k records (no admissible node) every record is suppressed -- the run still
-publishes.
+publishes. The table is published as ``table.parquet`` and, copied batch by batch, as
+``table.csv`` with the CSV conventions of every released table (RFC 4180 line ends).
 """
 
 from __future__ import annotations
@@ -133,7 +134,11 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        return [KAnonymityResult.from_json(summary.details).report]
+        return [
+            KAnonymityResult.from_json(summary.details).report,
+            "Published as `table.parquet` and `table.csv` (the same rows; RFC 4180 line ends, "
+            "so a label holding a line break is quoted).",
+        ]
 
     def guarantee(self, summary: ReleaseSummary) -> str:
         return f"{KAnonymityResult.from_json(summary.details).guarantee} (not DP)"
