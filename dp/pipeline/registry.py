@@ -17,6 +17,7 @@ from dppub.dp.errors import InvariantError
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.kinds.base import ReleaseKind
 from dppub.dp.pipeline.kinds.clustering import ClusteringKind
+from dppub.dp.pipeline.kinds.contributions import ContributionsKind
 from dppub.dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dppub.dp.pipeline.kinds.regression import RegressionKind
 from dppub.dp.pipeline.kinds.synthetic import SyntheticKind
@@ -35,6 +36,7 @@ KINDS: tuple[AnyKind, ...] = (
     ClusteringKind(),
     TableKind(),
     SyntheticKind(),
+    ContributionsKind(),
 )
 
 
