@@ -252,11 +252,14 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
             else f"values of `{r.column}` by their number of rows (row-level neighbours)"
         )
         lower = (
-            " (at least: some units have cap rows or more)" if r.rows_dropped_is_lower_bound else ""
+            f" Some units have {r.cap} rows or more, counted at {r.cap}: the rows dropped are "
+            "lower bounds."
+            if r.rows_dropped_is_lower_bound
+            else ""
         )
         lines = [
             f"The distribution of {what}: {len(r.bins)} bins up to {r.cap} or more, Laplace "
-            f"noise of scale {r.noise_scale:.4g} per bin (L1 sensitivity {r.sensitivity}: "
+            f"noise of scale {r.noise_scale:.4g} per bin (L1 sensitivity {r.sensitivity}; "
             f"{r.sensitivity_rule}). Files: `histogram.csv`, `bounds.csv`.",
             "",
             "| bin (rows) | " + " | ".join(r.bins) + " |",

@@ -166,3 +166,20 @@ def test_without_a_privacy_unit_rows_are_counted_per_value_at_sensitivity_two(
     histogram = pd.read_csv(published.folder / "rows_per_zip" / "histogram.csv")
     # scale 2 / 50: a rounding off by one has probability exp(-12.5) ~ 4e-6 per bin
     assert histogram["units"].tolist() == bin_counts(zips, (1, 2, 3, 4, 5, 10, 20, 40), 64).tolist()
+
+
+def test_the_shipped_example_spends_the_census_budget_with_the_other_examples() -> None:
+    root = Path(__file__).resolve().parents[4]
+    config = root / "configs" / "contributions.yaml"
+    plan = load_plan(config)
+    assert plan.config.dataset_file == root / "configs" / "datasets" / "census.yaml"
+    ((release, kind),) = [(r.name, r.kind) for r in plan.releases]
+    assert (release, kind) == ("rows_per_zip", "contributions")
+    # demo, tables and synthetic cost 6 of the census' 8: one run of this one fits beside them
+    assert 6.0 + plan.total.epsilon <= plan.config.budget.epsilon
+    text = config.read_text()
+    header = " ".join(text[: text.index("\ndataset:")].split())
+    assert (
+        "dppub run configs/contributions.yaml --ledger .state/ledger.sqlite --out "
+        ".state/published" in header
+    )
