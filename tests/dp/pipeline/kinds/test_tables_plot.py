@@ -109,6 +109,7 @@ def _config(tmp_path: Path, data: Path, tables: list[dict[str, Any]]) -> Path:
     for section in ("anonymize", "workloads", "regressions", "clustering"):
         raw.pop(section, None)
     raw["tables"] = tables
+    raw["dataset"]["budget"] = {"epsilon": 4.0, "delta": 1e-5}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 
@@ -132,9 +133,23 @@ def test_report_html_shows_heatmap_numbers_margins_and_honest_quantile_captions(
             "margins": True,
             "round": "integer",
         },
+        {
+            "name": "people_by_zip",
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "by": ["zip"],
+            "keys": "private",
+            "measures": ["count"],
+        },
     ]
     config = _config(tmp_path, census_small, tables)
     folder = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out").folder
+    # Issue 37: each mechanism under its own name in report.md's budget table too (old code,
+    # before issue 34: 'laplace' for an exponential-mechanism quantile and for key selection)
+    report = (folder / "report.md").read_text()
+    assert "| median_hours | table | exponential |" in report
+    assert "| people_by_zip | table | optimal_threshold+laplace |" in report
+    assert "| by_sex_marital | table | laplace |" in report
     html = (folder / "report.html").read_text()
     # old code: "the whiskers are each answer's published 95% interval" under a quantile drawn
     # by the exponential mechanism, which publishes none (nothing was drawn)
