@@ -50,8 +50,10 @@ class UnitRowsAggregate:
         return []
 
     def _ids(self, batch: Batch) -> npt.NDArray[np.generic]:
-        if self.column in batch.numeric:  # a value column as read (row-level neighbours)
+        if self.column in batch.numeric and self.column not in batch.keys:
+            # a value column as read (row-level neighbours: rows counted per value)
             return np.asarray(batch.numeric[self.column])
+        # a privacy unit by its id as stored (never its clamped value), a text by its characters
         ids: npt.NDArray[np.generic] = UnitBound(column=self.column, max_rows=1).ids(batch)[0]
         return ids
 
