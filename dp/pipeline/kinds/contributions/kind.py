@@ -262,9 +262,9 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
             f"noise of scale {r.noise_scale:.4g} per bin (L1 sensitivity {r.sensitivity}; "
             f"{r.sensitivity_rule}). Files: `histogram.csv`, `bounds.csv`.",
             "",
-            "| bin (rows) | " + " | ".join(r.bins) + " |",
-            "|---|" + "---|" * len(r.bins),
-            "| units | " + " | ".join(str(u) for u in r.units) + " |",
+            "| rows | units |",
+            "|---|---|",
+            *(f"| {b} | {u} |" for b, u in zip(r.bins, r.units, strict=True)),
             "",
             "What each candidate `max_rows_per_unit` would do, from the published counts only "
             f"(post-processing; in brackets the noise's 95% range).{lower}",
