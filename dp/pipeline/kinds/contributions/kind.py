@@ -183,9 +183,10 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
         spec, eps = plan.spec, plan.cost.epsilon
         scale = spec.sensitivity / eps
         noisy = laplace(exact.astype(np.float64), sensitivity=spec.sensitivity, epsilon=eps)
-        # post-processing: integers, at least 0 (a count of units); the interval likewise
+        # post-processing: integers; a negative count is kept (noise around an empty bin:
+        # clamping would bias the shares upwards), its interval cut at 0 (a count is not)
         half = laplace_half_width(scale)
-        units = np.maximum(np.rint(noisy), 0.0)
+        units = np.rint(noisy)
         std = math.sqrt(2.0) * scale
         e = exponents(np.full(len(units), std), counts=np.ones(len(units), dtype=bool))
         low = np.maximum(np.floor(noisy - half), 0.0)

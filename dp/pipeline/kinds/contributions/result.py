@@ -17,12 +17,13 @@ from dppub.dp.pipeline.kinds.base import (
 )
 
 SHARES_METHOD = (
-    "post-processing of the published counts (clamped at 0): for a bound at a bin's upper end "
+    "post-processing of the published counts (as they are, negative ones too): for a bound at "
+    "a bin's upper end "
     "the units over it are those in the bins above; the rows it drops, sum of max(rows - bound, "
     "0) over sum of rows, take each bin's units at its midpoint (exact for a one-value bin) and "
     "the top bin's at cap, so where the top bin is not empty they are a lower bound; each "
     "range is the noise's 95% range (the published counts redrawn with the published noise, "
-    "2000 times, seeded)"
+    "2000 times, seeded); each share cut to [0, 1] and non-increasing in the bound"
 )
 
 
@@ -74,7 +75,8 @@ class ContributionsResult:
     bins: tuple[str, ...]
     """The bins' labels (``1``, ``5-9``, ``>= 64``)."""
     units: tuple[int, ...]
-    """The published units per bin (noisy, rounded, at least 0)."""
+    """The published units per bin (noisy, rounded; negative where noise around an empty
+    bin came out below zero)."""
     sensitivity: int
     noise_scale: float
     sensitivity_rule: str
