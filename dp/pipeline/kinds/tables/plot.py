@@ -170,8 +170,13 @@ def _heatmap(
     ylab = [str(r) for r in values.index]
     xlab = [str(c) for c in values.columns]
     bottom = 0.55 + 0.5 * label_inches(xlab)
+    # wide enough for every number at 7 points (a bold digit about 0.68 em), up to 12 inches
+    longest = max((len(w) for w in words.to_numpy(str).ravel()), default=1)
+    written = values.size <= _MAX_WRITTEN
+    column = 0.68 * 7.0 / 72.0 * longest + 0.12 if written else 0.0
+    width = float(np.clip(label_inches(ylab) + 1.9 + len(xlab) * column, 7.0, 12.0))
     fig = new_figure(
-        7.0,
+        width,
         max(1.6, 0.3 * len(ylab)) + bottom + 0.35,
         left=label_inches(ylab) + 0.35,
         right=0.3,
@@ -196,8 +201,10 @@ def _heatmap(
             ax.axhline(len(ylab) - 1.5, color=MUTED, linewidth=1.0)
         if xlab[-1] == TOTAL:
             ax.axvline(len(xlab) - 1.5, color=MUTED, linewidth=1.0)
-    if grid.size <= _MAX_WRITTEN:
-        size = 8.0 if grid.size <= 60 else 6.5
+    if written:
+        # a cell's width in points over its longest number
+        cell = 72.0 * (width - label_inches(ylab) - 1.9) / len(xlab) - 6.0
+        size = float(np.clip(cell / (0.68 * longest), 4.5, 8.0))
         for (i, j), word in np.ndenumerate(words.to_numpy(str)):
             dark = not margin[i, j] and np.isfinite(grid[i, j]) and norm(grid[i, j]) > 0.6
             ax.text(
