@@ -14,7 +14,6 @@ from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.ledger import Reservation
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
 from dppub.dp.pipeline.plan import Plan
-from dppub.dp.pipeline.registry import kind_of
 
 __all__ = [
     "accounting",
@@ -38,7 +37,7 @@ def budget_rows(summaries: Sequence[ReleaseSummary]) -> list[dict[str, JSON]]:
             "epsilon": s.cost.epsilon,
             "delta": s.cost.delta,
             "sensitivity": s.sensitivity,
-            "guarantee": kind_of(s.kind).guarantee(s),
+            "guarantee": s.release_kind.guarantee(s),
         }
         for s in summaries
     ]
@@ -75,7 +74,7 @@ def budget_table(
 def accounting(summary: ReleaseSummary) -> str:
     """How a release's cost was accounted: zCDP (its noise calibrated to rho), ``(epsilon,
     delta)``, or pure epsilon -- at the unit-level cost its neighbours are stated for."""
-    stated = summary.stated.accounting
+    stated = summary.result.accounting
     if stated:
         return stated
     if not summary.is_dp:
@@ -86,7 +85,7 @@ def accounting(summary: ReleaseSummary) -> str:
 def _unit_rho(summary: ReleaseSummary) -> float | None:
     """A DP release's unit-level rho-zCDP, or None where none is proven (an approximate-DP
     release that states no rho). Pure epsilon-DP at the unit level is ``epsilon^2 / 2``."""
-    rho = summary.stated.zcdp_rho
+    rho = summary.result.zcdp_rho
     if rho is not None:
         return rho
     return zcdp_of_pure(summary.cost.epsilon) if summary.cost.delta == 0 else None
@@ -101,9 +100,11 @@ def tightest_epsilon(
     basic composition -- both are proven, so the report never states less than either.
 
     >>> from dppub.dp.pipeline.kinds import ReleaseSummary as S
-    >>> def s(eps, rho): return S(name="r", kind="workload", mechanism="m", is_dp=True,
-    ...     cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(), files=(),
-    ...     output_hash="", details={"zcdp_rho": rho})
+    >>> from dppub.dp.pipeline.kinds.workload import WorkloadKind
+    >>> from dppub.dp.pipeline.kinds.base import Result
+    >>> def s(eps, rho): return S(name="r", release_kind=WorkloadKind(), mechanism="m",
+    ...     is_dp=True, cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(),
+    ...     files=(), output_hash="", result=Result(zcdp_rho=rho))
     >>> tightest_epsilon([s(0.3, 0.045)] * 10, PrivacyCost(epsilon=3.0, delta=1e-5))[2]
     3.0
     """
@@ -148,7 +149,7 @@ def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost)
         f"neighbours differ by {'; '.join(relations)}) covers: {names}."
     )
     if syntactic:
-        why = dict.fromkeys(kind_of(s.kind).not_covered(s) for s in summaries if not s.is_dp)
+        why = dict.fromkeys(s.release_kind.not_covered(s) for s in summaries if not s.is_dp)
         text += f" Not covered: {', '.join(syntactic)} -- {' '.join(why)}"
     return {"dp_releases": covered, "not_dp_releases": syntactic, "statement": text}
 
@@ -226,7 +227,7 @@ def render_report(
         "",
     ]
     for s in summaries:
-        lines += [f"### {s.name} ({s.kind})", "", *kind_of(s.kind).report(s), ""]
+        lines += [f"### {s.name} ({s.kind})", "", *s.release_kind.report(s), ""]
         if s.is_dp:
             lines += [
                 f"Cost: epsilon = {s.cost.epsilon:g}, delta = {s.cost.delta:g} for neighbours "

@@ -27,7 +27,6 @@ from dppub.dp.pipeline.html.sections import Section, release_section
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
 from dppub.dp.pipeline.kinds.base import as_float, as_object, as_str
 from dppub.dp.pipeline.plan import Plan
-from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.pipeline.report import budget_rows, budget_table, manifest, render_report, zcdp_lines
 from dppub.dp.runs import Run
 
@@ -198,8 +197,8 @@ def render_report_html(
         releases = [
             _Release(
                 summary=s,
-                text=markdown_html(kind_of(s.kind).report(s)),
-                section=release_section(compared.get(s.name, kind_of(s.kind).plot), s, folder),
+                text=markdown_html(s.release_kind.report(s)),
+                section=release_section(compared.get(s.name, s.release_kind.plot), s, folder),
             )
             for s in summaries
         ]

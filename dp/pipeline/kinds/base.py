@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
 
-from pydantic import JsonValue
-
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
-from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, StatedAccounting
+from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, Result
 from dppub.dp.pipeline.units import Bounding
 from dppub.dp.publication import Staging
 
@@ -62,6 +60,7 @@ ExactT = TypeVar("ExactT")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 EstimatorT = TypeVar("EstimatorT")
+ResultT = TypeVar("ResultT", bound=Result)
 
 JSON: TypeAlias = "str | int | float | bool | Sequence[JSON] | Mapping[str, JSON] | None"
 """A JSON-ready value (str, number, bool, None, list, dict). Read-only containers
@@ -192,7 +191,8 @@ class ReleaseSummary:
     """A computed release, as the ledger, the manifest, the report and the audit read it."""
 
     name: str
-    kind: str
+    release_kind: ReleaseKind[Any, Any, Any]
+    """The kind that computed it, and reports it: carried, never looked up by label."""
     mechanism: str
     cost: PrivacyCost
     is_dp: bool
@@ -203,15 +203,24 @@ class ReleaseSummary:
     """Released files, relative to the run folder."""
     output_hash: str
     """SHA-256 of the release's files."""
-    details: Mapping[str, JSON]
-    """Kind-specific public facts for the report (strategy, expected error, levels...)."""
+    result: Result
+    """Its kind's typed result: public facts for the report (strategy, expected error...),
+    ``release.json``'s ``details``."""
     neighbours: str = "one row"
     """The neighbouring relation its guarantee is stated for."""
 
     @property
-    def stated(self) -> StatedAccounting:
-        """The accounting its ``details`` state (zCDP rho, how it was accounted), typed."""
-        return StatedAccounting.model_validate(self.details)
+    def kind(self) -> str:
+        """Its kind's label, as plans, the ledger and manifests name it."""
+        return self.release_kind.label
+
+    def result_as(self, model: type[ResultT]) -> ResultT:
+        """Its result as the kind's own model (what the kind reads it as)."""
+        if not isinstance(self.result, model):
+            raise InvariantError(
+                f"release {self.name!r} has a {type(self.result).__name__}, not a {model.__name__}"
+            )
+        return self.result
 
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
@@ -233,7 +242,7 @@ class ReleaseSummary:
 
     def to_json(self) -> dict[str, JSON]:
         """Its ``release.json`` (:class:`~dp.pipeline.kinds.release_file.ReleaseFile`)."""
-        file = ReleaseFile(
+        file = ReleaseFile[Result](
             name=self.name,
             kind=self.kind,
             mechanism=self.mechanism,
@@ -250,17 +259,24 @@ class ReleaseSummary:
             files=list(self.files),
             output_hash=self.output_hash,
             neighbours=self.neighbours,
-            details=cast(dict[str, JsonValue], dict(self.details)),
+            details=self.result,
         )
         return cast(dict[str, JSON], file.model_dump(mode="json"))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> ReleaseSummary:
-        """A summary read back from its ``release.json`` (checked against its model)."""
-        file = ReleaseFile.model_validate(data)
+    def from_json(
+        cls, data: Mapping[str, JSON], release_kind: ReleaseKind[Any, Any, Any]
+    ) -> ReleaseSummary:
+        """A summary read back from its ``release.json``, checked against its model (its
+        ``details`` against ``release_kind``'s result)."""
+        file = ReleaseFile[release_kind.result].model_validate(data)  # type: ignore[name-defined]
+        if file.kind != release_kind.label:
+            raise InvariantError(
+                f"release {file.name!r} is a {file.kind}, not a {release_kind.label}"
+            )
         return cls(
             name=file.name,
-            kind=file.kind,
+            release_kind=release_kind,
             mechanism=file.mechanism,
             cost=PrivacyCost(epsilon=file.epsilon, delta=file.delta),
             is_dp=file.is_dp,
@@ -275,30 +291,19 @@ class ReleaseSummary:
             ),
             files=tuple(file.files),
             output_hash=file.output_hash,
-            details=cast(Mapping[str, JSON], file.details),
+            result=file.details,
             neighbours=file.neighbours,
         )
-
-
-class Result(Protocol):
-    """A kind's typed, frozen account of one computed release (public values only). Its
-    JSON is the summary's ``details``; the kind reads it back with its own ``from_json``."""
-
-    def to_json(self) -> dict[str, JSON]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Executed:
     """What :meth:`ReleaseKind.execute` returns besides the files it wrote."""
 
-    details: Mapping[str, JSON]
-    """Public facts for the report and manifest: a :class:`Result`'s JSON."""
+    result: Result
+    """Public facts for the report and manifest: the kind's typed result."""
     sensitivity: float | None = None
     """The L1 sensitivity of the noise, where one number says it."""
-
-    @classmethod
-    def of(cls, result: Result, sensitivity: float | None = None) -> Executed:
-        return cls(details=result.to_json(), sensitivity=sensitivity)
 
 
 def _quiet(_line: str) -> None:
@@ -367,7 +372,7 @@ def scan_each(aggregates: Sequence[ScanAggregate[R]]) -> Scan[tuple[R, ...]]:
 
 class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """One kind of release (see the module docstring). Stateless; registered once in
-    :data:`dp.pipeline.registry.KINDS`. A subclass sets the four attributes and implements
+    :data:`dp.pipeline.registry.KINDS`. A subclass sets the five attributes and implements
     :meth:`plan`, :meth:`scan`, :meth:`execute` and :meth:`report`; the rest have defaults."""
 
     section: str
@@ -378,6 +383,8 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """A list of items (else a single optional object)."""
     model: type[ItemT]
     """The pydantic model of one item."""
+    result: type[Result]
+    """The pydantic model of its releases' results (``release.json``'s ``details``)."""
 
     def __eq__(self, other: object) -> bool:
         # Stateless: every instance of a kind is the same kind (a plan sent to a worker and

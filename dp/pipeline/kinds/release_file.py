@@ -1,20 +1,70 @@
 """``release.json``, typed: what every release states about itself, written once and read back
 once (:meth:`dp.pipeline.kinds.base.ReleaseSummary.to_json` and ``from_json``), and its JSON
-Schema (:func:`release_schema`, committed as ``docs/release.schema.json``).
+Schema (:func:`release_file_schema`, committed as ``docs/release.schema.json``).
 
-Its ``details`` are the kind's own result (:class:`dp.pipeline.kinds.base.Result`): a JSON
-object, typed by the kind that reads it.
+Its ``details`` are the kind's own :class:`Result` (a pydantic model per kind, sharing the fields
+every release may state); the schema's ``details`` is their union, told apart by ``kind``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    create_model,
+    model_serializer,
+)
 
-__all__ = ["PartFile", "ReleaseFile", "StatedAccounting", "release_schema"]
+__all__ = ["PartFile", "ReleaseFile", "Result", "release_file_schema"]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class Result(BaseModel):
+    """A kind's typed, frozen account of one computed release (public values only): its
+    ``release.json``'s ``details``. A kind's result subclasses it, adding its own fields.
+
+    The fields every release may state are here, under one name each (the run's zCDP total and
+    the budget table read them typed). A field whose value is None is left out of the file,
+    unless the subclass names it in :attr:`keep_null` (a statement that something is absent).
+    """
+
+    model_config = _FROZEN
+
+    keep_null: ClassVar[frozenset[str]] = frozenset()
+    """Fields written as ``null`` when None (the others are left out)."""
+
+    zcdp_rho: float | None = Field(
+        default=None, ge=0, description="The unit-level rho-zCDP its noise satisfies, if proven."
+    )
+    accounting: str | None = Field(
+        default=None, description="How its cost was accounted, where the kind says (zCDP...)."
+    )
+    privacy_unit: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="The unit its guarantee is stated for, its bound and its row-level cost.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_nulls(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if v is not None or k in self.keep_null}
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """Its JSON: the release's ``details``."""
+        out: dict[str, JsonValue] = self.model_dump(mode="json")
+        return out
 
 
 class PartFile(BaseModel):
@@ -30,9 +80,13 @@ class PartFile(BaseModel):
     )
 
 
-class ReleaseFile(BaseModel):
+ResultT = TypeVar("ResultT", bound=Result)
+
+
+class ReleaseFile(BaseModel, Generic[ResultT]):
     """A release's ``release.json``: written when it completed, read back by a later attempt
-    of the run (which reuses it, never recomputes it), the manifest and both reports."""
+    of the run (which reuses it, never recomputes it), the manifest and both reports.
+    ``ReleaseFile[R]`` reads a kind whose result is ``R``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="release.json")
 
@@ -53,25 +107,26 @@ class ReleaseFile(BaseModel):
     neighbours: str = Field(
         default="one row", description="The neighbouring relation its guarantee is stated for."
     )
-    details: dict[str, JsonValue] = Field(
+    details: SerializeAsAny[ResultT] = Field(
         description="The kind's typed result: public facts (strategy, expected error...)."
     )
 
 
-class StatedAccounting(BaseModel):
-    """What every kind's result may state about its own accounting, under these names in its
-    ``details`` (the run's zCDP total and the budget table read them here, typed)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    zcdp_rho: float | None = Field(
-        default=None, ge=0, description="The unit-level rho-zCDP its noise satisfies, if proven."
-    )
-    accounting: str | None = Field(
-        default=None, description="How its cost was accounted, where the kind says (zCDP...)."
-    )
-
-
-def release_schema() -> dict[str, Any]:
-    """The JSON Schema of ``release.json``, generated from :class:`ReleaseFile`."""
-    return ReleaseFile.model_json_schema()
+def release_file_schema(results: Mapping[str, type[Result]]) -> dict[str, Any]:
+    """The JSON Schema of ``release.json`` for the kinds ``results`` names (label -> its
+    result model): one :class:`ReleaseFile` per kind, told apart by ``kind``."""
+    files: list[Any] = []
+    for label, model in results.items():
+        kind: Any = Literal[label]  # one label per kind: what tells the files apart
+        files.append(
+            create_model(
+                f"{model.__name__}File",
+                __base__=ReleaseFile[model],  # type: ignore[valid-type]
+                kind=(kind, Field(description="Its kind's label.")),
+            )
+        )
+    union: Any = Annotated[Union[tuple(files)], Field(discriminator="kind")]  # noqa: UP007
+    adapter: TypeAdapter[Any] = TypeAdapter(union)
+    schema: dict[str, Any] = adapter.json_schema()
+    schema["title"] = "release.json"
+    return schema

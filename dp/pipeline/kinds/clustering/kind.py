@@ -65,6 +65,7 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
     label = "clustering"
     many = True
     model = ClusteringModel
+    result = ClusteringResult
 
     def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan[ClusteringSpec]:
         box = feature_box(cfg, item.name, item.features)
@@ -131,10 +132,10 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
         )
         table.attrs = {"dppub": {**statement, **result.to_json()}}
         out.write_table(plan.name, "clusters", table)
-        return Executed.of(result)
+        return Executed(result=result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = ClusteringResult.from_json(summary.details)
+        r = summary.result_as(ClusteringResult)
         features = ", ".join(f"`{f}`" for f in r.features)
         return [
             f"k-means with k = {r.k} on {features} ({summary.mechanism}); bounds from the "

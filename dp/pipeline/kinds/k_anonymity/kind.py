@@ -72,6 +72,7 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
     label = "k-anonymity"
     many = False
     model = KAnonymityModel
+    result = KAnonymityResult
 
     def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
         qis = item.quasi_identifiers
@@ -126,17 +127,17 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
         )
         out.copy_as_csv(plan.name, "table")
         out.write_json(plan.name, "metrics.json", result.metrics)
-        return Executed.of(
-            KAnonymityResult(
+        return Executed(
+            result=KAnonymityResult(
                 guarantee=f"k={item.k}", levels=result.levels, report=result.to_markdown()
             )
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        return [KAnonymityResult.from_json(summary.details).report]
+        return [summary.result_as(KAnonymityResult).report]
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        return f"{KAnonymityResult.from_json(summary.details).guarantee} (not DP)"
+        return f"{summary.result_as(KAnonymityResult).guarantee} (not DP)"
 
     def not_covered(self, summary: ReleaseSummary) -> str:
         return _NOT_COVERED

@@ -25,11 +25,12 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from pydantic import JsonValue
 
 from dppub.dp.axes import Axis
 from dppub.dp.engine import MarginalsAggregate
@@ -125,6 +126,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     label = "synthetic"
     many = True
     model = SyntheticModel
+    result = SyntheticResult
 
     def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
         check_installed(f"synthetic {item.name!r}")  # else the run is charged, nothing published
@@ -319,12 +321,14 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             error_high=float(high.mean()),
             covered_marginals=sum(e is not None for e in estimates),
             accounting=accounting,
-            guarantee=zcdp_unit_statement(plan.bounding, plan.cost, spec.rho),
+            guarantee=cast(
+                "dict[str, JsonValue]", zcdp_unit_statement(plan.bounding, plan.cost, spec.rho)
+            ),
         )
-        return Executed.of(released, sensitivity=m)
+        return Executed(result=released, sensitivity=m)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = SyntheticResult.from_json(summary.details)
+        r = summary.result_as(SyntheticResult)
         count = (
             f"a noisy row count ({r.noisy_count:.1f}, rho {r.count_rho:.3g})"
             if r.noisy_count is not None
@@ -356,7 +360,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             synthetic_plot,  # matplotlib: only when a report is drawn
         )
 
-        return synthetic_plot(summary, SyntheticResult.from_json(summary.details), folder)
+        return synthetic_plot(summary, summary.result_as(SyntheticResult), folder)
 
 
 def _measurements(spec: SyntheticSpec, measurements: Sequence[Measurement]) -> pd.DataFrame:

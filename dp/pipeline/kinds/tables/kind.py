@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from pydantic import JsonValue
 
 from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
 from dppub.dp.errors import ConfigError
@@ -57,7 +58,6 @@ from dppub.dp.pipeline.kinds.base import (
     as_float,
     as_list,
     as_object,
-    as_object_or_none,
     as_strs,
     scan_one,
 )
@@ -128,6 +128,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     label = "table"
     many = True
     model = TableModel
+    result = TableResult
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
         if item.key_policy == "private":
@@ -272,15 +273,15 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             measures=tuple(label for m in design.measures for label in m.labels()),
             split={c.name: c.epsilon for c in (design if joint is None else joint).components},
             split_rule=SPLIT_RULE,
-            components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
+            components=cast("dict[str, JsonValue]", released.facts),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
             rounding=rounding_note(design, released.answers),
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=unit_statement(plan.bounding, joint),
-            key_selection=selection,
-            joint=None if joint is None else joint_facts(joint),
+            privacy_unit=cast("dict[str, JsonValue]", unit_statement(plan.bounding, joint)),
+            key_selection=cast("dict[str, JsonValue] | None", selection),
+            joint=None if joint is None else cast("dict[str, JsonValue]", joint_facts(joint)),
             precision=PRECISION_RULE,
             quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
             suppression=suppression_note(plan.spec.presentation),
@@ -288,10 +289,10 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         write_answers(out, plan, design, published, result)
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
-        return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
+        return Executed(result=result, sensitivity=sens[0] if len(sens) == 1 else None)
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        joint = as_object_or_none(summary.details.get("joint"))
+        joint = summary.result_as(TableResult).joint
         if joint is None:
             return super().guarantee(summary)
         return (
@@ -300,7 +301,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = TableResult.from_json(summary.details)
+        r = summary.result_as(TableResult)
         split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
         extra = ""
         if r.margins:
@@ -328,5 +329,5 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         from dppub.dp.pipeline.kinds.tables.plot import table_plot  # matplotlib: only for a report
 
-        section: Section = table_plot(summary, TableResult.from_json(summary.details), folder)
+        section: Section = table_plot(summary, summary.result_as(TableResult), folder)
         return section

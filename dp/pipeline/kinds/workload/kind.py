@@ -43,7 +43,6 @@ from dppub.dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float_or_none,
     scan_one,
 )
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
@@ -162,6 +161,7 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     label = "workload"
     many = True
     model = WorkloadModel
+    result = WorkloadResult
 
     def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan[WorkloadSpec]:
         axes = tuple(
@@ -281,20 +281,19 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             svd_bound_rmse=float(result.svd_bound_rmse),
             noise=spec.noise,
             noise_scale=float(result.noise_scale),
-            intervals=NO_INTERVALS if intervals is None else intervals.describe(),
+            **(NO_INTERVALS if intervals is None else intervals.describe()),
             zcdp_rho=rho,
             accounting=accounting,
         )
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
-        return Executed.of(released, sensitivity=float(result.sensitivity))
+        return Executed(result=released, sensitivity=float(result.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = WorkloadResult.from_json(summary.details)
-        level = as_float_or_none(r.intervals.get("interval_level"))
+        r = summary.result_as(WorkloadResult)
         intervals = (
-            f"Each answer has a {100 * level:g}% interval ({r.intervals['interval_method']})"
-            if level is not None
-            else f"No intervals ({r.intervals.get('interval_method', 'none')})"
+            f"Each answer has a {100 * r.interval_level:g}% interval ({r.interval_method})"
+            if r.interval_level is not None
+            else f"No intervals ({r.interval_method})"
         )
         return [
             f"{r.queries} queries over {r.cells} cells; strategy `{r.strategy}`, "
@@ -309,4 +308,4 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             workload_plot,  # matplotlib: only when a report is drawn
         )
 
-        return workload_plot(summary, WorkloadResult.from_json(summary.details), folder)
+        return workload_plot(summary, summary.result_as(WorkloadResult), folder)
