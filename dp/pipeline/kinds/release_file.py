@@ -24,35 +24,28 @@ from pydantic import (
     model_serializer,
 )
 
-__all__ = ["PartFile", "ReleaseFile", "Result", "release_file_schema"]
+__all__ = [
+    "PartFile",
+    "PrivacyUnit",
+    "ReleaseFile",
+    "Result",
+    "Stated",
+    "UnitGuarantee",
+    "release_file_schema",
+]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
 
-class Result(BaseModel):
-    """A kind's typed, frozen account of one computed release (public values only): its
-    ``release.json``'s ``details``. A kind's result subclasses it, adding its own fields.
-
-    The fields every release may state are here, under one name each (the run's zCDP total and
-    the budget table read them typed). A field whose value is None is left out of the file,
-    unless the subclass names it in :attr:`keep_null` (a statement that something is absent).
-    """
+class Stated(BaseModel):
+    """A frozen statement in ``release.json``: a field whose value is None is left out of the
+    file, unless the model names it in :attr:`keep_null` (a statement that something is
+    absent)."""
 
     model_config = _FROZEN
 
     keep_null: ClassVar[frozenset[str]] = frozenset()
     """Fields written as ``null`` when None (the others are left out)."""
-
-    zcdp_rho: float | None = Field(
-        default=None, ge=0, description="The unit-level rho-zCDP its noise satisfies, if proven."
-    )
-    accounting: str | None = Field(
-        default=None, description="How its cost was accounted, where the kind says (zCDP...)."
-    )
-    privacy_unit: dict[str, JsonValue] | None = Field(
-        default=None,
-        description="The unit its guarantee is stated for, its bound and its row-level cost.",
-    )
 
     @model_serializer(mode="wrap")
     def _drop_nulls(
@@ -62,9 +55,58 @@ class Result(BaseModel):
         return {k: v for k, v in out.items() if v is not None or k in self.keep_null}
 
     def to_json(self) -> dict[str, JsonValue]:
-        """Its JSON: the release's ``details``."""
+        """Its JSON, as ``release.json`` holds it."""
         out: dict[str, JsonValue] = self.model_dump(mode="json")
         return out
+
+
+class PrivacyUnit(Stated):
+    """The privacy unit a release's guarantee is stated for (:mod:`dp.pipeline.units`)."""
+
+    column: str = Field(description="The unit's column.")
+    max_rows_per_unit: int = Field(ge=1, description="The bound on one unit's rows.")
+    max_partitions_per_unit: int | None = Field(
+        default=None, ge=1, description="The bound on the partitions one unit's rows span."
+    )
+    sensitivity: float | None = Field(
+        default=None, description="A unit-level mechanism's sensitivity (all of a unit's rows)."
+    )
+    row_level_rho: float | None = Field(default=None, description="The rho one row costs.")
+    row_level_epsilon: float | None = Field(
+        default=None, description="The epsilon the mechanism runs at for one row."
+    )
+    row_level_delta: float | None = None
+    note: str = Field(description="How the unit-level cost follows from the row-level one.")
+
+
+class UnitGuarantee(Stated):
+    """A release's own statement of its guarantee: the unit-level cost for its neighbours
+    and, with a privacy unit, the unit (:func:`dp.pipeline.units.zcdp_unit_statement`)."""
+
+    epsilon: float = Field(ge=0)
+    delta: float = Field(ge=0, le=1)
+    zcdp_rho: float | None = Field(default=None, ge=0)
+    neighbours: str | None = None
+    privacy_unit: PrivacyUnit | None = None
+
+
+class Result(Stated):
+    """A kind's typed, frozen account of one computed release (public values only): its
+    ``release.json``'s ``details``. A kind's result subclasses it, adding its own fields.
+
+    The fields every release may state are here, under one name each (the run's zCDP total and
+    the budget table read them typed); the mechanism is ``release.json``'s own ``mechanism``.
+    """
+
+    zcdp_rho: float | None = Field(
+        default=None, ge=0, description="The unit-level rho-zCDP its noise satisfies, if proven."
+    )
+    accounting: str | None = Field(
+        default=None, description="How its cost was accounted, where the kind says (zCDP...)."
+    )
+    privacy_unit: PrivacyUnit | None = Field(
+        default=None, description="The unit its guarantee is stated for, and its bounds."
+    )
 
 
 class PartFile(BaseModel):

@@ -43,6 +43,7 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.units import bounding_for, unit_statement
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
             features=tuple(item.features),
             k=item.k,
             interval_level=level,
-            privacy_unit=unit if isinstance(unit, dict) else None,
+            privacy_unit=PrivacyUnit.model_validate(unit) if isinstance(unit, dict) else None,
         )
         table.attrs = {"dppub": {**statement, **result.to_json()}}
         out.write_table(plan.name, "clusters", table)

@@ -42,6 +42,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_each,
 )
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.units import bounding_for, unit_statement
 
 if TYPE_CHECKING:
@@ -264,7 +265,7 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
             outcome=cast("dict[str, JsonValue]", outcome(item))
             if item.model == "logistic"
             else None,
-            privacy_unit=unit if isinstance(unit, dict) else None,
+            privacy_unit=PrivacyUnit.model_validate(unit) if isinstance(unit, dict) else None,
         )
         return Executed(result=result)
 

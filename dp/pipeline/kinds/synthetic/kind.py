@@ -25,12 +25,11 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from pydantic import JsonValue
 
 from dppub.dp.axes import Axis
 from dppub.dp.engine import MarginalsAggregate
@@ -49,6 +48,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_list,
     as_strs,
 )
+from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
 from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
 from dppub.dp.synthetic import candidates, cdp_rho, run_aim, workload_cliques
@@ -321,8 +321,8 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             error_high=float(high.mean()),
             covered_marginals=sum(e is not None for e in estimates),
             accounting=accounting,
-            guarantee=cast(
-                "dict[str, JsonValue]", zcdp_unit_statement(plan.bounding, plan.cost, spec.rho)
+            guarantee=UnitGuarantee.model_validate(
+                zcdp_unit_statement(plan.bounding, plan.cost, spec.rho)
             ),
         )
         return Executed(result=released, sensitivity=m)

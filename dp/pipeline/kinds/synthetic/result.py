@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
 from dppub.dp.pipeline.kinds.base import Result
+from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
 
 
 class SyntheticResult(Result):
@@ -39,4 +40,5 @@ class SyntheticResult(Result):
     covered_marginals: int
     """How many workload marginals a measurement covers (``check_low``/``check_high`` in
     ``utility.csv``)."""
-    guarantee: dict[str, JsonValue]
+    guarantee: UnitGuarantee
+    """Its guarantee as AIM ran it: the unit-level rho, and the unit with its row-level cost."""

@@ -61,6 +61,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import bounding_for
 from dppub.dp.tables.joint import (
@@ -112,6 +113,7 @@ from dppub.dp.pipeline.kinds.tables.private_keys import (
 from dppub.dp.pipeline.kinds.tables.result import (
     INTERVAL_METHOD,
     SPLIT_RULE,
+    JointFacts,
     TableResult,
     expected_errors,
     rounding_note,
@@ -264,6 +266,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
         published = office_table(released.answers, design, plan.spec.presentation)
+        unit = unit_statement(plan.bounding, joint)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -273,15 +276,17 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             measures=tuple(label for m in design.measures for label in m.labels()),
             split={c.name: c.epsilon for c in (design if joint is None else joint).components},
             split_rule=SPLIT_RULE,
-            components=cast("dict[str, JsonValue]", released.facts),  # numbers and strings only
+            components=cast(
+                "dict[str, dict[str, JsonValue]]", released.facts
+            ),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
             rounding=rounding_note(design, released.answers),
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=cast("dict[str, JsonValue]", unit_statement(plan.bounding, joint)),
+            privacy_unit=None if unit is None else PrivacyUnit.model_validate(unit),
             key_selection=cast("dict[str, JsonValue] | None", selection),
-            joint=None if joint is None else cast("dict[str, JsonValue]", joint_facts(joint)),
+            joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
             precision=PRECISION_RULE,
             quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
             suppression=suppression_note(plan.spec.presentation),
@@ -296,8 +301,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         if joint is None:
             return super().guarantee(summary)
         return (
-            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
-            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+            f"differential privacy, jointly: epsilon {joint.epsilon:g} with "
+            f"{', '.join(t for t in joint.tables if t != summary.name)}"
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
@@ -312,7 +317,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 "published cells (`release.json` states each base)."
             )
         if r.joint is not None:
-            extra += f" {r.joint['guarantee']}"
+            extra += f" {r.joint.guarantee}"
         withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "

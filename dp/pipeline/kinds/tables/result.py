@@ -12,6 +12,7 @@ from pydantic import JsonValue
 
 from dppub.dp import matrix
 from dppub.dp.pipeline.kinds.base import JSON, Result
+from dppub.dp.pipeline.kinds.release_file import Stated
 from dppub.dp.tables.office import Presentation
 from dppub.dp.tables.precision import PRECISION_RULE
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
@@ -38,6 +39,22 @@ INTERVAL_METHOD = (
 )
 
 
+class JointFacts(Stated):
+    """``joint: <group>``: what a table estimated jointly with others states
+    (:func:`dp.pipeline.kinds.tables.joint_planning.joint_facts`)."""
+
+    group: str
+    tables: tuple[str, ...]
+    """The group's tables, this one among them."""
+    epsilon: float
+    """The group's epsilon (the sum of its tables')."""
+    epsilons: dict[str, float]
+    """Each table's own epsilon, as the ledger charges it."""
+    strategy: str
+    guarantee: str
+    """What is proven of the group, and of this table alone, in words."""
+
+
 class TableResult(Result):
     """A published table's public account: its ``release.json`` details. Its
     ``privacy_unit`` is the whole unit statement (:func:`dp.pipeline.units.unit_statement`)."""
@@ -51,7 +68,7 @@ class TableResult(Result):
     measures: tuple[str, ...]
     split: dict[str, float]
     split_rule: str
-    components: dict[str, JsonValue]
+    components: dict[str, dict[str, JsonValue]]
     """Each measured component's epsilon, sensitivity and noise (numbers and strings)."""
     bounds: dict[str, list[float]]
     margins: bool
@@ -61,7 +78,7 @@ class TableResult(Result):
     interval_level: float
     key_selection: dict[str, JsonValue] | None = None
     """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
-    joint: dict[str, JsonValue] | None = None
+    joint: JointFacts | None = None
     """``joint: <group>``: the group, its tables, its epsilon and the guarantee."""
     precision: str = PRECISION_RULE
     """How many digits each published value carries (post-processing)."""

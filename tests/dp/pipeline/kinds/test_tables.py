@@ -176,12 +176,13 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     pair = components["count+centred_sum(hours)"]
     assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
     unit = summary.result_as(TableResult).privacy_unit
-    assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (
+    assert unit is not None
+    assert (unit.column, unit.max_rows_per_unit, unit.max_partitions_per_unit) == (
         "household",
         3,
         2,
     )
-    assert "for all the rows one unit may contribute (3)" in unit["note"]
+    assert "for all the rows one unit may contribute (3)" in unit.note
     assert "household" in summary.neighbours
 
 

@@ -106,7 +106,7 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         assert fact["noise_scale"] == pytest.approx(fact["sensitivity"] / fact["epsilon"])
         assert details["sensitivity"] == fact["sensitivity"]
         joint_result = summaries[name].result_as(TableResult).joint
-        assert joint_result is not None and joint_result["group"] == "people"
+        assert joint_result is not None and joint_result.group == "people"
         notes = openpyxl.load_workbook(folder / name / "answers.xlsx")["Notes"]
         guarantee = {r[0].value: r[1].value for r in notes.iter_rows()}["Guarantee"]
         assert guarantee.startswith("epsilon 1 (its joint group's), delta 0: differential")
