@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
@@ -207,8 +208,10 @@ def render_report(
     table: str,
     ledger_head: tuple[int, str],
     guarantee: Mapping[str, JSON],
+    folder: Path | None = None,
 ) -> str:
-    """The run's ``report.md``."""
+    """The run's ``report.md``; with ``folder`` (the run folder), each release's results
+    too (:meth:`~dp.pipeline.kinds.base.ReleaseKind.results`)."""
     lines = [
         f"# dppub release — dataset `{dataset}`, run `{run_id}`",
         "",
@@ -228,6 +231,8 @@ def render_report(
     ]
     for s in summaries:
         lines += [f"### {s.name} ({s.kind})", "", *s.release_kind.report(s), ""]
+        shown = [] if folder is None else s.release_kind.results(s, folder)
+        lines += [*shown, ""] if shown else []
         if s.is_dp:
             lines += [
                 f"Cost: epsilon = {s.cost.epsilon:g}, delta = {s.cost.delta:g} for neighbours "

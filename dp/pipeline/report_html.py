@@ -66,6 +66,7 @@ def write_reports(
         table=table,
         ledger_head=head,
         guarantee=as_object(man["guarantee"]),
+        folder=run.staging.dir,
     )
     page = render_report_html(manifest=man, summaries=summaries, folder=run.staging.dir)
     (run.staging.dir / "report.html").write_text(page, encoding="utf-8")
@@ -197,7 +198,9 @@ def render_report_html(
         releases = [
             _Release(
                 summary=s,
-                text=markdown_html(s.release_kind.report(s)),
+                text=markdown_html(
+                    [*s.release_kind.report(s), "", *s.release_kind.results(s, folder)]
+                ),
                 section=release_section(compared.get(s.name, s.release_kind.plot), s, folder),
             )
             for s in summaries

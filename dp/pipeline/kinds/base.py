@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeVar, cast
 
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
+from dppub.dp.pipeline.kinds.json_values import JSON, as_float, as_list, as_object, as_str, as_strs
+from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
 from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, Result
 from dppub.dp.pipeline.units import Bounding
 from dppub.dp.publication import Staging
@@ -42,13 +44,9 @@ __all__ = [
     "Scan",
     "ScanAggregate",
     "as_float",
-    "as_float_or_none",
-    "as_int",
     "as_list",
     "as_object",
-    "as_object_or_none",
     "as_str",
-    "as_str_or_none",
     "as_strs",
     "scan_each",
     "scan_one",
@@ -61,70 +59,6 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 EstimatorT = TypeVar("EstimatorT")
 ResultT = TypeVar("ResultT", bound=Result)
-
-JSON: TypeAlias = "str | int | float | bool | Sequence[JSON] | Mapping[str, JSON] | None"
-"""A JSON-ready value (str, number, bool, None, list, dict). Read-only containers
-(``Sequence``, ``Mapping``), so a ``list[str]`` or a ``dict[str, float]`` is one too. Reading
-one back, :func:`as_str`, :func:`as_float`, :func:`as_object`... check what it is."""
-
-
-def _wrong(value: JSON, want: str) -> InvariantError:
-    return InvariantError(f"expected {want} in a release record, got {value!r}")
-
-
-def as_str(value: JSON) -> str:
-    """A JSON string."""
-    if not isinstance(value, str):
-        raise _wrong(value, "a string")
-    return value
-
-
-def as_float(value: JSON) -> float:
-    """A JSON number (an integer too, not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _wrong(value, "a number")
-    return float(value)
-
-
-def as_int(value: JSON) -> int:
-    """A JSON integer (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(value, "an integer")
-    return value
-
-
-def as_float_or_none(value: JSON) -> float | None:
-    """A JSON number or null."""
-    return None if value is None else as_float(value)
-
-
-def as_str_or_none(value: JSON) -> str | None:
-    """A JSON string or null."""
-    return None if value is None else as_str(value)
-
-
-def as_list(value: JSON) -> Sequence[JSON]:
-    """A JSON list."""
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise _wrong(value, "a list")
-    return value
-
-
-def as_strs(value: JSON) -> tuple[str, ...]:
-    """A JSON list of strings."""
-    return tuple(as_str(v) for v in as_list(value))
-
-
-def as_object(value: JSON) -> Mapping[str, JSON]:
-    """A JSON object."""
-    if not isinstance(value, Mapping):
-        raise _wrong(value, "an object")
-    return value
-
-
-def as_object_or_none(value: JSON) -> Mapping[str, JSON] | None:
-    """A JSON object or null."""
-    return None if value is None else as_object(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -385,6 +319,8 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """The pydantic model of one item."""
     result: type[Result]
     """The pydantic model of its releases' results (``release.json``'s ``details``)."""
+    previews: tuple[Preview, ...] = ()
+    """The published CSV files whose first rows ``report.md`` shows (:meth:`results`)."""
 
     def __eq__(self, other: object) -> bool:
         # Stateless: every instance of a kind is the same kind (a plan sent to a worker and
@@ -412,6 +348,11 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     def report(self, summary: ReleaseSummary) -> list[str]:
         """Markdown lines describing the release in ``report.md``."""
         raise NotImplementedError
+
+    def results(self, summary: ReleaseSummary, folder: Path) -> list[str]:
+        """Markdown lines showing its results in ``report.md`` (and ``report.html``), from its
+        files published in ``folder`` (the run folder): by default, its :attr:`previews`."""
+        return preview_lines(summary.name, folder, self.previews)
 
     def describe(self, plan: ReleasePlan[SpecT]) -> Mapping[str, JSON]:
         """What ``dppub plan --json`` shows about it beyond its cost (data-independent)."""

@@ -43,6 +43,7 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.units import bounding_for, unit_statement
 
@@ -67,6 +68,15 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
     many = True
     model = ClusteringModel
     result = ClusteringResult
+    previews = (
+        Preview(
+            file="clusters.csv",
+            rows=12,
+            what=": the centres and their noisy sizes",
+            error=("size_std_error",),
+            rounded=("size", "size_std_error", "size_ci_low", "size_ci_high"),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan[ClusteringSpec]:
         box = feature_box(cfg, item.name, item.features)

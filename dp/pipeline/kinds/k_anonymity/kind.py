@@ -35,6 +35,7 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_each,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.units import Bounding
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
     many = False
     model = KAnonymityModel
     result = KAnonymityResult
+    previews = (Preview(file="table.csv", what=": the generalized table"),)
 
     def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
         qis = item.quasi_identifiers

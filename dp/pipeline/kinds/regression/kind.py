@@ -42,6 +42,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_each,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.units import bounding_for, unit_statement
 
@@ -148,6 +149,22 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
     many = True
     model = RegressionModel
     result = RegressionResult
+    previews = (
+        Preview(
+            file="coefficients.csv",
+            rows=12,
+            what=": the model's coefficients",
+            error=("std_error", "surrogate_std_error"),
+            rounded=(
+                "coefficient",
+                *(
+                    f"{p}{c}"
+                    for p in ("", "surrogate_")
+                    for c in ("std_error", "ci_low", "ci_high")
+                ),
+            ),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan[RegressionSpec]:
         bounding = bounding_for(cfg, item.tasks)

@@ -48,6 +48,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_list,
     as_strs,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
 from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
@@ -127,6 +128,14 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     many = True
     model = SyntheticModel
     result = SyntheticResult
+    previews = (
+        Preview(
+            file="utility.csv",
+            columns=("marginal", "cells", "error", "error_low", "error_high"),
+            what=": the estimated error per workload marginal",
+        ),
+        Preview(file="synthetic.csv", rows=3, what=": synthetic rows"),
+    )
 
     def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
         check_installed(f"synthetic {item.name!r}")  # else the run is charged, nothing published

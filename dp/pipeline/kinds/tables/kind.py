@@ -61,6 +61,7 @@ from dppub.dp.pipeline.kinds.base import (
     as_strs,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import bounding_for
@@ -131,6 +132,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     many = True
     model = TableModel
     result = TableResult
+    previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
         if item.key_policy == "private":

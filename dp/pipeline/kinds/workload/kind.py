@@ -45,6 +45,7 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
 from dppub.dp.pipeline.units import bounding_for
 
@@ -162,6 +163,15 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     many = True
     model = WorkloadModel
     result = WorkloadResult
+    previews = (
+        Preview(
+            file="answers.csv",
+            columns=("label", "answer", "std_error", "ci_low", "ci_high"),
+            what=": the answers, with their standard errors and intervals",
+            error=("std_error",),
+            rounded=("answer", "std_error", "ci_low", "ci_high"),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan[WorkloadSpec]:
         axes = tuple(
