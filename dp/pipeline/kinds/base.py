@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeVar, cast
 
@@ -321,6 +322,9 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """The pydantic model of its releases' results (``release.json``'s ``details``)."""
     previews: tuple[Preview, ...] = ()
     """The published CSV files whose first rows ``report.md`` shows (:meth:`results`)."""
+    plots: str | None = None
+    """The function of its package's ``plot`` module that draws its section of
+    ``report.html`` (:meth:`plot`), or None for none."""
 
     def __eq__(self, other: object) -> bool:
         # Stateless: every instance of a kind is the same kind (a plan sent to a worker and
@@ -372,7 +376,14 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         """Its plots and tables in ``report.html``, from its files published in ``folder``
-        (the run folder); none by default."""
+        (the run folder): by default, :attr:`plots` of its package's ``plot`` module called
+        with the summary, its typed result and ``folder``, imported only now (it imports
+        matplotlib, which a run that draws no report never loads)."""
         from dppub.dp.pipeline.html.sections import Section
 
-        return Section()
+        if self.plots is None:
+            return Section()
+        package = type(self).__module__.rpartition(".")[0]
+        draw = getattr(import_module(f"{package}.plot"), self.plots)
+        section: Section = draw(summary, summary.result_as(self.result), folder)
+        return section

@@ -219,3 +219,16 @@ def test_a_forest_plot_gives_each_coefficient_its_own_scale(tmp_path: Path) -> N
     ticks = _texts(svg)
     assert "600" in ticks and "0.004" in ticks  # both scales are drawn
     assert "m: coefficients of y" in ticks
+
+
+def test_every_kind_names_a_plot_that_takes_its_summary_result_and_folder() -> None:
+    import inspect
+    from importlib import import_module
+
+    from dppub.dp.pipeline.registry import KINDS
+
+    for kind in KINDS:
+        assert kind.plots is not None, kind.label
+        package = type(kind).__module__.rpartition(".")[0]
+        draw = getattr(import_module(f"{package}.plot"), kind.plots)
+        assert list(inspect.signature(draw).parameters)[:3] == ["summary", "result", "folder"]

@@ -20,9 +20,6 @@ measurement; ``release.json``'s ``size_of`` and the report say which rows the si
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from dppub.dp.engine import (
@@ -43,14 +40,11 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.clustering.item import ClusteringModel, feature_box
+from dppub.dp.pipeline.kinds.clustering.result import ClusteringResult
 from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.units import bounding_for, unit_statement
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
-from dppub.dp.pipeline.kinds.clustering.item import ClusteringModel, feature_box
-from dppub.dp.pipeline.kinds.clustering.result import ClusteringResult
 from dppub.dp.regression.uncertainty import cluster_table
 
 __all__ = ["ClusteringKind"]
@@ -68,6 +62,7 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
     many = True
     model = ClusteringModel
     result = ClusteringResult
+    plots = "clustering_plot"
     previews = (
         Preview(
             file="clusters.csv",
@@ -155,10 +150,3 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
             "`reseeded` is a random point (its noisy size was below 1), not an estimate. "
             f"A size counts {r.size_of}."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.clustering.plot import (
-            clustering_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return clustering_plot(summary, folder)

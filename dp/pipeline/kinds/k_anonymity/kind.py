@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.budget import PrivacyCost
@@ -35,13 +33,10 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_each,
 )
-from dppub.dp.pipeline.kinds.previews import Preview
-from dppub.dp.pipeline.units import Bounding
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.k_anonymity.item import KAnonymityModel
 from dppub.dp.pipeline.kinds.k_anonymity.result import KAnonymityResult
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.units import Bounding
 
 __all__ = ["KAnonymityKind", "KAnonymitySpec"]
 
@@ -74,6 +69,7 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
     many = False
     model = KAnonymityModel
     result = KAnonymityResult
+    plots = "k_anonymity_plot"
     previews = (Preview(file="table.csv", what=": the generalized table"),)
 
     def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
@@ -143,10 +139,3 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
 
     def not_covered(self, summary: ReleaseSummary) -> str:
         return _NOT_COVERED
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.k_anonymity.plot import (
-            k_anonymity_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return k_anonymity_plot(summary, folder)

@@ -18,8 +18,7 @@ and the release details say why.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 from pydantic import JsonValue
@@ -43,13 +42,10 @@ from dppub.dp.pipeline.kinds.base import (
     scan_each,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
-from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
-from dppub.dp.pipeline.units import bounding_for, unit_statement
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.regression.item import RegressionModel
 from dppub.dp.pipeline.kinds.regression.result import RegressionResult
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
+from dppub.dp.pipeline.units import bounding_for, unit_statement
 from dppub.dp.regression import (
     FeatureEncoding,
     LinearRegression,
@@ -149,6 +145,7 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
     many = True
     model = RegressionModel
     result = RegressionResult
+    plots = "regression_plot"
     previews = (
         Preview(
             file="coefficients.csv",
@@ -313,13 +310,6 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
                 f"({r.interval_method}); method `functional` publishes intervals."
             )
         return lines
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.regression.plot import (
-            regression_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return regression_plot(summary, summary.result_as(RegressionResult), folder)
 
 
 def _table(

@@ -24,8 +24,6 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -50,15 +48,6 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
-from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
-from dppub.dp.synthetic import candidates, cdp_rho, run_aim, workload_cliques
-from dppub.dp.synthetic.aim import Measurement
-from dppub.dp.synthetic.pgm import Clique, check_installed
-from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.synthetic.error_estimates import (
     BIAS,
     REPLICATES,
@@ -74,6 +63,12 @@ from dppub.dp.pipeline.kinds.synthetic.item import (
     count_share,
 )
 from dppub.dp.pipeline.kinds.synthetic.result import SyntheticResult
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
+from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
+from dppub.dp.synthetic import candidates, cdp_rho, run_aim, workload_cliques
+from dppub.dp.synthetic.aim import Measurement
+from dppub.dp.synthetic.pgm import Clique, check_installed
+from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 
 __all__ = ["SyntheticKind", "SyntheticSpec"]
 
@@ -128,6 +123,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     many = True
     model = SyntheticModel
     result = SyntheticResult
+    plots = "synthetic_plot"
     previews = (
         Preview(
             file="utility.csv",
@@ -363,13 +359,6 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             f"Accounting: {r.accounting}. Files: `synthetic.csv`, `utility.csv`, "
             "`measurements.parquet`."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.synthetic.plot import (
-            synthetic_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return synthetic_plot(summary, summary.result_as(SyntheticResult), folder)
 
 
 def _measurements(spec: SyntheticSpec, measurements: Sequence[Measurement]) -> pd.DataFrame:

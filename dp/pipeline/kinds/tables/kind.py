@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 from pydantic import JsonValue
@@ -63,29 +62,6 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
-from dppub.dp.pipeline.units import bounding_for
-from dppub.dp.tables.joint import (
-    measure_group,
-    member_rows,
-    row_variances,
-)
-from dppub.dp.tables.margins import published_rows
-from dppub.dp.tables.office import office_table
-from dppub.dp.tables.precision import PRECISION_RULE
-from dppub.dp.tables.quality import quality_rule
-from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
-from dppub.dp.tables.split import split_epsilon
-from dppub.dp.tables.table import (
-    INTERVAL_LEVEL,
-    TableDesign,
-    component_facts,
-    release_table,
-    table_mechanism,
-)
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.tables.answers import write_answers
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import (
@@ -120,6 +96,26 @@ from dppub.dp.pipeline.kinds.tables.result import (
     rounding_note,
     suppression_note,
 )
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
+from dppub.dp.pipeline.units import bounding_for
+from dppub.dp.tables.joint import (
+    measure_group,
+    member_rows,
+    row_variances,
+)
+from dppub.dp.tables.margins import published_rows
+from dppub.dp.tables.office import office_table
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quality import quality_rule
+from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
+from dppub.dp.tables.split import split_epsilon
+from dppub.dp.tables.table import (
+    INTERVAL_LEVEL,
+    TableDesign,
+    component_facts,
+    release_table,
+    table_mechanism,
+)
 
 __all__ = ["TableKind"]
 
@@ -132,6 +128,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     many = True
     model = TableModel
     result = TableResult
+    plots = "table_plot"
     previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
@@ -332,9 +329,3 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             "ten at or below a tenth of its standard error, counts to integers; post-processing, "
             f"no privacy cost). `quality`: {r.quality}.{withheld}",
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.tables.plot import table_plot  # matplotlib: only for a report
-
-        section: Section = table_plot(summary, summary.result_as(TableResult), folder)
-        return section

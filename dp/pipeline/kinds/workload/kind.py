@@ -15,8 +15,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,13 +45,10 @@ from dppub.dp.pipeline.kinds.base import (
     scan_one,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
-from dppub.dp.pipeline.units import bounding_for
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.workload.item import WorkloadModel
 from dppub.dp.pipeline.kinds.workload.result import MAX_INTERVAL_CELLS, NO_INTERVALS, WorkloadResult
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
+from dppub.dp.pipeline.units import bounding_for
 
 __all__ = ["WorkloadKind", "WorkloadSpec"]
 
@@ -163,6 +159,7 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     many = True
     model = WorkloadModel
     result = WorkloadResult
+    plots = "workload_plot"
     previews = (
         Preview(
             file="answers.csv",
@@ -312,10 +309,3 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             f"(SVD lower bound for any strategy: {r.svd_bound_rmse:.4g}). {intervals} in "
             "`answers.csv`."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.workload.plot import (
-            workload_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return workload_plot(summary, summary.result_as(WorkloadResult), folder)
