@@ -6,7 +6,7 @@ exact statistic of the private data reaches a report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,13 @@ from typing import Any
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.ledger import Reservation
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
+from dppub.dp.pipeline.manifest_file import (
+    BudgetFile,
+    Guarantee,
+    LedgerHead,
+    ManifestFile,
+    ManifestRelease,
+)
 from dppub.dp.pipeline.plan import Plan
 
 __all__ = [
@@ -139,7 +146,7 @@ def zcdp_lines(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[
     ]
 
 
-def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> dict[str, JSON]:
+def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> Guarantee:
     """Which releases the differential-privacy guarantee covers, in words and as lists."""
     covered = [s.name for s in summaries if s.is_dp]
     syntactic = [s.name for s in summaries if not s.is_dp]
@@ -152,7 +159,7 @@ def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost)
     if syntactic:
         why = dict.fromkeys(s.release_kind.not_covered(s) for s in summaries if not s.is_dp)
         text += f" Not covered: {', '.join(syntactic)} -- {' '.join(why)}"
-    return {"dp_releases": covered, "not_dp_releases": syntactic, "statement": text}
+    return Guarantee(dp_releases=covered, not_dp_releases=syntactic, statement=text)
 
 
 def manifest(
@@ -163,41 +170,42 @@ def manifest(
     reservation: Reservation,
     remaining: PrivacyCost,
     head: tuple[int, str],
-) -> dict[str, JSON]:
+) -> ManifestFile:
     """The run's ``manifest.json``."""
     cfg = plan.config
-    keys = (
-        "name",
-        "kind",
-        "mechanism",
-        "epsilon",
-        "delta",
-        "sensitivity",
-        "is_dp",
-        "neighbours",
-        "files",
+    releases = [
+        ManifestRelease(
+            name=s.name,
+            kind=s.kind,
+            mechanism=s.mechanism,
+            epsilon=s.cost.epsilon,
+            delta=s.cost.delta,
+            sensitivity=s.sensitivity,
+            is_dp=s.is_dp,
+            neighbours=s.neighbours,
+            files=list(s.files),
+            accounting=accounting(s),
+            output_hash=s.output_hash,
+        )
+        for s in summaries
+    ]
+    return ManifestFile(
+        run_id=run_id,
+        dataset=cfg.dataset.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        config_hash=cfg.config_hash,
+        releases=releases,
+        guarantee=guarantee_statement(summaries, plan.total),
+        total_epsilon=plan.total.epsilon,
+        total_delta=plan.total.delta,
+        budget=BudgetFile.model_validate(cfg.budget_policy.to_json()),
+        budget_epsilon=cfg.budget.epsilon,
+        budget_delta=cfg.budget.delta,
+        remaining_epsilon=remaining.epsilon,
+        budget_period=reservation.period,
+        budget_scope=reservation.scope,
+        ledger_head=LedgerHead(seq=head[0], hash=head[1]),
     )
-    releases = []
-    for s in summaries:
-        entry = {k: v for k, v in s.to_json().items() if k in keys}
-        releases.append({**entry, "accounting": accounting(s), "output_hash": s.output_hash})
-    return {
-        "run_id": run_id,
-        "dataset": cfg.dataset.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config_hash": cfg.config_hash,
-        "releases": releases,
-        "guarantee": guarantee_statement(summaries, plan.total),
-        "total_epsilon": plan.total.epsilon,
-        "total_delta": plan.total.delta,
-        "budget": cfg.budget_policy.to_json(),
-        "budget_epsilon": cfg.budget.epsilon,
-        "budget_delta": cfg.budget.delta,
-        "remaining_epsilon": remaining.epsilon,
-        "budget_period": reservation.period,
-        "budget_scope": reservation.scope,
-        "ledger_head": {"seq": head[0], "hash": head[1]},
-    }
 
 
 def render_report(
@@ -207,7 +215,7 @@ def render_report(
     summaries: Sequence[ReleaseSummary],
     table: str,
     ledger_head: tuple[int, str],
-    guarantee: Mapping[str, JSON],
+    guarantee: Guarantee,
     folder: Path | None = None,
 ) -> str:
     """The run's ``report.md``; with ``folder`` (the run folder), each release's results
@@ -217,7 +225,7 @@ def render_report(
         "",
         "## Privacy guarantee",
         "",
-        str(guarantee["statement"]),
+        guarantee.statement,
         "",
         "## Privacy budget",
         "",
