@@ -5,9 +5,11 @@ aggregates) owns one config section and turns each item into a typed
 :class:`ReleasePlan` (what it costs, which columns it reads, its frozen spec -- no data), names
 the exact aggregates it needs from the run's shared scan (:class:`Scan`), and executes: draws
 its noise (after the ledger recorded the draw), writes its files, and returns what it computed
-(:class:`Executed`). The ledger rows, the manifest, both reports and the audit read the one
-:class:`ReleaseSummary` built from it; the kind words its own part of them (``dppub plan``'s
-text, its ``report.md`` lines, its plot in ``report.html``, its guarantee).
+(:class:`Executed`: its typed :class:`Result`, a pydantic model per kind). The ledger rows,
+the manifest, both reports and the audit read the one :class:`ReleaseSummary` built from it,
+which carries its kind and its typed result; the kind words its own part of them (``dppub
+plan``'s text, its ``report.md`` lines and results, its plot in ``report.html``, its
+guarantee).
 """
 
 from __future__ import annotations
