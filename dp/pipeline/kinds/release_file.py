@@ -34,7 +34,15 @@ __all__ = [
     "release_file_schema",
 ]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(
+    extra="forbid",
+    frozen=True,
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+"""Frozen, no unknown field; a field may have another name in the file than in Python (its
+alias: a table's ``keys`` are its ``key_columns``)."""
 
 
 class Stated(BaseModel):

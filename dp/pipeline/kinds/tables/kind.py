@@ -319,7 +319,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             extra += f" {r.joint.guarantee}"
         withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
         return [
-            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
+            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
             f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
             f"Epsilon split: {split} (it minimises the measures' summed noise variance; "

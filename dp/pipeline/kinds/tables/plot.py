@@ -69,7 +69,7 @@ def _heatmap(name: str, measure: str, rows: pd.DataFrame, keys: list[str]) -> An
 def table_plot(summary: ReleaseSummary, result: TableResult, folder: Path) -> Section:
     """See the module docstring."""
     answers = pd.read_parquet(folder / summary.name / "answers.parquet")
-    keys = list(result.keys)
+    keys = list(result.key_columns)
     cells = answers[~(answers[keys] == "*").any(axis=1)]
     figures: list[Any] = []
     captions: list[str] = []

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from pydantic import JsonValue
+from pydantic import Field, JsonValue
 
 from dppub.dp import matrix
 from dppub.dp.pipeline.kinds.base import JSON, Result
@@ -59,7 +59,9 @@ class TableResult(Result):
     """A published table's public account: its ``release.json`` details. Its
     ``privacy_unit`` is the whole unit statement (:func:`dp.pipeline.units.unit_statement`)."""
 
-    keys: tuple[str, ...]
+    key_columns: tuple[str, ...] = Field(alias="keys")
+    """The key columns (``keys`` in the file; not an attribute ``keys``, which Prefect, walking
+    a task's parameters, would take for a mapping's)."""
     key_policy: str
     dimensions: int
     """Key columns of the cells (a nested hierarchy's levels are one)."""
