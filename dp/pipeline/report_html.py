@@ -200,9 +200,7 @@ def render_report_html(
         releases = [
             _Release(
                 summary=s,
-                text=markdown_html(
-                    [*s.release_kind.report(s), "", *s.release_kind.results(s, folder)]
-                ),
+                text=markdown_html(s.release_kind.report(s)),
                 section=release_section(compared.get(s.name, s.release_kind.plot), s, folder),
             )
             for s in summaries

@@ -356,8 +356,9 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
         raise NotImplementedError
 
     def results(self, summary: ReleaseSummary, folder: Path) -> list[str]:
-        """Markdown lines showing its results in ``report.md`` (and ``report.html``), from its
-        files published in ``folder`` (the run folder): by default, its :attr:`previews`."""
+        """Markdown lines showing its results in ``report.md`` (``report.html`` has its plot's
+        tables), from its files published in ``folder`` (the run folder): by default, its
+        :attr:`previews`."""
         return preview_lines(summary.name, folder, self.previews)
 
     def describe(self, plan: ReleasePlan[SpecT]) -> Mapping[str, JSON]:
