@@ -262,7 +262,7 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     released = result.WorkloadResult(
         workload="marginals", queries=1, cells=2, strategy="s", reconstruction="nonneg-l1",
         expected_rmse=1.0, svd_bound_rmse=0.5, noise="laplace", noise_scale=1.0,
-        **result.NO_INTERVALS,  # type: ignore[arg-type]
+        **result.NO_INTERVALS,
     )  # fmt: skip
     summary = ReleaseSummary(
         name="m", release_kind=workloads.WorkloadKind(), mechanism="laplace", cost=release.cost,

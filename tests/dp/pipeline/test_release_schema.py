@@ -72,8 +72,8 @@ def test_a_summary_round_trips_through_its_file() -> None:
     assert ReleaseSummary.from_json(written, RegressionKind()) == summary
     assert read_summary(written) == summary
     assert read_summary(written).to_json() == written
-    assert written["details"]["zcdp_rho"] is None  # type: ignore[index, call-overload]
-    assert "outcome" not in written["details"]  # type: ignore[operator]  # None: left out
+    assert written["details"]["zcdp_rho"] is None
+    assert "outcome" not in written["details"]  # None: left out
 
 
 def test_a_result_is_read_by_its_kinds_model() -> None:
@@ -82,7 +82,7 @@ def test_a_result_is_read_by_its_kinds_model() -> None:
         ReleaseSummary.from_json({**written, "kind": "workload"}, WorkloadKind())
     with pytest.raises(InvariantError, match="has a RegressionResult, not a WorkloadResult"):
         _summary().result_as(WorkloadKind.result)
-    details = dict(written["details"])  # type: ignore[call-overload]
+    details = dict(written["details"])
     with pytest.raises(ValueError, match="unknown"):
         read_summary({**written, "details": {**details, "unknown": 1}})
 
@@ -107,6 +107,6 @@ def test_the_accounting_a_release_states_is_read_typed() -> None:
     stated = RESULT.model_copy(update={"zcdp_rho": 0.0125, "accounting": "zCDP"})
     summary = read_summary(_summary(result=stated).to_json())
     assert (summary.result.zcdp_rho, summary.result.accounting) == (0.0125, "zCDP")
-    details = dict(_summary().to_json()["details"])  # type: ignore[call-overload]
+    details = dict(_summary().to_json()["details"])
     with pytest.raises(ValueError, match="zcdp_rho"):
         read_summary({**_summary().to_json(), "details": {**details, "zcdp_rho": "a lot"}})
