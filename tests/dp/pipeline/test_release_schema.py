@@ -87,6 +87,16 @@ def test_a_result_is_read_by_its_kinds_model() -> None:
         read_summary({**written, "details": {**details, "unknown": 1}})
 
 
+def test_the_schema_checks_details_against_the_kind_it_names() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    written = _summary().to_json()
+    jsonschema.validate(written, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a regression's details under "workload"
+        jsonschema.validate({**written, "kind": "workload"}, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a kind no model describes
+        jsonschema.validate({**written, "kind": "count"}, schema)
+
+
 def test_a_file_that_breaks_the_schema_is_refused_on_reading() -> None:
     written = _summary().to_json()
     with pytest.raises(ValueError, match="epsilon"):
