@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,7 +62,7 @@ from dppub.dp.publication import Staging
 from dppub.dp.tables.precision import as_text, exponents, round_at
 
 if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
+    pass
 
 __all__ = ["ContributionsKind", "ContributionsSpec"]
 
@@ -119,6 +118,8 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
     label = "contributions"
     many = True
     model = ContributionsModel
+    result = ContributionsResult
+    plots = "contributions_plot"
 
     def plan(self, cfg: PipelineConfig, item: ContributionsModel) -> ReleasePlan[ContributionsSpec]:
         unit = cfg.dataset.privacy_unit
@@ -243,10 +244,10 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
             candidates=candidates,
             rows_dropped_is_lower_bound=shares.rows_dropped_is_lower_bound,
         )
-        return Executed.of(result, sensitivity=float(spec.sensitivity))
+        return Executed(result=result, sensitivity=float(spec.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = ContributionsResult.from_json(summary.details)
+        r = summary.result_as(ContributionsResult)
         what = (
             f"{r.column}s by their number of rows"
             if r.per_unit
@@ -280,8 +281,3 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
                 f"({100 * c.rows_dropped_low:.3g}-{100 * c.rows_dropped_high:.3g}%) |"
             )
         return lines
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.contributions.plot import contributions_plot
-
-        return contributions_plot(summary, ContributionsResult.from_json(summary.details), folder)

@@ -3,18 +3,8 @@ bins, the noise, and per candidate bound the shares of units over it and of rows
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
-from dppub.dp.pipeline.kinds.base import (
-    JSON,
-    as_float,
-    as_int,
-    as_list,
-    as_object,
-    as_str,
-    as_strs,
-)
+from dppub.dp.pipeline.kinds.base import Result
+from dppub.dp.pipeline.kinds.release_file import Stated
 
 SHARES_METHOD = (
     "post-processing of the published counts (as they are, negative ones too): for a bound at "
@@ -27,8 +17,7 @@ SHARES_METHOD = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
+class Candidate(Stated):
     """One candidate ``max_rows_per_unit`` and what it would cost in units and rows."""
 
     bound: int
@@ -39,32 +28,8 @@ class Candidate:
     rows_dropped_low: float
     rows_dropped_high: float
 
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "bound": self.bound,
-            "units_over": self.units_over,
-            "units_over_low": self.units_over_low,
-            "units_over_high": self.units_over_high,
-            "rows_dropped": self.rows_dropped,
-            "rows_dropped_low": self.rows_dropped_low,
-            "rows_dropped_high": self.rows_dropped_high,
-        }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> Candidate:
-        return cls(
-            bound=as_int(data["bound"]),
-            units_over=as_float(data["units_over"]),
-            units_over_low=as_float(data["units_over_low"]),
-            units_over_high=as_float(data["units_over_high"]),
-            rows_dropped=as_float(data["rows_dropped"]),
-            rows_dropped_low=as_float(data["rows_dropped_low"]),
-            rows_dropped_high=as_float(data["rows_dropped_high"]),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ContributionsResult:
+class ContributionsResult(Result):
     """A rows-per-unit release's public account (its ``release.json`` details)."""
 
     column: str
@@ -84,38 +49,3 @@ class ContributionsResult:
     rows_dropped_is_lower_bound: bool
     shares_method: str = SHARES_METHOD
     interval_level: float = 0.95
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "column": self.column,
-            "per_unit": self.per_unit,
-            "cap": self.cap,
-            "bins": list(self.bins),
-            "units": list(self.units),
-            "sensitivity": self.sensitivity,
-            "noise_scale": self.noise_scale,
-            "sensitivity_rule": self.sensitivity_rule,
-            "candidates": [c.to_json() for c in self.candidates],
-            "rows_dropped_is_lower_bound": self.rows_dropped_is_lower_bound,
-            "shares_method": self.shares_method,
-            "interval_level": self.interval_level,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> ContributionsResult:
-        return cls(
-            column=as_str(data["column"]),
-            per_unit=bool(data["per_unit"]),
-            cap=as_int(data["cap"]),
-            bins=as_strs(data["bins"]),
-            units=tuple(as_int(u) for u in as_list(data["units"])),
-            sensitivity=as_int(data["sensitivity"]),
-            noise_scale=as_float(data["noise_scale"]),
-            sensitivity_rule=as_str(data["sensitivity_rule"]),
-            candidates=tuple(
-                Candidate.from_json(as_object(c)) for c in as_list(data["candidates"])
-            ),
-            rows_dropped_is_lower_bound=bool(data["rows_dropped_is_lower_bound"]),
-            shares_method=as_str(data["shares_method"]),
-            interval_level=as_float(data["interval_level"]),
-        )

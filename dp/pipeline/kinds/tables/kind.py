@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
+from pydantic import JsonValue
 
 from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
 from dppub.dp.errors import ConfigError
@@ -57,33 +57,11 @@ from dppub.dp.pipeline.kinds.base import (
     as_float,
     as_list,
     as_object,
-    as_object_or_none,
     as_strs,
     scan_one,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
-from dppub.dp.pipeline.units import bounding_for
-from dppub.dp.tables.joint import (
-    measure_group,
-    member_rows,
-    row_variances,
-)
-from dppub.dp.tables.margins import published_rows
-from dppub.dp.tables.office import office_table
-from dppub.dp.tables.precision import PRECISION_RULE
-from dppub.dp.tables.quality import quality_rule
-from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
-from dppub.dp.tables.split import split_epsilon
-from dppub.dp.tables.table import (
-    INTERVAL_LEVEL,
-    TableDesign,
-    component_facts,
-    release_table,
-    table_mechanism,
-)
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.kinds.tables.answers import write_answers
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import (
@@ -112,10 +90,31 @@ from dppub.dp.pipeline.kinds.tables.private_keys import (
 from dppub.dp.pipeline.kinds.tables.result import (
     INTERVAL_METHOD,
     SPLIT_RULE,
+    JointFacts,
     TableResult,
     expected_errors,
     rounding_note,
     suppression_note,
+)
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
+from dppub.dp.pipeline.units import bounding_for
+from dppub.dp.tables.joint import (
+    measure_group,
+    member_rows,
+    row_variances,
+)
+from dppub.dp.tables.margins import published_rows
+from dppub.dp.tables.office import office_table
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quality import quality_rule
+from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
+from dppub.dp.tables.split import split_epsilon
+from dppub.dp.tables.table import (
+    INTERVAL_LEVEL,
+    TableDesign,
+    component_facts,
+    release_table,
+    table_mechanism,
 )
 
 __all__ = ["TableKind"]
@@ -128,6 +127,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     label = "table"
     many = True
     model = TableModel
+    result = TableResult
+    plots = "table_plot"
+    previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
         if item.key_policy == "private":
@@ -263,6 +265,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         else:
             released = release_table(design, exact.counts, exact.centred, exact.histograms)
         published = office_table(released.answers, design, plan.spec.presentation)
+        unit = unit_statement(plan.bounding, joint)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -272,15 +275,17 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             measures=tuple(label for m in design.measures for label in m.labels()),
             split={c.name: c.epsilon for c in (design if joint is None else joint).components},
             split_rule=SPLIT_RULE,
-            components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
+            components=cast(
+                "dict[str, dict[str, JsonValue]]", released.facts
+            ),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
             rounding=rounding_note(design, released.answers),
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=unit_statement(plan.bounding, joint),
-            key_selection=selection,
-            joint=None if joint is None else joint_facts(joint),
+            privacy_unit=None if unit is None else PrivacyUnit.model_validate(unit),
+            key_selection=cast("dict[str, JsonValue] | None", selection),
+            joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
             precision=PRECISION_RULE,
             quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
             suppression=suppression_note(plan.spec.presentation),
@@ -288,19 +293,19 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         write_answers(out, plan, design, published, result)
         # One number says the sensitivity only for a one-component table (release.json has each).
         sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
-        return Executed.of(result, sensitivity=sens[0] if len(sens) == 1 else None)
+        return Executed(result=result, sensitivity=sens[0] if len(sens) == 1 else None)
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        joint = as_object_or_none(summary.details.get("joint"))
+        joint = summary.result_as(TableResult).joint
         if joint is None:
             return super().guarantee(summary)
         return (
-            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
-            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+            f"differential privacy, jointly: epsilon {joint.epsilon:g} with "
+            f"{', '.join(t for t in joint.tables if t != summary.name)}"
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = TableResult.from_json(summary.details)
+        r = summary.result_as(TableResult)
         split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
         extra = ""
         if r.margins:
@@ -311,10 +316,10 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 "published cells (`release.json` states each base)."
             )
         if r.joint is not None:
-            extra += f" {r.joint['guarantee']}"
+            extra += f" {r.joint.guarantee}"
         withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
         return [
-            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
+            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
             f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
             f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
@@ -324,9 +329,3 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             "ten at or below a tenth of its standard error, counts to integers; post-processing, "
             f"no privacy cost). `quality`: {r.quality}.{withheld}",
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.tables.plot import table_plot  # matplotlib: only for a report
-
-        section: Section = table_plot(summary, TableResult.from_json(summary.details), folder)
-        return section

@@ -247,7 +247,7 @@ def _heatmap_caption(
 def table_plot(summary: ReleaseSummary, result: TableResult, folder: Path) -> Section:
     """See the module docstring."""
     answers = pd.read_parquet(folder / summary.name / "answers.parquet")
-    keys = list(result.keys)
+    keys = list(result.key_columns)
     margins = (answers[keys] == "*").any(axis=1)
     cells = answers[~margins]
     text = _published_text(folder, summary, answers) if len(keys) == 2 else None
