@@ -17,6 +17,7 @@ import yaml
 from dppub.dp.contributions import bin_counts, dropped_shares
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.contributions.result import ContributionsResult
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
@@ -161,7 +162,7 @@ def test_without_a_privacy_unit_rows_are_counted_per_value_at_sensitivity_two(
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     assert summary.sensitivity == 2.0 and summary.neighbours == "one row"
-    assert summary.details["per_unit"] is False
+    assert summary.result_as(ContributionsResult).per_unit is False
     zips = pd.read_parquet(data, columns=["zip"])["zip"].value_counts().to_numpy()
     histogram = pd.read_csv(published.folder / "rows_per_zip" / "histogram.csv")
     # scale 2 / 50: a rounding off by one has probability exp(-12.5) ~ 4e-6 per bin
