@@ -19,6 +19,7 @@ from dppub.dp.pipeline.kinds.base import ReleaseKind
 from dppub.dp.pipeline.kinds.clustering import ClusteringKind
 from dppub.dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dppub.dp.pipeline.kinds.regression import RegressionKind
+from dppub.dp.pipeline.kinds.series import SeriesKind
 from dppub.dp.pipeline.kinds.synthetic import SyntheticKind
 from dppub.dp.pipeline.kinds.tables import TableKind
 from dppub.dp.pipeline.kinds.workload import WorkloadKind
@@ -35,6 +36,7 @@ KINDS: tuple[AnyKind, ...] = (
     ClusteringKind(),
     TableKind(),
     SyntheticKind(),
+    SeriesKind(),
 )
 
 

@@ -1,0 +1,56 @@
+"""A series' figure in ``report.html`` (and the README's): each period's newest estimate of its
+first figure block, with 95% intervals, one line per measure and group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from dppub.dp.pipeline.html.figures import PALETTE, new_figure, to_svg
+from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
+
+__all__ = ["read_figures", "series_figure", "series_plot"]
+
+
+def read_figures(path: Path) -> pd.DataFrame:
+    """``figures.csv`` with its labels as text (``2027`` stays a label)."""
+    return pd.read_csv(path, dtype={"published": str, "period": str, "group": str})
+
+
+def series_figure(figures: pd.DataFrame, title: str) -> Figure:
+    """Every period's newest estimate of the first block, its 95% interval as a band."""
+    block = str(figures["figure"].iloc[0])
+    chosen = figures[figures["figure"] == block].drop_duplicates(
+        ["period", "measure", "group"], keep="last"
+    )
+    fig = new_figure(7.0, 3.4, left=0.8)
+    ax = fig.subplots()
+    for i, ((measure, group), part) in enumerate(chosen.groupby(["measure", "group"], sort=False)):
+        part = part.sort_values("period")
+        x = list(range(len(part)))
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot(x, part["value"], "o-", ms=3, color=colour, label=f"{measure} {group}")
+        ax.fill_between(x, part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
+        ax.set_xticks(x, list(part["period"]), rotation=60, fontsize=7)
+    ax.set_title(f"{title}: {block.replace('_', ' ')}, 95% intervals", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def series_plot(summary: ReleaseSummary, folder: Path) -> Section:
+    """The release's section: the figure, from its published ``figures.csv``."""
+    path = folder / summary.name / "figures.csv"
+    if not path.is_file():
+        return Section(notes=("no figures.csv published",))
+    figures = read_figures(path)
+    if figures.empty:
+        return Section(notes=("no figure published",))
+    caption = (
+        "Each period's published estimate (the newest, with revisions) of the first figure "
+        "the config lists; the band is its 95% interval."
+    )
+    fig = series_figure(figures, summary.name)
+    return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,))

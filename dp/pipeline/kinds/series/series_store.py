@@ -1,0 +1,114 @@
+"""Where a series finds what it published: the ledger's rows, and the state they seal.
+
+Each run of a series records one ledger row per measure, named ``<series>[<period>]`` (the last
+period it published) with kind ``series``; its ``output_hash`` is the SHA-256 of the release's
+files (:func:`dp.publication.sha256_files`), among them ``state.json``, the
+:class:`~dp.series.state.SeriesState` (noisy measurements and published values only). The
+ledger's hash chain seals that hash. A copy of the release's files is kept beside the ledger,
+in ``<ledger>.series/<dataset>/<series>/<output hash>/``, so the next run finds the state
+without knowing where runs were published: it takes the newest committed row of its series,
+opens the folder of that hash, recomputes the hash and refuses, with one line and before
+anything is reserved, a folder that is missing or whose files do not hash to it. Folders of
+runs that never committed are left over and never read.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dppub.dp.errors import InputError
+from dppub.dp.ledger import Ledger, NoLedgerError
+from dppub.dp.ledger.history import committed_releases
+from dppub.dp.publication import sha256_files
+from dppub.dp.series.state import SeriesState, load_state
+
+__all__ = ["LABEL", "Published", "last_published", "record_name", "save_copy", "store_folder"]
+
+LABEL = "series"
+"""The kind's label in the ledger."""
+
+STATE_FILE = "state.json"
+
+
+def record_name(series: str, period: str) -> str:
+    """The ledger row of a run of ``series`` that published up to ``period``."""
+    return f"{series}[{period}]"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Published:
+    """What the series' runs published so far, as the ledger seals it."""
+
+    periods: tuple[str, ...]
+    """The last period of each committed run, oldest first."""
+    state: SeriesState | None
+    """The state after the newest committed run (None: nothing published yet)."""
+
+
+def store_folder(ledger: str, dataset: str, series: str) -> Path:
+    """Where copies of ``series``' states live: beside a SQLite ledger (for a PostgreSQL one,
+    in the working folder's ``dppub-series``)."""
+    if ledger.startswith(("postgresql://", "postgres://")):
+        base = Path("dppub-series")
+    else:
+        base = Path(ledger).with_name(Path(ledger).name + ".series")
+    return base / dataset / series
+
+
+def last_published(
+    ledger: str, dataset: str, series: str, *, strategy: str, horizon: int
+) -> Published:
+    """The committed runs of ``series`` in ``ledger`` and the state the newest one sealed.
+
+    Raises:
+        InputError: one line: the state of the newest committed run is missing, or its files
+            do not hash to what the ledger recorded (edited or replaced).
+    """
+    try:
+        book = Ledger(ledger, create=False)
+    except NoLedgerError:
+        return Published(periods=(), state=None)
+    rows = [
+        r
+        for r in committed_releases(book.store, dataset, LABEL)
+        if str(r["release"]).startswith(f"{series}[")
+    ]
+    if not rows:
+        return Published(periods=(), state=None)
+    runs: dict[str, dict[str, object]] = {}
+    for r in rows:  # one row per measure, all with the run's output hash
+        runs.setdefault(str(r["run_id"]), r)
+    periods = tuple(str(r["release"])[len(series) + 1 : -1] for r in runs.values())
+    newest = list(runs.values())[-1]
+    digest = str(newest["output_hash"])
+    folder = store_folder(ledger, dataset, series) / digest
+    where = f"series {series!r}: the state of its run {newest['run_id']}"
+    if not (folder / STATE_FILE).is_file():
+        raise InputError(f"{where} is missing ({folder}): nothing published")
+    if sha256_files(folder) != digest:
+        raise InputError(
+            f"{where} does not match the ledger's hash (edited or replaced): nothing published"
+        )
+    text = (folder / STATE_FILE).read_text()
+    state = load_state(text, _digest(text), name=series, strategy=strategy, horizon=horizon)
+    return Published(periods=periods, state=state)
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def save_copy(release_dir: Path, ledger: str, dataset: str, series: str) -> str:
+    """Copy the release's files beside the ledger under their hash; return the hash (what
+    the ledger will record as the release's ``output_hash``)."""
+    digest = sha256_files(release_dir)
+    target = store_folder(ledger, dataset, series) / digest
+    target.mkdir(parents=True, exist_ok=True)
+    for f in sorted(release_dir.iterdir()):
+        if f.is_file():
+            shutil.copyfile(f, target / f.name)
+    return digest
