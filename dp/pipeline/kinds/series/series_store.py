@@ -24,7 +24,15 @@ from dppub.dp.ledger.history import committed_releases
 from dppub.dp.publication import sha256_files
 from dppub.dp.series.state import SeriesState, load_state
 
-__all__ = ["LABEL", "Published", "last_published", "record_name", "save_copy", "store_folder"]
+__all__ = [
+    "LABEL",
+    "Published",
+    "last_published",
+    "record_name",
+    "save_copy",
+    "series_runs",
+    "store_folder",
+]
 
 LABEL = "series"
 """The kind's label in the ledger."""
@@ -112,3 +120,21 @@ def save_copy(release_dir: Path, ledger: str, dataset: str, series: str) -> str:
         if f.is_file():
             shutil.copyfile(f, target / f.name)
     return digest
+
+
+def series_runs(book: Ledger, dataset: str | None = None) -> list[dict[str, object]]:
+    """Each series in the ledger, one entry each (``dppub audit``): its dataset and name, the
+    last period of each committed run, and what its runs charged."""
+    out: dict[tuple[str, str], dict[str, object]] = {}
+    seen: set[str] = set()
+    for r in committed_releases(book.store, dataset, LABEL):
+        name, _, period = str(r["release"]).partition("[")
+        entry = out.setdefault(
+            (str(r["dataset"]), name),
+            {"dataset": r["dataset"], "series": name, "periods": [], "epsilon": 0.0},
+        )
+        if str(r["run_id"]) not in seen:
+            seen.add(str(r["run_id"]))
+            entry["periods"].append(period.rstrip("]"))  # type: ignore[attr-defined]
+        entry["epsilon"] = float(entry["epsilon"]) + float(r["epsilon"])  # type: ignore[arg-type]
+    return list(out.values())

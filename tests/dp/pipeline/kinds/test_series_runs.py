@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dppub.api import publish
+from dppub.commands import audit_lines, audit_payload
 from dppub.dp.budget import zcdp_to_dp
 from dppub.dp.engine import StreamingBackend
 from dppub.dp.errors import InputError
@@ -88,6 +89,10 @@ def test_each_period_once_caught_up_and_never_revised(tmp_path: Path, config: Pa
     first_value = value(f1, "per_period", "2026-01")[("count", "North")]
     assert published[0, count_north] == pytest.approx(first_value)
     assert published.shape[0] == 5 and "noise" not in json.dumps(state)
+    # The audit shows the series as one line with its runs' periods.
+    lines = audit_lines(audit_payload(str(ledger), None))
+    (line,) = [x for x in lines if "series admissions_monthly" in x]
+    assert "3 run(s) published up to 2026-01, 2026-02, 2026-05" in line
 
 
 def test_missing_or_tampered_state_refuses_the_next_run(tmp_path: Path, config: Path) -> None:
