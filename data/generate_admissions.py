@@ -20,8 +20,10 @@ REGIONS = ["North", "South", "East", "West"]
 START, MONTHS = (2026, 1), 24
 
 
-def make_admissions(seed: int, *, patients: int = 6000, months: int = MONTHS) -> pd.DataFrame:
-    """A deterministic admissions table over ``months`` months from January 2026."""
+def make_admissions(
+    seed: int, *, patients: int = 6000, months: int = MONTHS, start: tuple[int, int] = START
+) -> pd.DataFrame:
+    """A deterministic admissions table over ``months`` months from ``start`` (year, month)."""
     rng = np.random.default_rng(seed)
     home = rng.choice(len(REGIONS), patients, p=[0.35, 0.25, 0.25, 0.15])
     visits = 1 + rng.poisson(0.8, patients)  # most patients come once or twice
@@ -31,7 +33,7 @@ def make_admissions(seed: int, *, patients: int = 6000, months: int = MONTHS) ->
     weights /= weights.sum()
     for pid in range(patients):
         for month in np.sort(rng.choice(months, size=visits[pid], p=weights)):
-            year, m = START[0] + (START[1] - 1 + month) // 12, (START[1] - 1 + month) % 12 + 1
+            year, m = start[0] + (start[1] - 1 + month) // 12, (start[1] - 1 + month) % 12 + 1
             day = int(rng.integers(1, 29))
             cost = float(np.clip(rng.lognormal(8.0, 0.6), 0, 20_000).round(2))
             rows.append((1000 + pid, f"{year:04d}-{m:02d}-{day:02d}", REGIONS[home[pid]], cost))

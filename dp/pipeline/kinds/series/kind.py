@@ -43,7 +43,12 @@ from dppub.dp.pipeline.kinds.series.planning import (
 from dppub.dp.pipeline.kinds.series.result import SeriesResult
 from dppub.dp.pipeline.kinds.series.series_calendar import ordinal
 from dppub.dp.pipeline.kinds.series.series_scan import SeriesAggregate, SeriesExact
-from dppub.dp.pipeline.kinds.series.series_store import LABEL, record_name, save_copy
+from dppub.dp.pipeline.kinds.series.series_store import (
+    LABEL,
+    check_alone,
+    record_name,
+    save_copy,
+)
 from dppub.dp.pipeline.units import Bounding
 
 if TYPE_CHECKING:
@@ -101,6 +106,9 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
     def scan(self, plan: ReleasePlan[SeriesSpec]) -> Scan[SeriesExact]:
         spec = plan.spec
         item, relation = spec.item, spec.release.relation
+        # The run holds its reservation now: refuse (aborted, nothing drawn) if another run
+        # of the series got in between its plan and here.
+        check_alone(spec.ledger, spec.dataset, item.name, spec.config_hash, spec.published.periods)
         return scan_one(
             SeriesAggregate(
                 name=item.name,
@@ -196,7 +204,7 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
 def _facts(spec: SeriesSpec, charge: float) -> dict[str, JSON]:
     item = spec.item
     workload = spec.release.workload
-    rmse = expected_rmse(spec.choice, item)
+    rmse = expected_rmse(spec.choice, spec.release, item)
     bounds = block_bounds(item, spec.release.relation)
     share = item.budget / len(item.measures)
     unit = 1.0 / (2.0 * share) if item.noise == "gaussian" else 1.0 / share**2

@@ -64,6 +64,7 @@ class SeriesSpec:
     published: Published
     ledger: str
     dataset: str
+    config_hash: str
     unit: str | None
     """The dataset's privacy unit (the scan bounds it per period)."""
     keys: tuple[tuple[str, tuple[str, ...]], ...]
@@ -239,6 +240,7 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
         published=published,
         ledger=ledger,
         dataset=cfg.dataset.name,
+        config_hash=cfg.config_hash,
         unit=cfg.dataset.privacy_unit,
         keys=keys,
         groups=groups,
@@ -249,9 +251,14 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
     return spec, cost
 
 
-def expected_rmse(choice: Choice, item: SeriesModel) -> npt.NDArray[np.float64]:
+def expected_rmse(
+    choice: Choice, release: SeriesRelease, item: SeriesModel
+) -> npt.NDArray[np.float64]:
     """Each figure's expected RMSE as first published, for one measure in counts (a sum's:
-    times its ``hi``): the chosen strategy's profile at the measure's share of the budget."""
+    times its ``hi``): the chosen strategy's profile at the measure's share of the budget, its
+    noise sized for the certified sensitivity the release uses (a hair above the declared)."""
     share = item.budget / len(item.measures)
     unit = 1.0 / (2.0 * share) if item.noise == "gaussian" else 1.0 / share**2
-    return np.asarray(np.sqrt(choice.profile.per_figure * unit), dtype=np.float64)
+    profile = choice.profile
+    ratio = release.sensitivity / profile.sensitivity.declared
+    return np.asarray(np.sqrt(profile.per_figure * unit) * ratio, dtype=np.float64)

@@ -27,6 +27,7 @@ from dppub.dp.series.state import SeriesState, load_state
 __all__ = [
     "LABEL",
     "Published",
+    "check_alone",
     "last_published",
     "record_name",
     "save_copy",
@@ -138,3 +139,36 @@ def series_runs(book: Ledger, dataset: str | None = None) -> list[dict[str, obje
             entry["periods"].append(period.rstrip("]"))  # type: ignore[attr-defined]
         entry["epsilon"] = float(entry["epsilon"]) + float(r["epsilon"])  # type: ignore[arg-type]
     return list(out.values())
+
+
+def check_alone(
+    ledger: str, dataset: str, series: str, config_hash: str, planned: tuple[str, ...]
+) -> None:
+    """Once the run holds its reservation, before any noise: the series' committed runs are
+    still those it was planned on, and no other run of its config is pending (two runs planned
+    at once would publish one period twice; both may refuse, none publishes twice).
+
+    Raises:
+        InputError: one line; the run is then aborted at no cost.
+    """
+    book = Ledger(ledger, create=False)
+    periods = tuple(
+        str(r["release"])[len(series) + 1 : -1]
+        for r in {
+            str(r["run_id"]): r
+            for r in committed_releases(book.store, dataset, LABEL)
+            if str(r["release"]).startswith(f"{series}[")
+        }.values()
+    )
+    if periods != planned:
+        raise InputError(
+            f"series {series!r}: another run published it (up to {periods[-1]}) since this run "
+            "was planned: nothing published"
+        )
+    pending = [r for r in book.pending() if r.dataset == dataset and r.config_hash == config_hash]
+    if len(pending) > 1:
+        raise InputError(
+            f"series {series!r}: {len(pending)} runs of its config are pending at once "
+            f"({', '.join(r.run_id for r in pending)}); a series publishes one run at a time: "
+            "nothing published"
+        )

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from dppub.api import publish
 from dppub.commands import audit_lines, audit_payload
@@ -22,6 +23,8 @@ from dppub.dp.ledger.summary import spending_summary
 from dppub.dp.pipeline.kinds.series.series_scan import SeriesExact
 from dppub.dp.pipeline.kinds.series.series_store import store_folder
 from dppub.dp.pipeline.plan import Plan, load_plan
+from dppub.dp.pipeline.publish import in_order
+from dppub.dp.pipeline.publish import publish as publication
 from dppub.dp.pipeline.published import Publication
 from tests.dp.pipeline.kinds.series_setup import admissions, series_config
 
@@ -157,3 +160,26 @@ def test_the_ledger_holds_at_least_the_loss_of_what_was_published(tmp_path: Path
         epsilon, delta = _spent(ledger)
         assert epsilon >= zcdp_to_dp(stated, 1e-7) * (1 - 1e-12)
         assert delta == pytest.approx(1e-7)  # charged once, at the first run
+
+
+def test_two_runs_at_once_never_publish_a_period_twice(tmp_path: Path, config: Path) -> None:
+    out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["budget"]["epsilon"] = 10.0  # room for two reservations at once
+    config.write_text(yaml.safe_dump(raw))
+    publish(config, out=out, period="2026-01")
+    held = load_plan(config, period="2026-02").open_run(ledger, out)  # planned, reserved
+    with held, pytest.raises(InputError, match="runs of its config are pending at once"):
+        publish(config, out=out, period="2026-02")
+    # The held run ended unpublished (aborted): the series goes on from its last commit; a
+    # run planned before another committed is refused once it holds its reservation.
+    stale = load_plan(config, period="2026-03")
+    publish(config, out=out, period="2026-02")
+    with (
+        stale.open_run(ledger, out) as run,
+        pytest.raises(InputError, match="another run published it .* since this run"),
+    ):
+        publication(stale, run, in_order())
+    (summary,) = spending_summary(Ledger(str(ledger), create=False)).values()
+    assert (summary["runs"], summary["aborted_runs"]) == (2, 3)  # aborted: held, both refused
+    assert summary["charged_runs"] == 0
