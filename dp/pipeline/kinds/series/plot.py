@@ -21,21 +21,21 @@ def read_figures(path: Path) -> pd.DataFrame:
 
 
 def series_figure(figures: pd.DataFrame, title: str) -> Figure:
-    """Every period's newest estimate of the first block, its 95% interval as a band."""
-    block = str(figures["figure"].iloc[0])
-    chosen = figures[figures["figure"] == block].drop_duplicates(
-        ["period", "measure", "group"], keep="last"
-    )
+    """Every period's newest estimate of the first block and measure, one line per group,
+    its 95% interval as a band."""
+    block, measure = str(figures["figure"].iloc[0]), str(figures["measure"].iloc[0])
+    chosen = figures[(figures["figure"] == block) & (figures["measure"] == measure)]
+    chosen = chosen.drop_duplicates(["period", "group"], keep="last")
     fig = new_figure(7.0, 3.4, left=0.8)
     ax = fig.subplots()
-    for i, ((measure, group), part) in enumerate(chosen.groupby(["measure", "group"], sort=False)):
+    for i, (group, part) in enumerate(chosen.groupby("group", sort=False)):
         part = part.sort_values("period")
         x = list(range(len(part)))
         colour = PALETTE[i % len(PALETTE)]
-        ax.plot(x, part["value"], "o-", ms=3, color=colour, label=f"{measure} {group}")
+        ax.plot(x, part["value"], "o-", ms=3, color=colour, label=str(group))
         ax.fill_between(x, part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
         ax.set_xticks(x, list(part["period"]), rotation=60, fontsize=7)
-    ax.set_title(f"{title}: {block.replace('_', ' ')}, 95% intervals", fontsize=9)
+    ax.set_title(f"{title}: {measure}, {block.replace('_', ' ')}, 95% intervals", fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     return fig
 
@@ -49,8 +49,8 @@ def series_plot(summary: ReleaseSummary, folder: Path) -> Section:
     if figures.empty:
         return Section(notes=("no figure published",))
     caption = (
-        "Each period's published estimate (the newest, with revisions) of the first figure "
-        "the config lists; the band is its 95% interval."
+        "Each period's published estimate (the newest, with revisions) of the first figure and "
+        "measure the config lists, by group; the band is its 95% interval."
     )
     fig = series_figure(figures, summary.name)
     return Section(figures=(to_svg(fig, key=summary.name),), captions=(caption,))
