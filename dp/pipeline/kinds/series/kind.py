@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dppub.dp.budget import PlannedCost
+from dppub.dp.errors import InputError
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.kinds.base import (
     JSON,
@@ -106,6 +107,8 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
     def scan(self, plan: ReleasePlan[SeriesSpec]) -> Scan[SeriesExact]:
         spec = plan.spec
         item, relation = spec.item, spec.release.relation
+        if spec.refusal is not None:  # nothing due: aborted at no cost, one line
+            raise InputError(spec.refusal)
         # The run holds its reservation now: refuse (aborted, nothing drawn) if another run
         # of the series got in between its plan and here.
         check_alone(spec.ledger, spec.dataset, item.name, spec.config_hash, spec.published.periods)
@@ -182,6 +185,8 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
         return plan.facts
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
+        if described.get("nothing_due"):
+            return f"  nothing due: {described['nothing_due']}"
         lines = [
             f"  series period {described['period']} ({described['relation']}), strategy "
             f"{described['strategy']} chosen by expected error; after it the series has spent "
@@ -219,6 +224,7 @@ def _facts(spec: SeriesSpec, charge: float) -> dict[str, JSON]:
             }
         )
     return {
+        "nothing_due": spec.refusal,
         "series": item.name,
         "period": spec.label(spec.period),
         "last_published": None if spec.after is None else spec.label(spec.after),

@@ -77,6 +77,8 @@ class SeriesSpec:
     """Each measure's name: ``count``, ``sum_cost``."""
     cumulative: float
     """Everything published after this run: epsilon (Laplace) or rho (Gaussian)."""
+    refusal: str | None = None
+    """Why nothing is due (a run with no period named): its run refuses with this line."""
 
     @property
     def after(self) -> int | None:
@@ -210,23 +212,34 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
     per = item.period.per
     label = cfg.run_period or due_label(per)
     period = ordinal(label, per) - ordinal(item.start, per)
+    refusal = None
     if not 0 <= period < item.horizon:
         end = label_of(ordinal(item.start, per) + item.horizon - 1, per)
-        raise ConfigError(f"{where}: period {label} is outside its horizon {item.start} .. {end}")
+        refusal = f"{where}: period {label} is outside its horizon {item.start} .. {end}"
+        if cfg.run_period is not None:
+            raise ConfigError(refusal)
+        period = min(max(period, 0), item.horizon - 1)
     ledger = ledger_for(cfg, cfg.run_ledger)
     published = last_published(
         ledger, cfg.dataset.name, item.name, strategy=choice.strategy.name, horizon=item.horizon
     )
     state = published.state
     after = None if state is None else state.last
-    if state is not None and period <= state.last:
-        raise InputError(
+    if state is not None and period <= state.last and refusal is None:
+        refusal = (
             f"{where}: period {label} was published (up to {state.periods[-1]}); a period is "
-            "published once: nothing reserved"
+            "published once"
         )
+        if cfg.run_period is not None:
+            raise InputError(f"{refusal}: nothing reserved")
     n = len(item.measures)
     cumulative = n * release.loss(period)
-    if item.noise == "laplace":
+    if refusal is not None:
+        # Nothing due now (a served run, or serve registering the schedule): a plan of no cost
+        # whose run refuses with this line once it holds its (empty) reservation.
+        cost = PrivacyCost.zero()
+        cumulative = n * release.loss(after)
+    elif item.noise == "laplace":
         cost = PrivacyCost(epsilon=n * release.charge(period, after))
     else:
         before = 0.0 if after is None else zcdp_to_dp(n * release.loss(after), item.delta)
@@ -247,6 +260,7 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
         scales=scales,
         labels=tuple(m if isinstance(m, str) else f"sum_{m.sum}" for m in item.measures),
         cumulative=cumulative,
+        refusal=refusal,
     )
     return spec, cost
 
