@@ -11,9 +11,12 @@ later period never displaces an earlier one (its first ``k`` periods are the sam
 after), so the rows a unit keeps in a past period never change between runs.
 
 A sum ``{sum: c}`` over bounds ``[0, hi]`` is measured as the sum of ``c / hi`` (each row
-within ``[0, 1]``, the same relation) and scaled back by ``hi`` after the noise. Sums are
-correctly rounded (:func:`math.fsum`). Rows outside the horizon's periods so far, or without a
-parseable date, a unit, a key or a value, are not read.
+within ``[0, 1]``, the same relation) and scaled back by ``hi`` after the noise. Each row's
+``c / hi`` is rounded down to a multiple of ``2^-20`` (a per-row, data-independent map: still
+within ``[0, 1]``; at most ``2^-20 hi`` less per row), so every sum of fewer than ``2^33`` rows
+is exact in float64 (:func:`math.fsum` adds them without rounding): the exact values the
+certified sensitivity of :mod:`dp.series.period_release` assumes. Rows outside the horizon's
+periods so far, or without a parseable date, a unit, a key or a value, are not read.
 
 The accumulator keeps one small record per row read (its period, group, unit and values): a
 series' table is a period's records; memory grows with the rows of the periods read.
@@ -91,7 +94,11 @@ class SeriesAggregate:
             group = group * len(categories) + codes
         frame = pd.DataFrame({"period": index, "group": group})
         for j, (column, scale) in enumerate(self.sums):
-            frame[f"v{j}"] = 1.0 if not column else np.asarray(b.numeric[column]) / scale
+            if column:
+                raw = np.asarray(b.numeric[column], dtype=np.float64)
+                frame[f"v{j}"] = _quantised(raw / scale)
+            else:
+                frame[f"v{j}"] = 1.0
         if self.unit is not None:
             frame["unit"] = _units(b, self.unit)
         acc.append(frame[keep])
@@ -131,6 +138,14 @@ def bounded_values(frame: pd.DataFrame, name: str, max_periods: int, max_rows: i
     within = work.groupby(["unit", "period"]).cumcount()
     kept = work[(rank <= max_periods) & (within < max_rows)]
     return kept.drop(columns=["_priority"])
+
+
+_GRID = 2.0**20
+
+
+def _quantised(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``values`` (within ``[0, 1]``) rounded down to multiples of ``2^-20`` (module doc)."""
+    return np.asarray(np.floor(values * _GRID) / _GRID, dtype=np.float64)
 
 
 def _codes(column: pa.DictionaryArray, categories: tuple[str, ...]) -> npt.NDArray[np.int64]:

@@ -92,6 +92,11 @@ def test_each_period_once_caught_up_and_never_revised(tmp_path: Path, config: Pa
     first_value = value(f1, "per_period", "2026-01")[("count", "North")]
     assert published[0, count_north] == pytest.approx(first_value)
     assert published.shape[0] == 5 and "noise" not in json.dumps(state)
+    # report.html draws the series with its intervals; report.md says what the run published.
+    page = (third.path / "report.html").read_text()
+    assert '<svg role="img" aria-label="admissions_monthly"' in page
+    report = (third.path / "report.md").read_text()
+    assert "period 2026-05 (caught up: 2026-03, 2026-04, 2026-05)" in report
     # The audit shows the series as one line with its runs' periods.
     lines = audit_lines(audit_payload(str(ledger), None))
     (line,) = [x for x in lines if "series admissions_monthly" in x]
