@@ -98,3 +98,20 @@ def test_a_published_period_is_refused_before_reserving(tmp_path: Path, data: Pa
     publish(config, out=tmp_path / "out", period="2026-02")
     with pytest.raises(InputError, match=r"period 2026-01 was published \(up to 2026-02\)"):
         load_plan(config, period="2026-01")
+
+
+def test_the_shipped_monthly_series_fits_its_budget_on_a_monthly_cron(
+    tmp_path: Path, data: Path
+) -> None:
+    from dppub.dp.budget import zcdp_to_dp
+    from tests.dp.pipeline.kinds.series_setup import example_series
+
+    raw = example_series()
+    assert raw["schedule"] == {"cron": "0 3 1 * *"}
+    raw["dataset"]["path"] = str(data)
+    config = tmp_path / "monthly_series.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    plan = load_plan(config, period="2027-12")  # the horizon at once: the whole budget
+    assert plan.config.schedule is not None and plan.config.schedule.cron == "0 3 1 * *"
+    assert plan.total.epsilon == pytest.approx(zcdp_to_dp(0.1, 1e-7), rel=1e-12)
+    assert plan.total.epsilon <= plan.config.budget.epsilon
