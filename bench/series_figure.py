@@ -21,7 +21,8 @@ import yaml
 
 from dppub.api import publish
 from dppub.dp.pipeline.html.figures import style
-from dppub.dp.pipeline.kinds.series.plot import read_figures, series_figure
+from dppub.dp.pipeline.kinds.series.plot import series_figure
+from dppub.dp.pipeline.kinds.series.publishing import read_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from dppub.dp.budget import PlannedCost
 from dppub.dp.errors import InputError
@@ -133,12 +134,18 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
     def execute(
         self, plan: ReleasePlan[SeriesSpec], exact: SeriesExact, context: ExecuteContext
     ) -> Executed:
-        from dppub.dp.pipeline.kinds.series.publishing import publish_run
+        from dppub.dp.pipeline.kinds.series.publishing import HISTORY, publish_run, read_figures
 
-        spec = plan.spec
+        spec, item = plan.spec, plan.spec.item
         folder = context.out.release_dir(plan.name)
         state, frame = publish_run(spec, exact)
         frame.to_csv(folder / "figures.csv", index=False, float_format="%.17g")
+        # Every figure published so far (public: earlier runs' files, sealed by the ledger);
+        # with revisions this run's figures are every period's newest estimate already.
+        earlier, history = spec.published.folder, frame
+        if not item.revisions and earlier is not None and (earlier / HISTORY).is_file():
+            history = pd.concat([read_figures(earlier / HISTORY), frame], ignore_index=True)
+        history.to_csv(folder / HISTORY, index=False, float_format="%.17g")
         (folder / "state.json").write_text(state.to_json())
         # The staging area hashes the same files into the ledger's output_hash.
         save_copy(folder, spec.ledger, spec.dataset, spec.item.name)
@@ -178,7 +185,8 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
             f"periods published so far under one budget ({r.noise} noise, strategy "
             f"{r.strategy}, {'revised' if r.revisions else 'never revised'}); the series has "
             f"spent {r.loss:.4g} of its {'rho' if r.noise == 'gaussian' else 'epsilon'} "
-            f"{r.budget:g}. Figures with standard errors and 95% intervals in `figures.csv`."
+            f"{r.budget:g}. This run's figures with standard errors and 95% intervals in "
+            "`figures.csv`, every figure published so far in `history.csv`."
         ]
 
     def describe(self, plan: ReleasePlan[SeriesSpec]) -> Mapping[str, JSON]:

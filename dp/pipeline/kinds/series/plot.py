@@ -4,20 +4,19 @@ first figure block, with 95% intervals, one line per measure and group."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from dppub.dp.pipeline.html.figures import PALETTE, new_figure, to_svg
 from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.series.publishing import HISTORY, read_figures
 
-__all__ = ["read_figures", "series_figure", "series_plot"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-
-def read_figures(path: Path) -> pd.DataFrame:
-    """``figures.csv`` with its labels as text (``2027`` stays a label)."""
-    return pd.read_csv(path, dtype={"published": str, "period": str, "group": str})
+__all__ = ["series_figure", "series_plot"]
 
 
 def series_figure(figures: pd.DataFrame, title: str) -> Figure:
@@ -42,9 +41,9 @@ def series_figure(figures: pd.DataFrame, title: str) -> Figure:
 
 def series_plot(summary: ReleaseSummary, folder: Path) -> Section:
     """The release's section: the figure, from its published ``figures.csv``."""
-    path = folder / summary.name / "figures.csv"
+    path = folder / summary.name / HISTORY
     if not path.is_file():
-        return Section(notes=("no figures.csv published",))
+        return Section(notes=(f"no {HISTORY} published",))
     figures = read_figures(path)
     if figures.empty:
         return Section(notes=("no figure published",))

@@ -7,6 +7,8 @@ Only public values leave here: the noisy measurements and the period values (the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -14,7 +16,10 @@ from dppub.dp.pipeline.kinds.series.planning import SeriesSpec
 from dppub.dp.pipeline.kinds.series.series_scan import SeriesExact
 from dppub.dp.series.state import SeriesState
 
-__all__ = ["FIGURE_COLUMNS", "publish_run"]
+__all__ = ["FIGURE_COLUMNS", "HISTORY", "publish_run", "read_figures"]
+
+HISTORY = "history.csv"
+"""Every figure the series published so far, run after run (``figures.csv``'s columns)."""
 
 FIGURE_COLUMNS = (
     "published",
@@ -29,6 +34,11 @@ FIGURE_COLUMNS = (
 )
 """``figures.csv``: the period the figure was published in, the period it is of (its last
 period), its block (``per_period``, ``running_total``...), measure, group and estimate."""
+
+
+def read_figures(path: Path) -> pd.DataFrame:
+    """``figures.csv`` or ``history.csv`` with its labels as text (``2027`` stays a label)."""
+    return pd.read_csv(path, dtype={"published": str, "period": str, "group": str})
 
 
 def _block_names(spec: SeriesSpec) -> list[str]:

@@ -54,6 +54,8 @@ class Published:
     """The last period of each committed run, oldest first."""
     state: SeriesState | None
     """The state after the newest committed run (None: nothing published yet)."""
+    folder: Path | None = None
+    """The newest committed run's files (checked against the ledger's hash), or None."""
 
 
 def store_folder(ledger: str, dataset: str, series: str) -> Path:
@@ -102,7 +104,7 @@ def last_published(
         )
     text = (folder / STATE_FILE).read_text()
     state = load_state(text, _digest(text), name=series, strategy=strategy, horizon=horizon)
-    return Published(periods=periods, state=state)
+    return Published(periods=periods, state=state, folder=folder)
 
 
 def _digest(text: str) -> str:

@@ -92,6 +92,11 @@ def test_each_period_once_caught_up_and_never_revised(tmp_path: Path, config: Pa
     first_value = value(f1, "per_period", "2026-01")[("count", "North")]
     assert published[0, count_north] == pytest.approx(first_value)
     assert published.shape[0] == 5 and "noise" not in json.dumps(state)
+    # history.csv: every figure published so far, as published (the plot's source).
+    history = pd.read_csv(
+        third.path / "admissions_monthly" / "history.csv", dtype={"published": str, "period": str}
+    )
+    assert history.equals(pd.concat([f1, f2, f3], ignore_index=True))
     # report.html draws the series with its intervals; report.md says what the run published.
     page = (third.path / "report.html").read_text()
     assert '<svg role="img" aria-label="admissions_monthly"' in page
