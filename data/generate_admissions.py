@@ -3,14 +3,16 @@
 Usage: ``python data/generate_admissions.py --seed 20270101 --out data/sample/admissions.parquet``
 
 Columns (declared in ``configs/monthly_series.yaml``): patient_id (int, the privacy unit: a
-patient is admitted in one to a few months), admitted_on (ISO date text, 2026-01-01 ..
-2027-12-31), region (category), cost (float 0-20,000). Admissions follow a seasonal monthly rate
-with a slow trend, so the published series has a shape to show. Deterministic in its arguments.
+patient is admitted in one to a few months), admitted_on (a date, stored as Parquet
+date32, 2026-01-01 .. 2027-12-31), region (category), cost (float 0-20,000). Admissions follow a
+seasonal monthly rate with a slow trend, so the published series has a shape to show.
+Deterministic in its arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +38,7 @@ def make_admissions(
             year, m = start[0] + (start[1] - 1 + month) // 12, (start[1] - 1 + month) % 12 + 1
             day = int(rng.integers(1, 29))
             cost = float(np.clip(rng.lognormal(8.0, 0.6), 0, 20_000).round(2))
-            rows.append((1000 + pid, f"{year:04d}-{m:02d}-{day:02d}", REGIONS[home[pid]], cost))
+            rows.append((1000 + pid, date(year, m, day), REGIONS[home[pid]], cost))
     frame = pd.DataFrame(rows, columns=["patient_id", "admitted_on", "region", "cost"])
     order = rng.permutation(len(frame))
     return frame.iloc[order].reset_index(drop=True)

@@ -160,7 +160,7 @@ class BudgetModel(Cost):
 
 
 class ColumnModel(Model):
-    type: Literal["int", "float", "category", "string"]
+    type: Literal["int", "float", "category", "string", "date"]
     bounds: tuple[Bound, Bound] | None = None
     categories: list[str] | None = None
     missing: str | Number = "drop"

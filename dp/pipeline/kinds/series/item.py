@@ -3,7 +3,7 @@
 ```yaml
 series:
   - name: admissions
-    period: {column: admitted_on, per: month}  # a declared string column of ISO dates
+    period: {column: admitted_on, per: month}  # a declared date column (or ISO text)
     start: 2027-01                             # the horizon's first period
     horizon: 120                               # periods this budget covers
     epsilon: 1.0                               # for the whole horizon (Laplace), or rho + delta

@@ -165,10 +165,10 @@ def _columns(
     where = f"series {item.name!r}"
     cols = cfg.dataset.columns
     date = cols.get(item.period.column)
-    if date is None or date.type != "string":
+    if date is None or date.type not in ("date", "string"):
         raise ConfigError(
-            f"{where}: period column {item.period.column!r} must be a declared string column "
-            "of ISO dates (2027-03-14)"
+            f"{where}: period column {item.period.column!r} must be a declared date column "
+            "(or string, of ISO dates: 2027-03-14)"
         )
     groups: list[str] = [""]
     keys = []

@@ -2,9 +2,9 @@
 
 Periods are calendar months (``2027-03``), quarters (``2027-Q1``) or years (``2027``), UTC, as
 :func:`dp.periods.period_label` writes them. A period's *ordinal* counts periods from year 0, so
-the horizon's period ``t`` is ``ordinal(start) + t``. A row's period comes from its date column,
-ISO 8601 text (``2027-03-14`` or a timestamp starting so); a row whose date does not parse is
-not read (a public rule: it depends on that row alone).
+the horizon's period ``t`` is ``ordinal(start) + t``. A row's period comes from its date column
+as the engine reads it, ISO 8601 text (``2027-03-14``, or a timestamp's text starting so); a row
+whose date does not parse is not read (a public rule: it depends on that row alone).
 """
 
 from __future__ import annotations

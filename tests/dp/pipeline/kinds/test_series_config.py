@@ -32,7 +32,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ({"publish": ["weekly"]}, "publish"),
         ({"measures": [{"sum": "region"}]}, "sum column 'region' must be a declared numeric"),
         ({"by": ["cost"]}, "by column 'cost' must be a declared category column"),
-        ({"period": {"column": "cost"}}, "period column 'cost' must be a declared string"),
+        ({"period": {"column": "cost"}}, "period column 'cost' must be a declared date column"),
         ({"max_periods_per_unit": None}, "declare max_periods_per_unit"),
         ({"horizon": 0}, "horizon"),
         ({"revisions": "yes"}, "revisions"),
