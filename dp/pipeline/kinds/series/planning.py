@@ -13,6 +13,7 @@ at the first run, so the charges add up to the conversion of the cumulative rho.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -44,6 +45,7 @@ __all__ = [
     "block_bounds",
     "expected_rmse",
     "figures_of",
+    "fingerprint",
     "plan_series",
     "relation_of",
 ]
@@ -125,6 +127,20 @@ def _cached_choice(text: str, relation: Relation) -> tuple[Choice, SeriesRelease
         revisions=item.revisions,
     )
     return choice, release
+
+
+def fingerprint(release: SeriesRelease) -> str:
+    """The mechanism a state belongs to: the strategy's name and a digest of its matrix, the
+    relation, the noise, the budget and the estimator. A series continues only under the
+    mechanism it started with (its loss is accounted for that one): a config amended to
+    other figures, budget or bounds is refused by its stored state."""
+    h = hashlib.sha256(np.ascontiguousarray(release.strategy.matrix).tobytes())
+    r = release.relation
+    h.update(
+        f"{r.max_periods_per_unit}/{r.max_rows_per_unit}/{release.noise}/"
+        f"{release.budget!r}/{release.revisions}".encode()
+    )
+    return f"{release.strategy.name}@{h.hexdigest()[:16]}"
 
 
 def block_bounds(item: SeriesModel, relation: Relation) -> dict[str, float]:
@@ -221,7 +237,7 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
         period = min(max(period, 0), item.horizon - 1)
     ledger = ledger_for(cfg, cfg.run_ledger)
     published = last_published(
-        ledger, cfg.dataset.name, item.name, strategy=choice.strategy.name, horizon=item.horizon
+        ledger, cfg.dataset.name, item.name, strategy=fingerprint(release), horizon=item.horizon
     )
     state = published.state
     after = None if state is None else state.last

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dppub.dp.pipeline.kinds.series.planning import SeriesSpec
+from dppub.dp.pipeline.kinds.series.planning import SeriesSpec, fingerprint
 from dppub.dp.pipeline.kinds.series.series_scan import SeriesExact
 from dppub.dp.series.state import SeriesState
 
@@ -87,7 +87,7 @@ def publish_run(
         values.append(v)
     state = SeriesState(
         name=item.name,
-        strategy=release.strategy.name,
+        strategy=fingerprint(release),
         horizon=item.horizon,
         periods=(
             *(() if before is None else before.periods),

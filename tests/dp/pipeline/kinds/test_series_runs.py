@@ -193,3 +193,16 @@ def test_two_runs_at_once_never_publish_a_period_twice(tmp_path: Path, config: P
     (summary,) = spending_summary(Ledger(str(ledger), create=False)).values()
     assert (summary["runs"], summary["aborted_runs"]) == (2, 3)  # aborted: held, both refused
     assert summary["charged_runs"] == 0
+
+
+def test_a_state_continues_only_under_the_mechanism_it_started_with(
+    tmp_path: Path, config: Path
+) -> None:
+    out = tmp_path / "out"
+    publish(config, out=out, period="2026-01")
+    raw = yaml.safe_load(config.read_text())
+    raw["series"][0]["rho"] = 0.2  # amended: another noise scale for the same figures
+    config.write_text(yaml.safe_dump(raw))
+    other = r"the stored state is of series .* under \w+@\w+ over 12 periods, not"
+    with pytest.raises(InputError, match=other):
+        load_plan(config, period="2026-02")
