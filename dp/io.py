@@ -219,6 +219,8 @@ def _check_type(spec: ColumnSpec, arrow_type: pa.DataType, where: Path) -> None:
         ok = pa.types.is_integer(t) or pa.types.is_floating(t)
     else:
         ok = pa.types.is_string(t) or pa.types.is_large_string(t)
+        if spec.type == "date":  # or ISO text
+            ok = ok or pa.types.is_date(t) or pa.types.is_timestamp(t)
     if not ok:
         raise InputError(f"{where}: column {spec.name!r} should be {spec.type}, found {t}")
 

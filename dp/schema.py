@@ -21,7 +21,7 @@ from dppub.dp.validation import check_bounds
 
 __all__ = ["DROP", "ColumnSpec", "ColumnType", "TableSchema"]
 
-ColumnType = Literal["int", "float", "category", "string"]
+ColumnType = Literal["int", "float", "category", "string", "date"]
 DROP = "drop"
 """The policy that leaves a row out of the run (the default for missing and unknown values)."""
 
@@ -33,7 +33,8 @@ class ColumnSpec:
     name: str
     """Column name in the Parquet file."""
     type: ColumnType
-    """``int`` / ``float`` (numeric, bounded), ``category`` (declared list) or ``string``."""
+    """``int`` / ``float`` (numeric, bounded), ``category`` (declared list), ``string`` or
+    ``date`` (a calendar date or timestamp, or ISO text; read as its ``YYYY-MM-DD`` text)."""
     bounds: tuple[float, float] | None = None
     """Declared ``[lo, hi]`` for numeric columns; values outside are clamped on read."""
     categories: tuple[str, ...] | None = None
@@ -72,7 +73,8 @@ class ColumnSpec:
 
     def _check_policies(self) -> None:
         where = f"column {self.name!r}"
-        if self.unit and (self.type == "float" or self.missing != DROP or self.unknown != DROP):
+        mapped = self.missing != DROP or self.unknown != DROP
+        if self.unit and (self.type in ("float", "date") or mapped):
             raise ConfigError(
                 f"{where} is the privacy unit: it must be int, string or category, with "
                 f"missing and unknown 'drop' (a float id or a mapped value could merge units), "

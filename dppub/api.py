@@ -75,7 +75,12 @@ class PlanReport:
     """What ``dppub plan`` prints."""
 
 
-def plan(config: PathArg | PipelineConfig, *, ledger: PathArg | None = None) -> PlanReport:
+def plan(
+    config: PathArg | PipelineConfig,
+    *,
+    ledger: PathArg | None = None,
+    period: str | None = None,
+) -> PlanReport:
     """Plan ``config`` and ask its ledger, read-only, whether it would accept the run: the
     checks ``dppub run`` makes before it reserves, in its order -- the input's structure from
     the Parquet footers, then the ledger's record and budget. Never creates a ledger.
@@ -84,6 +89,7 @@ def plan(config: PathArg | PipelineConfig, *, ledger: PathArg | None = None) -> 
         config: The config file, or a config object.
         ledger: A SQLite file or ``postgresql://`` URL; default: the config's ``ledger:``, else
             ``ledger.sqlite`` beside the config. May not differ from the config's ``ledger:``.
+        period: The period a series publishes (``2027-03``); default: the one due now.
 
     Raises:
         ConfigError: the config is invalid, or ``ledger`` is not the config's.
@@ -97,7 +103,7 @@ def plan(config: PathArg | PipelineConfig, *, ledger: PathArg | None = None) -> 
     from dppub.dp.pipeline.plan import ledger_for
 
     environment()
-    planned = _plan_of(config, None)
+    planned = _plan_of(config, None, period=period, ledger=ledger)
     cfg = planned.config
     data, policy = cfg.data_identity, cfg.budget_policy
     refused: DPPubError | None = None
@@ -203,6 +209,7 @@ def publish(
     ledger: PathArg | None = None,
     out: PathArg | None = None,
     engine: str | None = None,
+    period: str | None = None,
 ) -> Publication:
     """Run ``config``'s publication once, exactly as ``dppub run`` does (the same functions,
     in this process): reserve its cost, run the publication, publish, commit.
@@ -217,6 +224,8 @@ def publish(
         out: The publication folder (default: ``published`` in dppub's state folder, as for
             the CLI).
         engine: Override the config's engine: ``auto``, ``memory``, ``stream`` or ``dask``.
+        period: The period a series publishes (``2027-03``): default, the newest complete
+            one; a period published once is refused, nothing reserved.
 
     Returns:
         The published run: its id, folder, manifest, cost and each release's result.
@@ -239,7 +248,7 @@ def publish(
     target = Path(out) if out is not None else STATE / "published"
     signals = Signals()  # no handlers here: Ctrl-C stays Python's KeyboardInterrupt
     opened = open_run(
-        _plan_of(config, engine),
+        _plan_of(config, engine, period=period, ledger=ledger),
         _name(config),
         ledger=_location(ledger),
         out=target,
@@ -261,13 +270,20 @@ def publish(
         raise error from None
 
 
-def _plan_of(config: PathArg | PipelineConfig, engine: str | None) -> Plan:
+def _plan_of(
+    config: PathArg | PipelineConfig,
+    engine: str | None,
+    *,
+    period: str | None = None,
+    ledger: PathArg | None = None,
+) -> Plan:
     from dppub.dp.pipeline.config import PipelineConfig
-    from dppub.dp.pipeline.plan import build_plan, completed, load_plan
+    from dppub.dp.pipeline.plan import build_plan, completed, for_run, load_plan
 
+    given = _location(ledger)
     if isinstance(config, PipelineConfig):
-        return build_plan(completed(config), engine)
-    return load_plan(Path(config), engine)
+        return build_plan(for_run(completed(config), period=period, ledger=given), engine)
+    return load_plan(Path(config), engine, period=period, ledger=given)
 
 
 def _name(config: PathArg | PipelineConfig) -> str:

@@ -38,6 +38,14 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # a docstring's wrapped lines join into paragraphs
 )
 
+PeriodOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--period",
+        help="The period a series publishes (2027-03, 2027-Q1, 2027); default: the newest "
+        "complete one. A period published once is refused.",
+    ),
+]
 ConfigLedgerOpt = Annotated[
     str | None,
     typer.Option(
@@ -121,7 +129,12 @@ def _guard(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 @app.command()
-def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False) -> None:
+def plan(
+    config: Path,
+    ledger: ConfigLedgerOpt = None,
+    as_json: JsonOpt = False,
+    period: PeriodOpt = None,
+) -> None:
     """Show the planned releases, their costs and what the ledger says is left (reads no data
     values, only the Parquet footers).
 
@@ -131,7 +144,7 @@ def plan(config: Path, ledger: ConfigLedgerOpt = None, as_json: JsonOpt = False)
     """
     from dppub.api import plan as planned
 
-    report = _guard(planned, config, ledger=ledger)
+    report = _guard(planned, config, ledger=ledger, period=period)
     if as_json:
         typer.echo(json.dumps(report.details, indent=2))
     else:
@@ -183,6 +196,7 @@ def run(
         str | None,
         typer.Option(help="Override the config's engine: auto, memory, stream or dask."),
     ] = None,
+    period: PeriodOpt = None,
 ) -> None:
     """Run the publishing flow once; prints the run id.
 
@@ -201,7 +215,7 @@ def run(
             with _collecting_later():
                 opened = _guard(
                     lambda: open_run(
-                        load_plan(config, engine),
+                        load_plan(config, engine, period=period, ledger=ledger),
                         str(config.resolve()),
                         ledger=ledger,
                         out=out,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dppub.dp.ledger import Declaration, Ledger
 from dppub.dp.ledger.summary import spending_summary
+from dppub.dp.pipeline.kinds.series.series_store import series_runs
 
 if TYPE_CHECKING:
     from dppub.dp.pipeline.kinds import JSON
@@ -51,6 +52,7 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
         "head": chain.head,
         "problems": list(chain.problems),
         "datasets": spending_summary(book, dataset),
+        "series": series_runs(book, dataset),  # type: ignore[dict-item]
     }
 
 
@@ -68,6 +70,12 @@ def audit_lines(payload: Mapping[str, Any]) -> list[str]:
         out.append(f"  neighbours: {'; '.join(d['neighbours']) or 'nothing published yet'}")
         for a in d["amendments"]:
             out.append(f"  amended {a['ts']} by {a['who']}: {'; '.join(a['changes'])} ({a['why']})")
+        for s in payload.get("series", ()):
+            if s["dataset"] == name:  # one line per series: each run's last period
+                out.append(
+                    f"  series {s['series']}: {len(s['periods'])} run(s) published up to "
+                    f"{', '.join(s['periods'])}; epsilon {s['epsilon']:g}"
+                )
     state = "ok" if payload["chain_ok"] else "BROKEN"
     out.append(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
     out += [f"  {p}" for p in payload["problems"]]

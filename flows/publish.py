@@ -104,7 +104,7 @@ def publish(
         plan = handed.plan
         done = publication(plan, handed.run, _steps())
     else:
-        plan = load_plan(config_path, engine)
+        plan = load_plan(config_path, engine, ledger=ledger_path)
         with plan.open_run(ledger_for(plan.config, ledger_path), out_dir) as run:
             done = publication(plan, run, _steps())
     _artifacts(done, plan)

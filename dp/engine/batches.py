@@ -241,6 +241,8 @@ def _validate(scan: Scan, record: pa.RecordBatch) -> Batch:
             column = _parse_numbers(spec, column)
         if spec.unit and spec.type == "int":
             keys[spec.name] = _ids(column)
+        if spec.type == "date":
+            column = _iso_dates(column)
         if spec.is_numeric:
             arr, bad = _numeric(spec, column)
             if bad is not None:
@@ -267,12 +269,25 @@ _NULL_AS = {
     "float": pa.float64(),
     "category": pa.string(),
     "string": pa.string(),
+    "date": pa.string(),
 }
 """The type a column Arrow stores as null type (no value at all) is read as."""
 
 
 _WHOLE = r"^[+-]?[0-9]{1,19}$"
 _INT64_MAX = str(np.iinfo(np.int64).max)
+
+
+def _iso_dates(column: pa.Array) -> pa.Array:
+    """A ``date`` column as ``YYYY-MM-DD`` text: a date or timestamp (UTC, or as stored
+    without a zone) written so; text (ISO dates, a CSV file's) kept as it is."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_date(column.type):
+        column = pc.cast(column, pa.timestamp("s"))
+    if pa.types.is_timestamp(column.type):
+        return pc.strftime(column, format="%Y-%m-%d")
+    return column
 
 
 def _parse_numbers(spec: ColumnSpec, column: pa.Array) -> pa.Array:

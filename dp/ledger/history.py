@@ -12,10 +12,27 @@ from typing import Any
 from dppub.dp.ledger.chain import TERMINAL
 from dppub.dp.ledger.store import Store
 
-__all__ = ["STATES", "history_rows", "published_neighbours", "run_rows"]
+__all__ = ["STATES", "committed_releases", "history_rows", "published_neighbours", "run_rows"]
 
 STATES = {"commit": "committed", "charge": "charged", "abort": "aborted"}
 """The state a run's terminal event puts it in."""
+
+
+def committed_releases(store: Store, dataset: str | None, kind: str) -> list[dict[str, Any]]:
+    """The release rows of kind ``kind`` of dataset ``dataset`` (None: any) in committed runs,
+    oldest first: run, release, cost and the output hash the chain seals (a series reads what
+    it published here)."""
+    with store.connect() as con:
+        rows = con.execute(
+            """SELECT e.seq, e.ts, e.dataset, e.run_id, e.release, e.epsilon, e.delta,
+                      e.output_hash
+               FROM entries e JOIN entries t ON t.run_id = e.run_id AND t.event = 'commit'
+               WHERE e.event = 'release' AND e.kind = ?
+                 AND (CAST(? AS TEXT) IS NULL OR e.dataset = ?)
+               ORDER BY e.seq""",
+            (kind, dataset, dataset),
+        ).fetchall()
+    return [dict(r) for r in rows]
 
 
 def published_neighbours(store: Store, key: str) -> list[str]:

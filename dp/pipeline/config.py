@@ -64,7 +64,7 @@ __all__ = [
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 """Dataset and release names become folder names."""
-DERIVED = ("base_dir", "leaves", "dataset_file")
+DERIVED = ("base_dir", "leaves", "dataset_file", "run_period", "run_ledger")
 """Fields of :class:`PipelineConfig` the loader sets, never keys of a file."""
 
 
@@ -160,7 +160,7 @@ class BudgetModel(Cost):
 
 
 class ColumnModel(Model):
-    type: Literal["int", "float", "category", "string"]
+    type: Literal["int", "float", "category", "string", "date"]
     bounds: tuple[Bound, Bound] | None = None
     categories: list[str] | None = None
     missing: str | Number = "drop"
@@ -272,6 +272,12 @@ class PipelineConfig(Model):
     resolve against its folder (set by the loader, :func:`dp.pipeline.loading.inline_dataset`)."""
     leaves: dict[str, list[str]] = {}
     """Leaves of text columns' declared hierarchies (set by the loader from the hierarchies)."""
+    run_period: str | None = None
+    """The period a series run publishes (``dppub run --period``; None: the one due now). Set
+    by the caller, never a key of the file."""
+    run_ledger: str | None = None
+    """The ledger the run spends in, where a series finds what it published (``--ledger``;
+    None: the config's). Set by the caller, never a key of the file."""
 
     @model_validator(mode="after")
     def _budget_rules(self) -> PipelineConfig:
@@ -377,6 +383,8 @@ class PipelineConfig(Model):
                 "dataset_file": True,
                 "ledger": True,  # where the budget is kept, not what is released
                 "leaves": True,
+                "run_period": True,
+                "run_ledger": True,
                 "dataset": {"engine", "memory_budget_mb", "scheduler", "workers", "batch_size"},
             },
         )

@@ -45,6 +45,7 @@ __all__ = [
     "build_plan",
     "check_output",
     "completed",
+    "for_run",
     "ledger_for",
     "load_config",
     "load_plan",
@@ -209,6 +210,16 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(f"{p}: {exc}") from None
 
 
+def for_run(
+    cfg: PipelineConfig, *, period: str | None = None, ledger: str | None = None
+) -> PipelineConfig:
+    """``cfg`` as one run plans it: the series period it publishes (None: the one due) and the
+    ledger it spends in (None: the config's), which a series reads what it published from."""
+    if period is None and ledger is None:
+        return cfg
+    return cfg.model_copy(update={"run_period": period, "run_ledger": ledger})
+
+
 def completed(cfg: PipelineConfig) -> PipelineConfig:
     """``cfg`` with the leaves of its declared hierarchies, its value policies checked against
     its domains: what :func:`load_config` does after validating a file, for a config built in
@@ -219,14 +230,21 @@ def completed(cfg: PipelineConfig) -> PipelineConfig:
     return cfg
 
 
-def load_plan(path: str | Path, engine: str | None = None) -> Plan:
-    """:func:`load_config` then :func:`build_plan`."""
+def load_plan(
+    path: str | Path,
+    engine: str | None = None,
+    *,
+    period: str | None = None,
+    ledger: str | None = None,
+) -> Plan:
+    """:func:`load_config` then :func:`build_plan`; ``period`` and ``ledger``: the run's
+    (:func:`for_run`)."""
     p = Path(path).resolve()
     try:
         p.stat()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    cfg = load_config(p)
+    cfg = for_run(load_config(p), period=period, ledger=ledger)
     try:
         return build_plan(cfg, engine)
     except ConfigError as exc:

@@ -22,6 +22,7 @@ from dppub.dp.pipeline.kinds.contributions import ContributionsKind
 from dppub.dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dppub.dp.pipeline.kinds.regression import RegressionKind
 from dppub.dp.pipeline.kinds.release_file import release_file_schema
+from dppub.dp.pipeline.kinds.series import SeriesKind
 from dppub.dp.pipeline.kinds.synthetic import SyntheticKind
 from dppub.dp.pipeline.kinds.tables import TableKind
 from dppub.dp.pipeline.kinds.workload import WorkloadKind
@@ -47,6 +48,7 @@ KINDS: tuple[AnyKind, ...] = (
     TableKind(),
     SyntheticKind(),
     ContributionsKind(),
+    SeriesKind(),
 )
 
 

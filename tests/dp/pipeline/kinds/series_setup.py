@@ -1,0 +1,51 @@
+"""A small monthly series on a generated admissions table, written into a test's folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def _generator():  # type: ignore[no-untyped-def]
+    name = "dppub_generate_admissions"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "data" / "generate_admissions.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def admissions(directory: Path, *, patients: int = 400, seed: int = 7) -> Path:
+    """The generated table (``data/generate_admissions.py``), ``patients`` patients."""
+    path = directory / "admissions.parquet"
+    _generator().make_admissions(seed, patients=patients).to_parquet(path, index=False)
+    return path
+
+
+def example_series() -> dict[str, Any]:
+    """``configs/monthly_series.yaml`` as values."""
+    raw: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "monthly_series.yaml").read_text())
+    return raw
+
+
+def series_config(directory: Path, data: Path, *, name: str = "series.yaml", **series: Any) -> Path:
+    """The example config on ``data`` over 12 months, its series item updated by ``series``
+    (a key set to None is removed)."""
+    raw = example_series()
+    raw["dataset"]["path"] = str(data)
+    raw.pop("schedule")
+    item = {**raw["series"][0], "horizon": 12, **series}
+    raw["series"] = [{k: v for k, v in item.items() if v is not None}]
+    path = directory / name
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
