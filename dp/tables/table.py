@@ -7,14 +7,17 @@ centred sums over cells and margins: :mod:`dp.tables.cells_and_margins`; quantil
 * the count and a centred sum measured together (:mod:`dp.tables.split`) are read off as if
   measured apart (:func:`dp.tables.cells_and_margins.measure_count_and_sum`);
 * ``count`` = the count component's rows (non-negative; with ``round:`` multiples of the base
-  that still add up);
-* ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
-  rounding; with ``round:`` multiples of :func:`dp.tables.rounding.sum_base` that add up);
+  that still add up); ``count(col)`` and ``count_distinct`` likewise from theirs (not rounded
+  under control);
+* ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: ``count(col)``'s, the
+  rows where ``col`` is present (:data:`dp.tables.split.MISSING_RULE`), before rounding;
+  with ``round:`` multiples of :func:`dp.tables.rounding.sum_base` that add up);
   its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated noises:
   independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
   ``L (e_a - e_b) / 2`` for one linear ``L`` and i.i.d. ``e_a``, ``e_b``);
 * ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
   delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
+* ``variance(col)``, ``std(col)``: :mod:`dp.tables.spread`;
 * sums and means get ``+- k se`` intervals (``k`` the Laplace-safe 95% multiplier, which covers
   a single Laplace variable and any sum of them), a mean's clamped to the bounds.
 
@@ -45,6 +48,7 @@ from dppub.dp.tables.quantiles import (
 )
 from dppub.dp.tables.rounding import round_to_base, sum_base
 from dppub.dp.tables.split import Component, Measure
+from dppub.dp.tables.spread import spread_rows
 
 __all__ = [
     "TableDesign",
@@ -82,6 +86,9 @@ class TableDesign:
     base: int = 1
     group: int = 1
     """Rows a unit may contribute (1: neighbours differ by one row)."""
+    distinct_group: int = 1
+    """Cells a unit may have a row in (``count_distinct``'s sensitivity,
+    :func:`dp.tables.spread.distinct_bound`)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -143,19 +150,26 @@ def release_table(
     *,
     rng: np.random.Generator | None = None,
     measured: tuple[Mapping[str, Linear], Mapping[str, object]] | None = None,
+    extra: Mapping[str, npt.ArrayLike] | None = None,
 ) -> TableRelease:
     """Draw every component's noise and read the measures off them (module doc); with
     ``measured``, the count and centred sums over the published rows were measured already,
-    with their components' facts (a joint table's, :mod:`dp.tables.joint`)."""
+    with their components' facts (a joint table's, :mod:`dp.tables.joint`). ``extra``: the
+    other vectors by name (``count(col)``, ``centred_square(col)``, ``distinct``)."""
     published = design.rows()
     if measured is None:
-        linear, facts = _measure_linear(design, published, counts, centred, rng)
+        linear, facts = _measure_linear(design, published, counts, centred, rng, extra)
     else:
         linear, facts = dict(measured[0]), dict(measured[1])
+    linear = with_count(linear)
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
             frames.extend(_quantile_frames(design, m, histograms[m.column or ""], facts, rng))
+        elif m.kind in ("variance", "std"):
+            lo, hi = design.bounds[m.column or ""]
+            rows = spread_rows(m.kind, m.column or "", lo, hi, linear, INTERVAL_LEVEL)
+            frames.append(_frame(design.keys, published.labels, m.labels()[0], *rows))
         else:
             rows = _linear_rows(design, published, m, linear)
             frames.append(_frame(design.keys, published.labels, m.labels()[0], *rows))
@@ -168,6 +182,7 @@ def _measure_linear(
     counts: npt.ArrayLike,
     centred: Mapping[str, npt.ArrayLike],
     rng: np.random.Generator | None,
+    extra: Mapping[str, npt.ArrayLike] | None,
 ) -> tuple[dict[str, Linear], dict[str, object]]:
     """The count and centred sums over the cells and margins (one strategy), by ``count`` and
     ``centred_sum(col)``, and each component's public facts."""
@@ -180,6 +195,8 @@ def _measure_linear(
         centred,
         group=design.group,
         rng=rng,
+        extra=extra,
+        distinct_group=design.distinct_group,
     )
     return linear, component_facts(design.components, linear)
 
@@ -194,26 +211,71 @@ def measure_components(
     *,
     group: int,
     rng: np.random.Generator | None,
+    extra: Mapping[str, npt.ArrayLike] | None = None,
+    distinct_group: int = 1,
 ) -> dict[str, Linear]:
     """Every count and sum component (quantiles' ``cdf`` aside) measured through ``strategy``,
-    by vector: ``count``, ``centred_sum(col)`` (a pair gives both)."""
+    by vector: ``count``, ``count(col)``, ``centred_sum(col)`` (a pair gives both),
+    ``centred_square(col)``, ``distinct``. ``extra`` holds the vectors beyond ``counts`` and
+    ``centred`` by name; without ``count(col)`` there, every row has ``col`` (``counts``).
+
+    Sensitivities, per row (times ``group``, the rows a unit may contribute, and the
+    strategy's L1 norm): 1 for ``count`` and ``count(col)``, ``half`` for a centred sum,
+    ``half^2 / 2`` for a centred square (:mod:`dp.engine.folds.table_sums`); ``distinct``: 1
+    per cell a unit reaches, at most ``distinct_group`` cells
+    (:func:`dp.tables.spread.distinct_bound`)."""
+    more = extra or {}
+
+    def vector(name: str) -> npt.ArrayLike:
+        if name in more:
+            return more[name]
+        if name.startswith("centred_sum("):
+            return centred[name.removeprefix("centred_sum(").removesuffix(")")]
+        return counts  # ``count``, or ``count(col)`` of a column never missing
+
     out: dict[str, Linear] = {}
     for c in components:
         if c.kind == "cdf":
             continue
         half = row_bound(c, bounds)
-        values = counts if c.kind == "count" else centred[c.column or ""]
-        if c.kind == "count_sum":
-            out["count"], out[f"centred_sum({c.column})"] = measure_count_and_sum(
+        if c.kind in ("distinct", "centred_square"):
+            out[c.name] = measure_linear(
                 workload,
                 strategy,
-                counts,
+                vector(c.name),
+                epsilon=c.epsilon,
+                row_sensitivity=1.0 if c.kind == "distinct" else half * (1.0 + float_allowance(1)),
+                group=distinct_group if c.kind == "distinct" else group,
+                nonneg=c.kind == "distinct",
+                rng=rng,
+            )
+            continue
+        values = vector(c.name if c.kind != "count_sum" else f"centred_sum({c.column})")
+        if c.kind == "count_sum":
+            out[f"count({c.column})"], out[f"centred_sum({c.column})"] = measure_count_and_sum(
+                workload,
+                strategy,
+                vector(f"count({c.column})"),
                 values,
                 epsilon=c.epsilon,
                 half=half,
                 group=group,
                 rng=rng,
             )
+            if c.whole:  # its column is never missing: count(col) is the count
+                out["count"] = out[f"count({c.column})"]
+            if c.rest:  # in parallel with the pair, on the other rows (dp.tables.split)
+                present = np.asarray(vector(f"count({c.column})"), dtype=np.float64)
+                out[f"missing({c.column})"] = measure_linear(
+                    workload,
+                    strategy,
+                    np.asarray(counts, dtype=np.float64) - present,
+                    epsilon=c.epsilon,
+                    row_sensitivity=1.0,
+                    group=group,
+                    nonneg=True,
+                    rng=rng,
+                )
             continue
         out[c.name] = measure_linear(
             workload,
@@ -239,25 +301,58 @@ def component_facts(
     for c in components:
         if c.kind == "cdf":
             continue
-        lin = linear["count" if c.kind == "count_sum" else c.name]
-        out[c.name] = {
+        lin = linear[f"count({c.column})" if c.kind == "count_sum" else c.name]
+        fact: dict[str, object] = {
             "epsilon": c.epsilon,
             "sensitivity": lin.sensitivity,
             "noise_scale": lin.sensitivity / c.epsilon,
             "strategy": lin.strategy,
         }
+        out[c.name] = fact
+        if c.rest:
+            rest = linear[f"missing({c.column})"]
+            fact["missing"] = {
+                "rows": f"where {c.column} is missing, in parallel with the pair (every "
+                "row adds to one of them): count = count(column) + missing",
+                "sensitivity": rest.sensitivity,
+                "noise_scale": rest.sensitivity / c.epsilon,
+            }
+    return out
+
+
+def with_count(linear: Mapping[str, Linear], level: float = INTERVAL_LEVEL) -> dict[str, Linear]:
+    """``linear`` with ``count`` read off a pair's ``count(col)`` and ``missing(col)`` when it
+    was measured that way (:mod:`dp.tables.split`): their sum, the noises independent."""
+    out = dict(linear)
+    missing = next((k for k in linear if k.startswith("missing(")), None)
+    if "count" in out or missing is None:
+        return out
+    a, b = linear["count" + missing.removeprefix("missing")], linear[missing]
+    se = np.sqrt(a.std_error**2 + b.std_error**2)
+    out["count"] = Linear(
+        estimate=a.estimate + b.estimate,
+        answers=a.answers + b.answers,
+        std_error=se,
+        half_width=float(laplace_multiplier(level)) * se,
+        epsilon=a.epsilon,
+        noise_scale=b.noise_scale,
+        sensitivity=b.sensitivity,
+        strategy=a.strategy,
+    )
     return out
 
 
 def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
-    """A row's declared bound on a component's vector: 1 for a count, ``half`` for a centred sum
-    or a pair (measured as ``v - lo``, ``hi - v``); the float roundings' allowances are added
-    where the vectors are computed (:func:`measure_components`,
+    """A row's declared bound on a component's vector: 1 for a count (or a unit's distinct
+    count), ``half`` for a centred sum or a pair (measured as ``v - lo``, ``hi - v``),
+    ``half^2 / 2`` for a centred square; the float roundings' allowances are added where the
+    vectors are computed (:func:`measure_components`,
     :func:`dp.tables.cells_and_margins.measure_count_and_sum`)."""
-    if c.kind == "count":
+    if c.kind in ("count", "distinct"):
         return 1.0
     lo, hi = bounds[c.column or ""]
-    return (hi - lo) / 2.0
+    half = (hi - lo) / 2.0
+    return half * half / 2.0 if c.kind == "centred_square" else half
 
 
 Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
@@ -269,7 +364,14 @@ def _linear_rows(
 ) -> Rows:
     """A count, sum or mean over the published rows (module doc)."""
     k = float(laplace_multiplier(INTERVAL_LEVEL))
-    count = linear.get("count")
+    if m.kind in ("count_present", "count_distinct"):
+        name = m.labels()[0].replace("count_distinct", "distinct")
+        own = linear[name] if name in linear else linear["count"]  # never missing: the count
+        answer = own.answers
+        low = np.clip(answer - own.half_width, 0.0, None)
+        return answer, own.std_error, low, answer + own.half_width
+    # a column never missing has no count of its own: its count is the table's
+    count = linear.get(f"count({m.column})", linear.get("count"))
     size = len(published.labels)
     n_ans = count.answers if count is not None else np.zeros(size)
     n_se = count.std_error if count is not None else np.zeros(size)

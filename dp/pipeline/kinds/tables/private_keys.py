@@ -25,7 +25,7 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import check_floor, runs_at
-from dppub.dp.pipeline.kinds.tables.planning import TableSpec, column_bounds
+from dppub.dp.pipeline.kinds.tables.planning import TableSpec, column_bounds, never_missing
 from dppub.dp.pipeline.units import bounding_for
 from dppub.dp.tables.keys import KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension
@@ -63,7 +63,7 @@ def plan_private(
         )
     column = keys[0].column
     measures = item.measure_list()
-    if item.margins or any(m.kind == "quantile" for m in measures):
+    if item.margins or any(m.kind in ("quantile", "variance", "std") for m in measures):
         raise ConfigError(
             f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
         )
@@ -81,7 +81,7 @@ def plan_private(
         keys=(column,),
         dims=(Dimension((PRIVATE_PLACEHOLDER,)),),
         measures=measures,
-        components=split_epsilon(measures, bounds, eps_measures),
+        components=split_epsilon(measures, bounds, eps_measures, never_missing(cfg, columns)),
         bounds=bounds,
         integer=item.rounding_base is not None,
         base=item.rounding_base or 1,
@@ -118,17 +118,18 @@ def scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]
     bounds = tuple(
         (c.column, *design.bounds[c.column])
         for c in design.components
-        if c.kind in ("centred_sum", "count_sum") and c.column is not None
+        if c.kind in ("count", "centred_sum", "count_sum") and c.column is not None
     )
     # Units are told apart by their ids; rows come bounded, and a unit counts in at most the
-    # rule's keys. Both aggregates read the same rows: those with every column of the table.
+    # rule's keys. Both aggregates read the same rows: those with the key (a missing measured
+    # value leaves its row in the count).
     limit = 1 if plan.spec.selection is None else plan.spec.selection.max_partitions
     unit = (
         None
         if b.unit is None
         else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
     )
-    weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
+    weights = KeyWeightsAggregate(design.keys, unit)
     sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
 
     def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:

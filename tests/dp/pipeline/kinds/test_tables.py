@@ -172,7 +172,7 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     (summary,) = published.summaries
     components = summary.details["components"]
     # m rows of one unit, each adding v - lo and hi - v (98 in all) to the count and sum pair
-    pair = components["count+centred_sum(hours)"]
+    pair = components["count(hours)+centred_sum(hours)"]
     assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
     unit = summary.details["privacy_unit"]
     assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (

@@ -129,7 +129,9 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     assert plan.spec.selection is not None and plan.spec.selection.kind == "threshold"
     shown = TableKind().plan_text(TableKind().describe(plan))
     assert "groups selected from the data (keys private: threshold rule at epsilon 0.3333" in shown
-    assert "count: epsilon 0.6667, expected RMSE 3 rows" in shown  # 2/3 of epsilon, shared
+    # 2/3 of epsilon, shared; the count read off count(hours) and the rows missing hours
+    # (in parallel): as if alone at 2/3 / sqrt(3): RMSE sqrt(2) sqrt(3) / (2/3) = 3.67
+    assert "count: epsilon 0.6667, expected RMSE 3.67 rows" in shown
     bad = [
         ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
         ({"by": ["site", "person"]}, "keys: private takes one by column"),
