@@ -23,14 +23,17 @@ noises, ``se_V^2 = (se_Q / n)^2 + (2 S se_S / n^2)^2 + ((2 S^2 / n^3 - Q' / n^2)
 interval is the square root of the variance's (a monotone map keeps its coverage) and its
 standard error ``se_V / (2 std)`` (at most ``half``).
 
-**count_distinct.** The number of distinct privacy units with a row in the group. Sensitivity
+**count_distinct.** The number of distinct privacy units with a row in the group, each unit
+counted in at most ``p`` groups (``max_partitions_per_unit``; the fold keeps a unit's ``p``
+groups of lowest public hash when it has more, :mod:`dp.engine.folds.table_sums`). Sensitivity
 (:func:`distinct_bound`): neighbours differ by all rows of one unit ``u``; after contribution
-bounding ``u``'s rows lie in at most ``p`` groups (the partition bound, when the table's one key
-is the bounded partition) and number at most ``m`` (the rows bound), so they lie in at most
-``min(p, m)`` groups if partitioned, else ``m``. Removing ``u`` changes no other unit's kept rows
-(:mod:`dp.engine.unit_bounding`), so each group's distinct count drops by 1 if ``u`` had a row
-there and is unchanged otherwise: the L1 distance is the number of groups ``u`` reaches, at most
-that bound (L2: its square root). Without a privacy unit there are no units to count.
+bounding ``u`` has at most ``m`` rows (``max_rows_per_unit``), so it reaches at most ``m``
+groups, and it is counted in at most ``p`` of them: at most ``min(p, m)``. Removing ``u``
+changes no other unit's kept rows (:mod:`dp.engine.unit_bounding`) nor which groups another
+unit is counted in (its choice depends on its own groups alone), so each group's distinct count
+drops by 1 if ``u`` was counted there and is unchanged otherwise: the L1 distance is at most
+``min(p, m)`` (L2: its square root, were Gaussian noise used). Without a privacy unit there are
+no units to count.
 """
 
 from __future__ import annotations
@@ -48,16 +51,16 @@ __all__ = ["distinct_bound", "spread_rows"]
 FloatArray = npt.NDArray[np.float64]
 
 
-def distinct_bound(*, rows_per_unit: int, max_partitions: int, partitioned: bool) -> int:
-    """How many groups one unit's bounded rows reach: ``count_distinct``'s L1 sensitivity
+def distinct_bound(*, rows_per_unit: int, max_partitions: int) -> int:
+    """How many groups one unit is counted in at most: ``count_distinct``'s L1 sensitivity
     (module doc).
 
-    >>> distinct_bound(rows_per_unit=10, max_partitions=3, partitioned=True)
+    >>> distinct_bound(rows_per_unit=10, max_partitions=3)
     3
-    >>> distinct_bound(rows_per_unit=10, max_partitions=3, partitioned=False)
-    10
+    >>> distinct_bound(rows_per_unit=2, max_partitions=3)
+    2
     """
-    return min(max_partitions, rows_per_unit) if partitioned else rows_per_unit
+    return min(max_partitions, rows_per_unit)
 
 
 def spread_rows(

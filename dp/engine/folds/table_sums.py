@@ -11,9 +11,12 @@ grid of ``2^-16`` of ``half = (hi - lo) / 2`` (:func:`dp.numerics.fixedpoint.qua
 integers of magnitude at most ``2^16``, summed exactly (a batch's per-group float sums stay
 below ``2^53``; batches add as Python integers); a squared column's ``(v - mid)^2 - half^2 / 2``
 the same way on a grid of ``2^-16`` of ``half^2 / 2``. With ``unit``, the number of distinct
-privacy units (their ids as stored, never hashes) with a row in each group. Integer sums do
-not depend on batch boundaries, files or merge order, so the memory, stream and Dask backends
-agree bit for bit; each sum is rounded once to float64 when finished
+privacy units (their ids as stored, never hashes) with a row in each group, each unit counted
+in at most ``max_groups`` groups: those of its groups whose (group, unit) pair has the lowest
+public hash (a choice that depends on the unit's own groups alone, so removing a unit changes
+no other unit's counts; a unit whose rows were bounded to that many groups keeps them all).
+Integer sums do not depend on batch boundaries, files or merge order, so the memory, stream and
+Dask backends agree bit for bit; each sum is rounded once to float64 when finished
 (:func:`dp.numerics.fixedpoint.to_float`).
 """
 
@@ -101,6 +104,8 @@ class TableSumsAggregate:
     """``(column, lo, hi)`` of every column whose centred squares are summed."""
     unit: str | None = None
     """The privacy unit column, whose distinct ids are counted per group."""
+    max_groups: int = 1
+    """The most groups a unit is counted in by ``distinct`` (module doc)."""
     where: RowFilter | None = None
     """Only the rows this filter keeps are read."""
     marked: ClassVar[bool] = True
@@ -196,9 +201,7 @@ class TableSumsAggregate:
         if self.unit is not None:
             pairs = pd.concat(acc.pairs, ignore_index=True) if acc.pairs else None
             cells = (
-                np.zeros(0, dtype=np.int64)
-                if pairs is None
-                else pairs.drop_duplicates()["cell"].to_numpy(np.int64)
+                np.zeros(0, dtype=np.int64) if pairs is None else _capped(pairs, self.max_groups)
             )
             distinct = np.bincount(cells, minlength=self.cells).astype(np.float64)
         return GroupSums(
@@ -214,6 +217,21 @@ class TableSumsAggregate:
             },
             distinct=distinct,
         )
+
+
+def _capped(pairs: pd.DataFrame, limit: int) -> npt.NDArray[np.int64]:
+    """The cells of the distinct (cell, unit) pairs, each unit in at most ``limit`` cells: its
+    pairs of lowest public hash (ties by cell), a choice by the unit's own cells alone."""
+    pairs = pairs.drop_duplicates()
+    order = pd.DataFrame(
+        {
+            "unit": pd.factorize(pairs["unit"])[0],
+            "hash": pd.util.hash_pandas_object(pairs, index=False).to_numpy(),
+            "cell": pairs["cell"].to_numpy(np.int64),
+        }
+    ).sort_values(["unit", "hash", "cell"], kind="stable")
+    kept = order[order.groupby("unit", sort=False).cumcount() < limit]
+    return np.asarray(kept["cell"].to_numpy(np.int64))
 
 
 def _has(batch: Batch, column: str) -> npt.NDArray[np.bool_]:

@@ -192,9 +192,7 @@ def distinct_group(cfg: PipelineConfig, item: TableModel, bounding: Bounding) ->
             "dataset.privacy_unit (or count rows with count)"
         )
     return distinct_bound(
-        rows_per_unit=bounding.rows_per_unit,
-        max_partitions=bounding.max_partitions,
-        partitioned=bounding.partition is not None,
+        rows_per_unit=bounding.rows_per_unit, max_partitions=bounding.max_partitions
     )
 
 
@@ -217,6 +215,7 @@ def table_sums(
         counted=tuple(wanted("count", "count_sum")),
         squared=tuple((c, *bounds[c]) for c in wanted("centred_square")),
         unit=bounding.unit if any(c.kind == "distinct" for c in components) else None,
+        max_groups=bounding.max_partitions,
         where=bounding.where,
     )
 
@@ -246,6 +245,6 @@ def unit_statement(bounding: Bounding, joint: Joint | None = None) -> dict[str, 
         )
         + (", chosen among the rows the where: filter keeps" if bounding.where else "")
         + "; a unit's rows beyond the bound are left out, chosen at random (count_distinct "
-        "counts units, not rows)"
+        f"counts units, not rows, each in at most {bounding.max_partitions} groups)"
     )
     return out

@@ -72,10 +72,13 @@ def plan_private(
     declared_columns(cfg, [column])
     text = cfg.table_schema[column].type in ("category", "string")
     bounding = bounding_for(cfg, column if text else None)
-    # A unit has rows in at most max_partitions keys when bounded on them, else in max_rows.
+    # A unit counts in at most min(max_partitions, max_rows) keys, text or int: its bounded rows
+    # reach at most max_rows keys, and the key weights' finish keeps it in at most
+    # max_partitions of them, by label, whatever the rows (dp.engine.key_weights). (Old code used
+    # max_rows for an int column, over-noising the selection when max_partitions is smaller.)
     per_unit = 1
     if bounding.unit is not None:
-        per_unit = bounding.max_partitions if text else bounding.rows_per_unit
+        per_unit = min(bounding.max_partitions, bounding.rows_per_unit)
     eps_select, delta, eps_measures = selection_budget(item.epsilon, item.delta, len(measures))
     design = TableDesign(
         keys=(column,),

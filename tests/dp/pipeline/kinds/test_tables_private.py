@@ -161,3 +161,34 @@ def test_a_private_key_with_a_line_break_stays_one_row_of_answers_csv(tmp_path: 
     with path.with_name("answers_wide.csv").open(newline="") as f:
         labels = {r[0] for r in csv.reader(f) if len(r) > 1}
     assert {s.replace("S0", "S\r0") for s in BIG} <= labels
+
+
+def test_an_int_key_under_a_unit_is_selected_for_max_partitions_keys_per_unit(
+    tmp_path: Path,
+) -> None:
+    # Old code: an int by column's selection was calibrated to max_rows_per_unit (5) keys per
+    # unit, a text column's to max_partitions_per_unit (2). Both are min(p, m) = 2 now: the key
+    # weights' finish keeps a unit in at most p keys by label, whatever its rows
+    # (dp.engine.key_weights), so the int key needs no partition bound of its rows.
+    frame = pd.read_parquet(visits(tmp_path))
+    frame["floor"] = [int(s[1:]) for s in frame["site"]]
+    data = tmp_path / "floors.parquet"
+    frame.to_parquet(data, index=False)
+    cfg = config(
+        tmp_path,
+        data,
+        {"by": ["floor"], "measures": ["count"]},
+        privacy_unit="person",
+        max_rows_per_unit=5,
+        max_partitions_per_unit=2,
+    )
+    raw = yaml.safe_load(cfg.read_text())
+    raw["dataset"]["columns"]["floor"] = {"type": "int", "bounds": [0, 99]}
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(cfg).releases
+    assert plan.spec.selection is not None and plan.spec.selection.max_partitions == 2
+    # p above m: a unit's 2 rows reach at most 2 keys
+    raw["dataset"].update(max_rows_per_unit=2, max_partitions_per_unit=4)
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(cfg).releases
+    assert plan.spec.selection is not None and plan.spec.selection.max_partitions == 2
