@@ -225,3 +225,52 @@ def test_a_bad_table_is_refused_in_one_line(
     with pytest.raises(ConfigError, match="t") as caught:
         load_plan(config)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.slow  # ~3 s: three tables published
+def test_joint_and_private_key_tables_count_missing_values_alike(
+    tmp_path: Path, census_small: Path
+) -> None:
+    # Joint tables measure {std: hours} with the group; private keys count every row and
+    # {count: hours} the rows with hours, like declared keys.
+    data, frame = _with_missing_hours(tmp_path, census_small)
+    measures: list[Any] = ["count", {"count": "hours"}, {"mean": "hours"}]
+    tables: list[dict[str, Any]] = [
+        {
+            "name": "a",
+            "epsilon": 300.0,
+            "by": ["sex", "race"],
+            "joint": "g",
+            "measures": [*measures, {"std": "hours"}],
+        },
+        {
+            "name": "b",
+            "epsilon": 300.0,
+            "by": ["sex"],
+            "joint": "g",
+            "measures": [*measures, {"std": "hours"}],
+        },
+        {
+            "name": "c",
+            "epsilon": 40.0,  # (at 80 the threshold rule's delta check fails: keys.py)
+            "delta": 1e-6,
+            "by": ["marital"],
+            "keys": "private",
+            "measures": measures,
+        },
+    ]
+    config = _config(tmp_path, data, tables, **{"budget": {"epsilon": 1000.0, "delta": 1e-5}})
+    folder = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out").folder
+    b, c = _answers(folder, "b"), pd.read_csv(folder / "c" / "answers.csv")
+    for sex, group in frame.groupby("sex"):
+        assert _value(b, "count", sex=sex) == len(group)
+        assert _value(b, "count(hours)", sex=sex) == group["hours"].notna().sum()
+        assert _value(b, "std(hours)", sex=sex) == pytest.approx(
+            float(np.std(group["hours"].dropna())), rel=0.02
+        )
+    for marital, group in frame.groupby("marital"):
+        assert _value(c, "count", marital=marital) == len(group)
+        assert _value(c, "count(hours)", marital=marital) == group["hours"].notna().sum()
+        assert _value(c, "mean(hours)", marital=marital) == pytest.approx(
+            group["hours"].mean(), abs=0.1
+        )
