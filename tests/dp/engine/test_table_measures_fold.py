@@ -20,6 +20,8 @@ from dppub.dp.engine.dask import DaskBackend
 from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
 from dppub.dp.engine.row_filter import parse_filter
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE
+from dppub.dp.tables.components import row_bound
+from dppub.dp.tables.split import Component
 from dppub.dp.tables.spread import distinct_bound
 from tests.dp.engine.conftest import SCHEMA, write_part
 
@@ -127,11 +129,23 @@ def test_unit_neighbours_move_every_vector_by_at_most_its_sensitivity(
     removed = data.draw(st.lists(_row(st.just(99), st.integers(0, 4)), min_size=1, max_size=m))
     a, b = _fold(rows + removed), _fold(rows)
     allowance = 1 + CONVERSION_ALLOWANCE
-    assert _l1(a.counts, b.counts) <= m
-    for column, half in (("income", 125_000.0), ("hours", 49.0)):
-        assert _l1(a.present[column], b.present[column]) <= m
-        assert _l1(a.centred[column], b.centred[column]) <= m * half * allowance
-    assert _l1(a.squares["hours"], b.squares["hours"]) <= m * 49.0**2 / 2 * allowance
+    # each vector against the per-row bound its noise is calibrated to (row_bound), times m
+    bounds = {c: (lo, hi) for c, lo, hi in AGG.bounds}
+
+    def declared(kind: str, column: str | None = None) -> float:
+        return m * row_bound(Component(kind, column, 1.0, 1.0), bounds)  # type: ignore[arg-type]
+
+    assert _l1(a.counts, b.counts) <= declared("count")
+    for column in ("income", "hours"):
+        assert _l1(a.present[column], b.present[column]) <= declared("count", column)
+        assert (
+            _l1(a.centred[column], b.centred[column]) <= declared("centred_sum", column) * allowance
+        )
+    assert (
+        _l1(a.squares["hours"], b.squares["hours"])
+        <= declared("centred_square", "hours") * allowance
+    )
+    assert declared("centred_square", "hours") == m * 49.0**2 / 2
     assert _l1(a.histograms["hours"], b.histograms["hours"]) <= m
     assert a.distinct is not None and b.distinct is not None
     assert _l1(a.distinct, b.distinct) <= distinct_bound(rows_per_unit=m, max_partitions=2)
