@@ -61,6 +61,8 @@ class KeyedSumsAggregate:
     by: tuple[str, ...]
     bounds: tuple[tuple[str, float, float], ...] = ()
     """``(column, lo, hi)`` of every column whose centred sum is wanted (declared bounds)."""
+    counted: tuple[str, ...] = ()
+    """Further columns (any type) whose present rows are counted per key (``count(col)``)."""
     marked: ClassVar[bool] = True
     """Receives marked batches: a row with a missing measured value still counts."""
 
@@ -70,7 +72,7 @@ class KeyedSumsAggregate:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([*self.by, *(c for c, _, _ in self.bounds)]))
+        return tuple(dict.fromkeys([*self.by, *(c for c, _, _ in self.bounds), *self.counted]))
 
     def empty(self) -> _Acc:
         return {}
@@ -91,6 +93,8 @@ class KeyedSumsAggregate:
             q = quantise(values - (lo + hi) / 2.0, (hi - lo) / 2.0, rounding="nearest")
             parts.append(np.bincount(codes[has], minlength=len(uniques)))
             parts.append(np.bincount(codes[has], weights=q, minlength=len(uniques)))  # exact
+        for column in self.counted:
+            parts.append(np.bincount(codes[batch.present([column])], minlength=len(uniques)))
         for i, key in enumerate(uniques):
             now = [int(p[i]) for p in parts]
             old = acc.get(str(key))
@@ -117,6 +121,9 @@ class KeyedSumsAggregate:
             c: np.array([acc[k][1 + 2 * j] for k in labels], dtype=np.float64)
             for j, (c, _, _) in enumerate(self.bounds)
         }
+        start = 1 + 2 * len(self.bounds)
+        for j, c in enumerate(self.counted):
+            present[c] = np.array([acc[k][start + j] for k in labels], dtype=np.float64)
         return KeyedSums(
             labels=labels, counts=counts.astype(np.float64), centred=centred, present=present
         )

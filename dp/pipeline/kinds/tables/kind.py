@@ -95,9 +95,9 @@ from dppub.dp.pipeline.kinds.tables.joint_planning import (
 )
 from dppub.dp.pipeline.kinds.tables.planning import (
     TableSpec,
-    column_bounds,
     column_grid,
     distinct_group,
+    measure_bounds,
     never_missing,
     per_integer,
     table_filter,
@@ -140,7 +140,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         axes = groups.axes
         measures = item.measure_list()
         columns = list(dict.fromkeys(m.column for m in measures if m.column is not None))
-        bounds = {c: column_bounds(cfg, item, c) for c in columns}
+        bounds = measure_bounds(cfg, item, measures)
         shape = tuple(a.size for a in axes)
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)

@@ -27,7 +27,7 @@ from dppub.dp.tables.joint import (
 from dppub.dp.tables.keys import KeyRule
 from dppub.dp.tables.margins import STAR, Dimension
 from dppub.dp.tables.office import Presentation
-from dppub.dp.tables.split import Component
+from dppub.dp.tables.split import Component, Measure
 from dppub.dp.tables.spread import distinct_bound
 from dppub.dp.tables.table import (
     TableDesign,
@@ -166,8 +166,20 @@ def table_partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
 
 
 def never_missing(cfg: PipelineConfig, columns: Sequence[str]) -> frozenset[str]:
-    """The measured columns no row lacks: their declared ``missing:`` maps a missing value."""
-    return frozenset(c for c in columns if cfg.table_schema[c].missing != DROP)
+    """The measured numeric columns no row lacks: their declared ``missing:`` maps a missing
+    value (a text column's unknown values may still leave a row without it: never assumed)."""
+    schema = cfg.table_schema
+    return frozenset(c for c in columns if schema[c].is_numeric and schema[c].missing != DROP)
+
+
+def measure_bounds(
+    cfg: PipelineConfig, item: TableModel, measures: Sequence[Measure]
+) -> dict[str, tuple[float, float]]:
+    """The declared bounds of every column a measure sums, averages, spreads or ranks (a
+    ``{count: col}`` column needs none: any declared column can be counted)."""
+    declared_columns(cfg, [m.column for m in measures if m.column is not None])
+    wanted = [m.column for m in measures if m.column is not None and m.kind != "count_present"]
+    return {c: column_bounds(cfg, item, c) for c in dict.fromkeys(wanted)}
 
 
 def table_filter(cfg: PipelineConfig, item: TableModel) -> RowFilter | None:

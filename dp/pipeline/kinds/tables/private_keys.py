@@ -25,7 +25,7 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import check_floor, runs_at
-from dppub.dp.pipeline.kinds.tables.planning import TableSpec, column_bounds, never_missing
+from dppub.dp.pipeline.kinds.tables.planning import TableSpec, measure_bounds, never_missing
 from dppub.dp.pipeline.units import bounding_for
 from dppub.dp.tables.keys import KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension
@@ -68,7 +68,7 @@ def plan_private(
             f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
         )
     columns = [m.column for m in measures if m.column is not None]
-    bounds = {c: column_bounds(cfg, item, c) for c in columns}
+    bounds = measure_bounds(cfg, item, measures)
     declared_columns(cfg, [column])
     text = cfg.table_schema[column].type in ("category", "string")
     bounding = bounding_for(cfg, column if text else None)
@@ -121,7 +121,10 @@ def scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]
     bounds = tuple(
         (c.column, *design.bounds[c.column])
         for c in design.components
-        if c.kind in ("count", "centred_sum", "count_sum") and c.column is not None
+        if c.kind in ("centred_sum", "count_sum") and c.column is not None
+    )
+    counted = tuple(
+        c.column for c in design.components if c.kind == "count" and c.column is not None
     )
     # Units are told apart by their ids; rows come bounded, and a unit counts in at most the
     # rule's keys. Both aggregates read the same rows: those with the key (a missing measured
@@ -133,7 +136,7 @@ def scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]
         else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
     )
     weights = KeyWeightsAggregate(design.keys, unit)
-    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
+    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds, counted=counted)
 
     def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:
         keys, keyed = results

@@ -24,9 +24,11 @@ BIG = {"budget": {"epsilon": 1000.0, "delta": 0.0}}
 
 
 def _with_missing_hours(tmp_path: Path, census_small: Path) -> tuple[Path, pd.DataFrame]:
-    """The sample with ``hours`` missing on every 7th row (declared ``missing: drop``)."""
+    """The sample with ``hours`` missing on every 7th row and ``marital`` on every 11th
+    (declared ``missing: drop``)."""
     frame = pd.read_parquet(census_small)
     frame["hours"] = frame["hours"].astype(float).where(np.arange(len(frame)) % 7 != 0)
+    frame["marital"] = frame["marital"].astype(object).where(np.arange(len(frame)) % 11 != 0)
     path = tmp_path / "missing.parquet"
     frame.to_parquet(path, index=False)
     return path, frame
@@ -57,7 +59,13 @@ def test_count_counts_every_row_and_each_measure_its_present_rows(
             "name": "with_hours",
             "epsilon": 300.0,
             "by": ["sex"],
-            "measures": ["count", {"count": "hours"}, {"mean": "hours"}, {"sum": "hours"}],
+            "measures": [
+                "count",
+                {"count": "hours"},
+                {"count": "marital"},  # any declared column can be counted
+                {"mean": "hours"},
+                {"sum": "hours"},
+            ],
         },
     ]
     config = _config(tmp_path, data, tables, **BIG)
@@ -69,6 +77,7 @@ def test_count_counts_every_row_and_each_measure_its_present_rows(
         assert _value(alone, "count", sex=sex) == rows
         assert _value(hours, "count", sex=sex) == rows
         assert _value(hours, "count(hours)", sex=sex) == present
+        assert _value(hours, "count(marital)", sex=sex) == group["marital"].notna().sum()
         assert _value(hours, "mean(hours)", sex=sex) == pytest.approx(
             group["hours"].mean(), abs=0.05
         )
@@ -76,7 +85,7 @@ def test_count_counts_every_row_and_each_measure_its_present_rows(
     details = json.loads((folder / "with_hours" / "release.json").read_text())["details"]
     assert details["missing_values"].startswith("count counts every row of the group")
     # the count is read off count(hours) and the rows missing hours, measured in parallel
-    assert set(details["components"]) == {"count+centred_sum(hours)"}
+    assert set(details["components"]) == {"count+centred_sum(hours)", "count(marital)"}
     assert "missing" in details["components"]["count+centred_sum(hours)"]
     report = (folder / "report.md").read_text()
     assert "Missing values: count counts every row of the group" in report
@@ -234,7 +243,7 @@ def test_joint_and_private_key_tables_count_missing_values_alike(
     # Joint tables measure {std: hours} with the group; private keys count every row and
     # {count: hours} the rows with hours, like declared keys.
     data, frame = _with_missing_hours(tmp_path, census_small)
-    measures: list[Any] = ["count", {"count": "hours"}, {"mean": "hours"}]
+    measures: list[Any] = ["count", {"count": "hours"}, {"count": "sex"}, {"mean": "hours"}]
     tables: list[dict[str, Any]] = [
         {
             "name": "a",
@@ -271,6 +280,7 @@ def test_joint_and_private_key_tables_count_missing_values_alike(
     for marital, group in frame.groupby("marital"):
         assert _value(c, "count", marital=marital) == len(group)
         assert _value(c, "count(hours)", marital=marital) == group["hours"].notna().sum()
+        assert _value(c, "count(sex)", marital=marital) == len(group)
         assert _value(c, "mean(hours)", marital=marital) == pytest.approx(
             group["hours"].mean(), abs=0.1
         )
