@@ -22,6 +22,7 @@ import pandas as pd
 from dppub.dp.engine.batches import Batch
 from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.engine.key_weights import key_labels
+from dppub.dp.engine.row_filter import RowFilter
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.numerics.fixedpoint import FRACTION_BITS, ONE, check_rows, quantise, to_float
 
@@ -61,6 +62,8 @@ class KeyedSumsAggregate:
     by: tuple[str, ...]
     bounds: tuple[tuple[str, float, float], ...] = ()
     """``(column, lo, hi)`` of every column whose centred sum is wanted (declared bounds)."""
+    where: RowFilter | None = None
+    """A ``where:`` filter: only the rows it keeps are read."""
     counted: tuple[str, ...] = ()
     """Further columns (any type) whose present rows are counted per key (``count(col)``)."""
     marked: ClassVar[bool] = True
@@ -72,7 +75,10 @@ class KeyedSumsAggregate:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([*self.by, *(c for c, _, _ in self.bounds), *self.counted]))
+        where = () if self.where is None else self.where.columns
+        return tuple(
+            dict.fromkeys([*self.by, *(c for c, _, _ in self.bounds), *self.counted, *where])
+        )
 
     def empty(self) -> _Acc:
         return {}
@@ -81,6 +87,8 @@ class KeyedSumsAggregate:
         if batch.num_rows > _EXACT_ROWS:
             raise InvariantError(f"a batch of {batch.num_rows} rows is too large to sum exactly")
         keep = batch.present(self.by)
+        if self.where is not None:
+            keep &= self.where.keep(batch)
         if not keep.all():
             batch = batch.take(keep)
         if batch.num_rows == 0:

@@ -192,8 +192,10 @@ class TableModel(Cost):
             raise ValueError(f"selection: {self.selection} chooses private keys; add keys: private")
         if self.key_policy == "private" and self.joint is not None:
             raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
-        if self.where is not None and (self.key_policy == "private" or self.joint is not None):
-            raise ValueError("where: filters a table of declared keys that is not joint")
+        if self.where is not None and self.joint is not None:
+            raise ValueError(
+                f"where: filters one table; joint: {self.joint} measures its tables together"
+            )
         if "count_distinct" in self.measures and (
             self.margins or self.key_policy == "private" or self.joint is not None
         ):

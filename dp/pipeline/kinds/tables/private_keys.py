@@ -25,7 +25,12 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import check_floor, runs_at
-from dppub.dp.pipeline.kinds.tables.planning import TableSpec, measure_bounds, never_missing
+from dppub.dp.pipeline.kinds.tables.planning import (
+    TableSpec,
+    measure_bounds,
+    never_missing,
+    table_filter,
+)
 from dppub.dp.pipeline.units import bounding_for
 from dppub.dp.tables.keys import KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension
@@ -71,7 +76,8 @@ def plan_private(
     bounds = measure_bounds(cfg, item, measures)
     declared_columns(cfg, [column])
     text = cfg.table_schema[column].type in ("category", "string")
-    bounding = bounding_for(cfg, column if text else None)
+    row_filter = table_filter(cfg, item)
+    bounding = bounding_for(cfg, column if text else None, row_filter)
     # A unit counts in at most min(max_partitions, max_rows) keys, text or int: its bounded rows
     # reach at most max_rows keys, and the key weights' finish keeps it in at most
     # max_partitions of them, by label, whatever the rows (dp.engine.key_weights). (Old code used
@@ -103,7 +109,9 @@ def plan_private(
         cost=item.cost,
         is_dp=True,
         bounding=bounding,
-        columns=declared_columns(cfg, [column, *columns]),
+        columns=declared_columns(
+            cfg, [column, *columns, *(row_filter.columns if row_filter else ())]
+        ),
         spec=TableSpec(
             design=design,
             axes=(),
@@ -112,7 +120,12 @@ def plan_private(
             selection=rule,
             presentation=item.presentation(),
         ),
-        facts={"groups": "private", "keys": "private", "selection": rule.describe()},
+        facts={
+            "groups": "private",
+            "keys": "private",
+            "selection": rule.describe(),
+            **({"where": row_filter.text} if row_filter else {}),
+        },
     )
 
 
@@ -135,8 +148,8 @@ def scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]
         if b.unit is None
         else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
     )
-    weights = KeyWeightsAggregate(design.keys, unit)
-    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds, counted=counted)
+    weights = KeyWeightsAggregate(design.keys, unit, where=b.where)
+    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds, counted=counted, where=b.where)
 
     def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:
         keys, keyed = results
