@@ -261,7 +261,7 @@ def test_joint_and_private_key_tables_count_missing_values_alike(
         },
         {
             "name": "c",
-            "epsilon": 40.0,  # (at 80 the threshold rule's delta check fails: keys.py)
+            "epsilon": 40.0,
             "delta": 1e-6,
             "by": ["marital"],
             "keys": "private",

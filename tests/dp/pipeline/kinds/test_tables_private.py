@@ -201,8 +201,6 @@ def test_a_where_filter_selects_and_counts_only_the_rows_it_keeps(tmp_path: Path
     cfg = config(
         tmp_path,
         data,
-        # (epsilon 20: at a selection epsilon above ~10 the threshold rule's own delta check
-        # fails, dp/tables/keys.py, a known problem outside this test)
         {"epsilon": 20.0, "where": "hours >= 50", "measures": ["count", {"count": "hours"}]},
         budget={"epsilon": 100.0, "delta": 1e-5},
     )
