@@ -247,10 +247,13 @@ class Staging:
             header = True
             for batch in source.iter_batches(batch_size=CSV_ROWS):
                 check_stop(f"writing {stem}.csv")
-                batch.to_pandas().to_csv(fh, index=False, header=header, float_format="%.17g")
+                batch.to_pandas().to_csv(
+                    fh, index=False, header=header, float_format="%.17g", lineterminator="\r\n"
+                )
                 header = False
             if header:  # no rows: the header alone
-                source.schema_arrow.empty_table().to_pandas().to_csv(fh, index=False)
+                empty = source.schema_arrow.empty_table().to_pandas()
+                empty.to_csv(fh, index=False, lineterminator="\r\n")
 
     def write_json(self, name: str, filename: str, payload: Mapping[str, Any]) -> None:
         fault_point("writing")

@@ -146,7 +146,7 @@ def plan(config: PathArg | PipelineConfig, *, ledger: PathArg | None = None) -> 
         total_epsilon=planned.total.epsilon,
         remaining_epsilon=remaining.epsilon,
         details=details,
-        text=_text(cfg, releases, planned.total, remaining, policy.total, policy.describe()),
+        text=_text(planned, releases, remaining, policy.total, policy.describe()),
     )
 
 
@@ -165,17 +165,14 @@ def _described(planned: Plan, release: ReleasePlan[object]) -> dict[str, JSON]:
 
 
 def _text(
-    cfg: PipelineConfig,
+    planned: Plan,
     releases: tuple[PlannedRelease, ...],
-    total: PrivacyCost,
     remaining: PrivacyCost,
     budget: PrivacyCost,
     described: str,
 ) -> str:
-    """What ``dppub plan`` prints."""
-    from dppub.dp.pipeline.registry import kind_of
-
-    ds = cfg.dataset
+    """What ``dppub plan`` prints (each release's line ends in its kind's words)."""
+    ds, total = planned.config.dataset, planned.total
     lines = [f"dataset {ds.name}"]
     if ds.privacy_unit is None:
         lines.append("  privacy unit: one row (neighbours differ by one row)")
@@ -185,13 +182,13 @@ def _text(
             f"at most {ds.max_rows_per_unit} row(s) per unit are read, in at most "
             f"{ds.max_partitions_per_unit} partition(s) of a partitioned release"
         )
-    for r in releases:
+    for r, release in zip(releases, planned.releases, strict=True):
         line = f"  {r.name:<22} {r.kind:<12} "
         if "neighbours" in r.details:  # a DP release states its neighbours; a syntactic one not
             line += f"epsilon={r.cost.epsilon:<6g} delta={r.cost.delta:g}"
         else:  # its epsilon of 0 is what the ledger charges, not a guarantee: it has none
             line += "not differentially private (no epsilon bounds what it reveals)"
-        lines.append(line + kind_of(r.kind).plan_text(r.details))
+        lines.append(line + release.release_kind.plan_text(r.details))
     lines.append(
         f"total epsilon={total.epsilon:g} delta={total.delta:g}; "
         f"remaining before this run: epsilon={remaining.epsilon:g} "

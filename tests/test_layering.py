@@ -32,6 +32,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "dp.anonymity",
         "dp.tables",
         "dp.series",
+        "dp.contributions",
     ),
     "synthetic": ("dp.synthetic",),
     "data access": ("dp.engine", "dp.io"),

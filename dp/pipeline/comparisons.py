@@ -38,7 +38,7 @@ def synthetic_against_k_anonymous(
 
         path = None if table is None else folder / table
         frame = pd.read_parquet(path) if path is not None and path.is_file() else None
-        result = SyntheticResult.from_json(summary.details)
+        result = summary.result_as(SyntheticResult)
         return synthetic_plot(summary, result, folder, k_anonymous=frame)
 
     return {s.name: plot for s in summaries if s.kind == SyntheticKind.label}

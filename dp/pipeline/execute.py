@@ -66,7 +66,7 @@ def compute_release(
     joint = [(p.name, p.cost) for p in release.joint]
     done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp, joint=joint)
     if done is not None:
-        return ReleaseSummary.from_json(done)
+        return ReleaseSummary.from_json(done, release.release_kind)
     step = hooks or Hooks()
     context = ExecuteContext(
         data=bounded_source(source, filters.get(release.bounding.key)),
@@ -77,7 +77,7 @@ def compute_release(
     executed = release.release_kind.execute(release, exact, context)
     summary = ReleaseSummary(
         name=release.name,
-        kind=release.kind,
+        release_kind=release.release_kind,
         mechanism=release.mechanism,
         cost=release.cost,
         is_dp=release.is_dp,
@@ -85,9 +85,9 @@ def compute_release(
         parts=release.parts,
         files=(),
         output_hash="",
-        details=executed.details,
+        result=executed.result,
         neighbours=release.bounding.neighbours,
     )
     payload = summary.to_json()
     del payload["files"], payload["output_hash"]  # the staging area fills them in
-    return ReleaseSummary.from_json(staging.complete(release.name, payload))
+    return ReleaseSummary.from_json(staging.complete(release.name, payload), release.release_kind)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from dppub.dp.budget import PrivacyCost
-from dppub.dp.pipeline.kinds import JSON
+from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
+from dppub.dp.pipeline.registry import read_summary
 from dppub.dp.publication import RELEASE_MARKER
 
 __all__ = ["Publication", "ReleaseResult", "read_publication"]
@@ -34,6 +35,8 @@ class ReleaseResult:
     """Its folder in the run folder."""
     result: Mapping[str, JSON]
     """Its ``release.json``: its public account (mechanism, costs, what it states)."""
+    summary: ReleaseSummary
+    """The same, typed: costs, files and its kind's result (``summary.result``)."""
 
     @property
     def answers(self) -> dict[str, pd.DataFrame]:
@@ -65,6 +68,10 @@ def read_publication(run_id: str, path: Path, cost: PrivacyCost) -> Publication:
         name, folder = str(entry["name"]), path / str(entry["name"])
         result = json.loads((folder / RELEASE_MARKER).read_text(encoding="utf-8"))
         releases[name] = ReleaseResult(
-            name=name, kind=str(entry["kind"]), path=folder, result=result
+            name=name,
+            kind=str(entry["kind"]),
+            path=folder,
+            result=result,
+            summary=read_summary(result),
         )
     return Publication(run_id=run_id, path=path, manifest=manifest, cost=cost, releases=releases)

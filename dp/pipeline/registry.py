@@ -8,6 +8,7 @@ text, ledger rows, manifest, both reports and the audit follow from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -15,15 +16,25 @@ from pydantic import create_model
 
 from dppub.dp.errors import InvariantError
 from dppub.dp.pipeline.config import PipelineConfig
-from dppub.dp.pipeline.kinds.base import ReleaseKind
+from dppub.dp.pipeline.kinds.base import JSON, ReleaseKind, ReleaseSummary
 from dppub.dp.pipeline.kinds.clustering import ClusteringKind
+from dppub.dp.pipeline.kinds.contributions import ContributionsKind
 from dppub.dp.pipeline.kinds.k_anonymity import KAnonymityKind
 from dppub.dp.pipeline.kinds.regression import RegressionKind
+from dppub.dp.pipeline.kinds.release_file import release_file_schema
 from dppub.dp.pipeline.kinds.synthetic import SyntheticKind
 from dppub.dp.pipeline.kinds.tables import TableKind
 from dppub.dp.pipeline.kinds.workload import WorkloadKind
 
-__all__ = ["KINDS", "AnyKind", "config_model", "kind_of", "registered"]
+__all__ = [
+    "KINDS",
+    "AnyKind",
+    "config_model",
+    "kind_of",
+    "read_summary",
+    "registered",
+    "release_schema",
+]
 
 AnyKind = ReleaseKind[Any, Any, Any]
 """A kind as the run dispatches to it: by a plan's label, its types known only to itself."""
@@ -35,6 +46,7 @@ KINDS: tuple[AnyKind, ...] = (
     ClusteringKind(),
     TableKind(),
     SyntheticKind(),
+    ContributionsKind(),
 )
 
 
@@ -65,3 +77,14 @@ def kind_of(label: str) -> AnyKind:
         if k.label == label:
             return k
     raise InvariantError(f"no release kind {label!r}")
+
+
+def read_summary(data: Mapping[str, JSON]) -> ReleaseSummary:
+    """A release's summary from its ``release.json``, its result read by its kind's model."""
+    return ReleaseSummary.from_json(data, kind_of(str(data.get("kind"))))
+
+
+def release_schema() -> dict[str, Any]:
+    """The JSON Schema of ``release.json`` for the registered kinds (committed as
+    ``docs/release.schema.json``): its ``details`` are one kind's result, told by ``kind``."""
+    return release_file_schema({k.label: k.result for k in KINDS})

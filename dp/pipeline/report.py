@@ -6,15 +6,22 @@ exact statistic of the private data reaches a report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.ledger import Reservation
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
+from dppub.dp.pipeline.manifest_file import (
+    BudgetFile,
+    Guarantee,
+    LedgerHead,
+    ManifestFile,
+    ManifestRelease,
+)
 from dppub.dp.pipeline.plan import Plan
-from dppub.dp.pipeline.registry import kind_of
 
 __all__ = [
     "accounting",
@@ -38,7 +45,7 @@ def budget_rows(summaries: Sequence[ReleaseSummary]) -> list[dict[str, JSON]]:
             "epsilon": s.cost.epsilon,
             "delta": s.cost.delta,
             "sensitivity": s.sensitivity,
-            "guarantee": kind_of(s.kind).guarantee(s),
+            "guarantee": s.release_kind.guarantee(s),
         }
         for s in summaries
     ]
@@ -75,7 +82,7 @@ def budget_table(
 def accounting(summary: ReleaseSummary) -> str:
     """How a release's cost was accounted: zCDP (its noise calibrated to rho), ``(epsilon,
     delta)``, or pure epsilon -- at the unit-level cost its neighbours are stated for."""
-    stated = summary.stated.accounting
+    stated = summary.result.accounting
     if stated:
         return stated
     if not summary.is_dp:
@@ -86,7 +93,7 @@ def accounting(summary: ReleaseSummary) -> str:
 def _unit_rho(summary: ReleaseSummary) -> float | None:
     """A DP release's unit-level rho-zCDP, or None where none is proven (an approximate-DP
     release that states no rho). Pure epsilon-DP at the unit level is ``epsilon^2 / 2``."""
-    rho = summary.stated.zcdp_rho
+    rho = summary.result.zcdp_rho
     if rho is not None:
         return rho
     return zcdp_of_pure(summary.cost.epsilon) if summary.cost.delta == 0 else None
@@ -101,9 +108,11 @@ def tightest_epsilon(
     basic composition -- both are proven, so the report never states less than either.
 
     >>> from dppub.dp.pipeline.kinds import ReleaseSummary as S
-    >>> def s(eps, rho): return S(name="r", kind="workload", mechanism="m", is_dp=True,
-    ...     cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(), files=(),
-    ...     output_hash="", details={"zcdp_rho": rho})
+    >>> from dppub.dp.pipeline.kinds.workload import WorkloadKind
+    >>> from dppub.dp.pipeline.kinds.base import Result
+    >>> def s(eps, rho): return S(name="r", release_kind=WorkloadKind(), mechanism="m",
+    ...     is_dp=True, cost=PrivacyCost(epsilon=eps, delta=1e-6), sensitivity=None, parts=(),
+    ...     files=(), output_hash="", result=Result(zcdp_rho=rho))
     >>> tightest_epsilon([s(0.3, 0.045)] * 10, PrivacyCost(epsilon=3.0, delta=1e-5))[2]
     3.0
     """
@@ -137,7 +146,7 @@ def zcdp_lines(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> list[
     ]
 
 
-def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> dict[str, JSON]:
+def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost) -> Guarantee:
     """Which releases the differential-privacy guarantee covers, in words and as lists."""
     covered = [s.name for s in summaries if s.is_dp]
     syntactic = [s.name for s in summaries if not s.is_dp]
@@ -148,9 +157,9 @@ def guarantee_statement(summaries: Sequence[ReleaseSummary], total: PrivacyCost)
         f"neighbours differ by {'; '.join(relations)}) covers: {names}."
     )
     if syntactic:
-        why = dict.fromkeys(kind_of(s.kind).not_covered(s) for s in summaries if not s.is_dp)
+        why = dict.fromkeys(s.release_kind.not_covered(s) for s in summaries if not s.is_dp)
         text += f" Not covered: {', '.join(syntactic)} -- {' '.join(why)}"
-    return {"dp_releases": covered, "not_dp_releases": syntactic, "statement": text}
+    return Guarantee(dp_releases=covered, not_dp_releases=syntactic, statement=text)
 
 
 def manifest(
@@ -161,41 +170,42 @@ def manifest(
     reservation: Reservation,
     remaining: PrivacyCost,
     head: tuple[int, str],
-) -> dict[str, JSON]:
+) -> ManifestFile:
     """The run's ``manifest.json``."""
     cfg = plan.config
-    keys = (
-        "name",
-        "kind",
-        "mechanism",
-        "epsilon",
-        "delta",
-        "sensitivity",
-        "is_dp",
-        "neighbours",
-        "files",
+    releases = [
+        ManifestRelease(
+            name=s.name,
+            kind=s.kind,
+            mechanism=s.mechanism,
+            epsilon=s.cost.epsilon,
+            delta=s.cost.delta,
+            sensitivity=s.sensitivity,
+            is_dp=s.is_dp,
+            neighbours=s.neighbours,
+            files=list(s.files),
+            accounting=accounting(s),
+            output_hash=s.output_hash,
+        )
+        for s in summaries
+    ]
+    return ManifestFile(
+        run_id=run_id,
+        dataset=cfg.dataset.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        config_hash=cfg.config_hash,
+        releases=releases,
+        guarantee=guarantee_statement(summaries, plan.total),
+        total_epsilon=plan.total.epsilon,
+        total_delta=plan.total.delta,
+        budget=BudgetFile.model_validate(cfg.budget_policy.to_json()),
+        budget_epsilon=cfg.budget.epsilon,
+        budget_delta=cfg.budget.delta,
+        remaining_epsilon=remaining.epsilon,
+        budget_period=reservation.period,
+        budget_scope=reservation.scope,
+        ledger_head=LedgerHead(seq=head[0], hash=head[1]),
     )
-    releases = []
-    for s in summaries:
-        entry = {k: v for k, v in s.to_json().items() if k in keys}
-        releases.append({**entry, "accounting": accounting(s), "output_hash": s.output_hash})
-    return {
-        "run_id": run_id,
-        "dataset": cfg.dataset.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config_hash": cfg.config_hash,
-        "releases": releases,
-        "guarantee": guarantee_statement(summaries, plan.total),
-        "total_epsilon": plan.total.epsilon,
-        "total_delta": plan.total.delta,
-        "budget": cfg.budget_policy.to_json(),
-        "budget_epsilon": cfg.budget.epsilon,
-        "budget_delta": cfg.budget.delta,
-        "remaining_epsilon": remaining.epsilon,
-        "budget_period": reservation.period,
-        "budget_scope": reservation.scope,
-        "ledger_head": {"seq": head[0], "hash": head[1]},
-    }
 
 
 def render_report(
@@ -205,15 +215,17 @@ def render_report(
     summaries: Sequence[ReleaseSummary],
     table: str,
     ledger_head: tuple[int, str],
-    guarantee: Mapping[str, JSON],
+    guarantee: Guarantee,
+    folder: Path | None = None,
 ) -> str:
-    """The run's ``report.md``."""
+    """The run's ``report.md``; with ``folder`` (the run folder), each release's results
+    too (:meth:`~dp.pipeline.kinds.base.ReleaseKind.results`)."""
     lines = [
         f"# dppub release — dataset `{dataset}`, run `{run_id}`",
         "",
         "## Privacy guarantee",
         "",
-        str(guarantee["statement"]),
+        guarantee.statement,
         "",
         "## Privacy budget",
         "",
@@ -226,7 +238,9 @@ def render_report(
         "",
     ]
     for s in summaries:
-        lines += [f"### {s.name} ({s.kind})", "", *kind_of(s.kind).report(s), ""]
+        lines += [f"### {s.name} ({s.kind})", "", *s.release_kind.report(s), ""]
+        shown = [] if folder is None else s.release_kind.results(s, folder)
+        lines += [*shown, ""] if shown else []
         if s.is_dp:
             lines += [
                 f"Cost: epsilon = {s.cost.epsilon:g}, delta = {s.cost.delta:g} for neighbours "

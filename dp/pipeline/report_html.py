@@ -25,9 +25,8 @@ from dppub.dp.pipeline.html.figures import BAND, BUDGET, INK, MUTED, style
 from dppub.dp.pipeline.html.markdown import markdown_html
 from dppub.dp.pipeline.html.sections import Section, release_section
 from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
-from dppub.dp.pipeline.kinds.base import as_float, as_object, as_str
+from dppub.dp.pipeline.manifest_file import ManifestFile
 from dppub.dp.pipeline.plan import Plan
-from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.pipeline.report import budget_rows, budget_table, manifest, render_report, zcdp_lines
 from dppub.dp.runs import Run
 
@@ -52,7 +51,7 @@ def write_reports(
     staging folder (so the run's output hash covers it)."""
     cfg = plan.config
     table = budget_table(summaries, total=plan.total, budget=cfg.budget, remaining=run.remaining)
-    man = manifest(
+    typed = manifest(
         plan,
         summaries,
         run_id=run.run_id,
@@ -66,11 +65,12 @@ def write_reports(
         summaries=summaries,
         table=table,
         ledger_head=head,
-        guarantee=as_object(man["guarantee"]),
+        guarantee=typed.guarantee,
+        folder=run.staging.dir,
     )
-    page = render_report_html(manifest=man, summaries=summaries, folder=run.staging.dir)
+    page = render_report_html(manifest=typed, summaries=summaries, folder=run.staging.dir)
     (run.staging.dir / "report.html").write_text(page, encoding="utf-8")
-    return RunReports(manifest=man, report=report, table=table)
+    return RunReports(manifest=typed.to_json(), report=report, table=table)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,12 +92,12 @@ class BudgetContext:
     remaining`` something else than what was spent."""
 
 
-def budget_context(manifest: Mapping[str, JSON]) -> BudgetContext:
+def budget_context(manifest: ManifestFile | Mapping[str, JSON]) -> BudgetContext:
     """The budget context of a run, from its manifest."""
-    policy = BudgetPolicy.from_json(dict(as_object(manifest["budget"])))
-    budget, run = as_float(manifest["budget_epsilon"]), as_float(manifest["total_epsilon"])
-    remaining = as_float(manifest["remaining_epsilon"])
-    scope = as_str(manifest.get("budget_scope", "all"))
+    man = ManifestFile.read(manifest)
+    policy = BudgetPolicy.from_json(man.budget.model_dump())
+    budget, run, remaining = man.budget_epsilon, man.total_epsilon, man.remaining_epsilon
+    scope = man.budget_scope
     before = None if policy.cap is not None else max(budget - remaining - run, 0.0)
     return BudgetContext(
         scope="lifetime" if scope == "all" else f"period {scope}",
@@ -179,7 +179,10 @@ class _Release:
 
 
 def render_report_html(
-    *, manifest: Mapping[str, JSON], summaries: Sequence[ReleaseSummary], folder: Path
+    *,
+    manifest: ManifestFile | Mapping[str, JSON],
+    summaries: Sequence[ReleaseSummary],
+    folder: Path,
 ) -> str:
     """The page for a run whose releases are in ``folder`` (the staging or run folder).
 
@@ -188,24 +191,23 @@ def render_report_html(
         summaries: its releases, in manifest order.
         folder: where the released files are (paths in ``summary.files`` are relative to it).
     """
-    ctx = budget_context(manifest)
-    total = PrivacyCost(
-        epsilon=as_float(manifest["total_epsilon"]), delta=as_float(manifest["total_delta"])
-    )
+    man = ManifestFile.read(manifest)
+    ctx = budget_context(man)
+    total = PrivacyCost(epsilon=man.total_epsilon, delta=man.total_delta)
     with style():
         chart = _budget_figure(ctx)
         compared = comparison_plots(summaries, folder)
         releases = [
             _Release(
                 summary=s,
-                text=markdown_html(kind_of(s.kind).report(s)),
-                section=release_section(compared.get(s.name, kind_of(s.kind).plot), s, folder),
+                text=markdown_html(s.release_kind.report(s)),
+                section=release_section(compared.get(s.name, s.release_kind.plot), s, folder),
             )
             for s in summaries
         ]
     context: dict[str, Any] = {
-        "manifest": manifest,
-        "guarantee": as_object(manifest["guarantee"])["statement"],
+        "manifest": man,
+        "guarantee": man.guarantee.statement,
         "rows": budget_rows(summaries),
         "zcdp": zcdp_lines(summaries, total),
         "ctx": ctx,

@@ -85,6 +85,9 @@ class Bounding:
     max_partitions: int = 1
     partition: str | None = None
     """The partition column a partitioned release bounds per unit."""
+    bounded: bool = True
+    """False: neighbours differ by all rows of one unit, and the release reads them all (it
+    counts each unit once whatever its rows: the rows-per-unit histogram)."""
     where: RowFilter | None = None
     """A table's ``where:`` filter: only the rows it keeps are bounded (and read), so a unit's
     bound is spent on the rows the release uses; removing a unit still changes only its rows."""
@@ -94,6 +97,8 @@ class Bounding:
         """The neighbouring relation, in words (manifest, report, ledger, audit)."""
         if self.unit is None:
             return "one row"
+        if not self.bounded:
+            return f"all rows of one {self.unit} (all read; each {self.unit} counted once)"
         text = f"all rows of one {self.unit} (at most {self.rows_per_unit} read"
         if self.partition is not None:
             text += f", in at most {self.max_partitions} {self.partition} partition(s)"
@@ -105,7 +110,9 @@ class Bounding:
 
     @property
     def key(self) -> tuple[str | None, ...]:
-        """Releases with the same key share one row selection."""
+        """Releases with the same key share one row selection (an unbounded one: none)."""
+        if not self.bounded:
+            return None, None, None
         return self.unit, self.partition, None if self.where is None else self.where.text
 
 
@@ -135,7 +142,7 @@ def unit_filters(
 
     wanted: dict[tuple[str | None, ...], UnitBound] = {}
     for b in boundings:
-        if b.unit is not None and b.key not in wanted:
+        if b.unit is not None and b.bounded and b.key not in wanted:
             wanted[b.key] = UnitBound(
                 column=b.unit,
                 max_rows=b.rows_per_unit,

@@ -133,6 +133,8 @@ def test_publish_returns_each_release_from_its_files(tmp_path: Path, census_smal
         assert isinstance(release, dppub.ReleaseResult)
         assert release.path == done.path / name
         assert release.result == json.loads((release.path / "release.json").read_text())
+        assert release.summary.to_json() == release.result  # typed, and the same file
+        assert type(release.summary.result) is release.summary.release_kind.result
         files = sorted(p.stem for p in release.path.glob("*.parquet"))
         assert sorted(release.answers) == files
         for stem, frame in release.answers.items():

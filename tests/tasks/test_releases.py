@@ -6,6 +6,7 @@ Prefect is imported inside the tests, so that collecting this file stays cheap f
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,3 +53,28 @@ def test_only_os_errors_that_dppub_did_not_raise_on_purpose_are_retried() -> Non
     assert not retry_on_io_error(None, None, _Failed(InputError("bad value")))
     assert not retry_on_io_error(None, None, _Failed(_DPPubOSError("refused")))
     assert not retry_on_io_error(None, None, _Failed(ValueError("bug")))
+
+
+@pytest.mark.slow
+def test_a_tables_summaries_pass_prefects_parameter_traversal(
+    tmp_path: Path, census_small: Path
+) -> None:
+    """A task's parameters (release summaries among them) are walked by Prefect, which reads a
+    pydantic model through ``dict(model)``: a result field named ``keys`` (a table's key
+    columns) made that call ``model.keys()``, a tuple, and failed every run with a table
+    under Prefect (``TypeError: 'tuple' object is not callable``)."""
+    import yaml
+    from prefect.utilities.collections import visit_collection
+
+    from tests.dp.pipeline.published_run import publish_in_process
+    from tests.examples import example
+
+    raw = example("tables.yaml")
+    raw["dataset"]["path"] = str(census_small)
+    raw.pop("schedule", None)
+    config = tmp_path / "tables.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    summaries = publish_in_process(config, tmp_path / "ledger", tmp_path / "out").summaries
+    assert {s.kind for s in summaries} == {"table"}
+    walked = visit_collection(summaries, visit_fn=lambda x: x, return_data=True)
+    assert walked == summaries

@@ -17,7 +17,8 @@ from dppub.dp.pipeline.kinds.base import (
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
+    Result,
     Scan,
 )
 
-__all__ = ["JSON", "Executed", "ReleaseKind", "ReleasePlan", "ReleaseSummary", "Scan"]
+__all__ = ["JSON", "Executed", "ReleaseKind", "ReleasePlan", "ReleaseSummary", "Result", "Scan"]

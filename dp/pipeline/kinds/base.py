@@ -5,26 +5,29 @@ aggregates) owns one config section and turns each item into a typed
 :class:`ReleasePlan` (what it costs, which columns it reads, its frozen spec -- no data), names
 the exact aggregates it needs from the run's shared scan (:class:`Scan`), and executes: draws
 its noise (after the ledger recorded the draw), writes its files, and returns what it computed
-(:class:`Executed`). The ledger rows, the manifest, both reports and the audit read the one
-:class:`ReleaseSummary` built from it; the kind words its own part of them (``dppub plan``'s
-text, its ``report.md`` lines, its plot in ``report.html``, its guarantee).
+(:class:`Executed`: its typed :class:`Result`, a pydantic model per kind). The ledger rows,
+the manifest, both reports and the audit read the one :class:`ReleaseSummary` built from it,
+which carries its kind and its typed result; the kind words its own part of them (``dppub
+plan``'s text, its ``report.md`` lines and results, its plot in ``report.html``, its
+guarantee).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeAlias, TypeVar, cast
-
-from pydantic import JsonValue
+from typing import TYPE_CHECKING, Any, Generic, Never, Protocol, TypeVar, cast
 
 from dppub.dp.budget import PlannedCost, PrivacyCost, compose
 from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
-from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, StatedAccounting
+from dppub.dp.pipeline.kinds.json_values import JSON, as_float, as_list, as_object, as_str, as_strs
+from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
+from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, Result
 from dppub.dp.pipeline.units import Bounding
 from dppub.dp.publication import Staging
 
@@ -44,13 +47,9 @@ __all__ = [
     "Scan",
     "ScanAggregate",
     "as_float",
-    "as_float_or_none",
-    "as_int",
     "as_list",
     "as_object",
-    "as_object_or_none",
     "as_str",
-    "as_str_or_none",
     "as_strs",
     "scan_each",
     "scan_one",
@@ -62,70 +61,7 @@ ExactT = TypeVar("ExactT")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 EstimatorT = TypeVar("EstimatorT")
-
-JSON: TypeAlias = "str | int | float | bool | Sequence[JSON] | Mapping[str, JSON] | None"
-"""A JSON-ready value (str, number, bool, None, list, dict). Read-only containers
-(``Sequence``, ``Mapping``), so a ``list[str]`` or a ``dict[str, float]`` is one too. Reading
-one back, :func:`as_str`, :func:`as_float`, :func:`as_object`... check what it is."""
-
-
-def _wrong(value: JSON, want: str) -> InvariantError:
-    return InvariantError(f"expected {want} in a release record, got {value!r}")
-
-
-def as_str(value: JSON) -> str:
-    """A JSON string."""
-    if not isinstance(value, str):
-        raise _wrong(value, "a string")
-    return value
-
-
-def as_float(value: JSON) -> float:
-    """A JSON number (an integer too, not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _wrong(value, "a number")
-    return float(value)
-
-
-def as_int(value: JSON) -> int:
-    """A JSON integer (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(value, "an integer")
-    return value
-
-
-def as_float_or_none(value: JSON) -> float | None:
-    """A JSON number or null."""
-    return None if value is None else as_float(value)
-
-
-def as_str_or_none(value: JSON) -> str | None:
-    """A JSON string or null."""
-    return None if value is None else as_str(value)
-
-
-def as_list(value: JSON) -> Sequence[JSON]:
-    """A JSON list."""
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise _wrong(value, "a list")
-    return value
-
-
-def as_strs(value: JSON) -> tuple[str, ...]:
-    """A JSON list of strings."""
-    return tuple(as_str(v) for v in as_list(value))
-
-
-def as_object(value: JSON) -> Mapping[str, JSON]:
-    """A JSON object."""
-    if not isinstance(value, Mapping):
-        raise _wrong(value, "an object")
-    return value
-
-
-def as_object_or_none(value: JSON) -> Mapping[str, JSON] | None:
-    """A JSON object or null."""
-    return None if value is None else as_object(value)
+ResultT = TypeVar("ResultT", bound=Result)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,7 +128,8 @@ class ReleaseSummary:
     """A computed release, as the ledger, the manifest, the report and the audit read it."""
 
     name: str
-    kind: str
+    release_kind: ReleaseKind[Any, Any, Any]
+    """The kind that computed it, and reports it: carried, never looked up by label."""
     mechanism: str
     cost: PrivacyCost
     is_dp: bool
@@ -203,15 +140,24 @@ class ReleaseSummary:
     """Released files, relative to the run folder."""
     output_hash: str
     """SHA-256 of the release's files."""
-    details: Mapping[str, JSON]
-    """Kind-specific public facts for the report (strategy, expected error, levels...)."""
+    result: Result
+    """Its kind's typed result: public facts for the report (strategy, expected error...),
+    ``release.json``'s ``details``."""
     neighbours: str = "one row"
     """The neighbouring relation its guarantee is stated for."""
 
     @property
-    def stated(self) -> StatedAccounting:
-        """The accounting its ``details`` state (zCDP rho, how it was accounted), typed."""
-        return StatedAccounting.model_validate(self.details)
+    def kind(self) -> str:
+        """Its kind's label, as plans, the ledger and manifests name it."""
+        return self.release_kind.label
+
+    def result_as(self, model: type[ResultT]) -> ResultT:
+        """Its result as the kind's own model (what the kind reads it as)."""
+        if not isinstance(self.result, model):
+            raise InvariantError(
+                f"release {self.name!r} has a {type(self.result).__name__}, not a {model.__name__}"
+            )
+        return self.result
 
     def records(self) -> list[ReleaseRecord]:
         """Its ledger rows: one, or one per disjoint partition."""
@@ -233,7 +179,7 @@ class ReleaseSummary:
 
     def to_json(self) -> dict[str, JSON]:
         """Its ``release.json`` (:class:`~dp.pipeline.kinds.release_file.ReleaseFile`)."""
-        file = ReleaseFile(
+        file = ReleaseFile[Result](
             name=self.name,
             kind=self.kind,
             mechanism=self.mechanism,
@@ -250,17 +196,24 @@ class ReleaseSummary:
             files=list(self.files),
             output_hash=self.output_hash,
             neighbours=self.neighbours,
-            details=cast(dict[str, JsonValue], dict(self.details)),
+            details=self.result,
         )
         return cast(dict[str, JSON], file.model_dump(mode="json"))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> ReleaseSummary:
-        """A summary read back from its ``release.json`` (checked against its model)."""
-        file = ReleaseFile.model_validate(data)
+    def from_json(
+        cls, data: Mapping[str, JSON], release_kind: ReleaseKind[Any, Any, Any]
+    ) -> ReleaseSummary:
+        """A summary read back from its ``release.json``, checked against its model (its
+        ``details`` against ``release_kind``'s result)."""
+        file = ReleaseFile[release_kind.result].model_validate(data)  # type: ignore[name-defined]
+        if file.kind != release_kind.label:
+            raise InvariantError(
+                f"release {file.name!r} is a {file.kind}, not a {release_kind.label}"
+            )
         return cls(
             name=file.name,
-            kind=file.kind,
+            release_kind=release_kind,
             mechanism=file.mechanism,
             cost=PrivacyCost(epsilon=file.epsilon, delta=file.delta),
             is_dp=file.is_dp,
@@ -275,30 +228,19 @@ class ReleaseSummary:
             ),
             files=tuple(file.files),
             output_hash=file.output_hash,
-            details=cast(Mapping[str, JSON], file.details),
+            result=file.details,
             neighbours=file.neighbours,
         )
-
-
-class Result(Protocol):
-    """A kind's typed, frozen account of one computed release (public values only). Its
-    JSON is the summary's ``details``; the kind reads it back with its own ``from_json``."""
-
-    def to_json(self) -> dict[str, JSON]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Executed:
     """What :meth:`ReleaseKind.execute` returns besides the files it wrote."""
 
-    details: Mapping[str, JSON]
-    """Public facts for the report and manifest: a :class:`Result`'s JSON."""
+    result: Result
+    """Public facts for the report and manifest: the kind's typed result."""
     sensitivity: float | None = None
     """The L1 sensitivity of the noise, where one number says it."""
-
-    @classmethod
-    def of(cls, result: Result, sensitivity: float | None = None) -> Executed:
-        return cls(details=result.to_json(), sensitivity=sensitivity)
 
 
 def _quiet(_line: str) -> None:
@@ -367,7 +309,7 @@ def scan_each(aggregates: Sequence[ScanAggregate[R]]) -> Scan[tuple[R, ...]]:
 
 class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """One kind of release (see the module docstring). Stateless; registered once in
-    :data:`dp.pipeline.registry.KINDS`. A subclass sets the four attributes and implements
+    :data:`dp.pipeline.registry.KINDS`. A subclass sets the five attributes and implements
     :meth:`plan`, :meth:`scan`, :meth:`execute` and :meth:`report`; the rest have defaults."""
 
     section: str
@@ -378,6 +320,13 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """A list of items (else a single optional object)."""
     model: type[ItemT]
     """The pydantic model of one item."""
+    result: type[Result]
+    """The pydantic model of its releases' results (``release.json``'s ``details``)."""
+    previews: tuple[Preview, ...] = ()
+    """The published CSV files whose first rows ``report.md`` shows (:meth:`results`)."""
+    plots: str | None = None
+    """The function of its package's ``plot`` module that draws its section of
+    ``report.html`` (:meth:`plot`), or None for none."""
 
     def __eq__(self, other: object) -> bool:
         # Stateless: every instance of a kind is the same kind (a plan sent to a worker and
@@ -406,6 +355,12 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
         """Markdown lines describing the release in ``report.md``."""
         raise NotImplementedError
 
+    def results(self, summary: ReleaseSummary, folder: Path) -> list[str]:
+        """Markdown lines showing its results in ``report.md`` (``report.html`` has its plot's
+        tables), from its files published in ``folder`` (the run folder): by default, its
+        :attr:`previews`."""
+        return preview_lines(summary.name, folder, self.previews)
+
     def describe(self, plan: ReleasePlan[SpecT]) -> Mapping[str, JSON]:
         """What ``dppub plan --json`` shows about it beyond its cost (data-independent)."""
         return plan.facts
@@ -424,7 +379,14 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         """Its plots and tables in ``report.html``, from its files published in ``folder``
-        (the run folder); none by default."""
+        (the run folder): by default, :attr:`plots` of its package's ``plot`` module called
+        with the summary, its typed result and ``folder``, imported only now (it imports
+        matplotlib, which a run that draws no report never loads)."""
         from dppub.dp.pipeline.html.sections import Section
 
-        return Section()
+        if self.plots is None:
+            return Section()
+        package = type(self).__module__.rpartition(".")[0]
+        draw = getattr(import_module(f"{package}.plot"), self.plots)
+        section: Section = draw(summary, summary.result_as(self.result), folder)
+        return section

@@ -139,12 +139,14 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
 def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> None:
     from dppub.dp.budget import PrivacyCost, zcdp_to_dp
     from dppub.dp.pipeline.kinds import ReleaseSummary
+    from dppub.dp.pipeline.kinds.base import Result
+    from dppub.dp.pipeline.kinds.regression import RegressionKind
     from dppub.dp.pipeline.report import budget_table
 
     def gauss(i: int) -> ReleaseSummary:
         return ReleaseSummary(
             name=f"g{i}",
-            kind="regression",
+            release_kind=RegressionKind(),
             mechanism="adassp-gaussian",
             cost=PrivacyCost(epsilon=0.3, delta=1e-7),
             is_dp=True,
@@ -152,7 +154,7 @@ def test_report_shows_zcdp_beside_basic_composition_for_gaussian_releases() -> N
             parts=(),
             files=(),
             output_hash="",
-            details={"zcdp_rho": 0.002},
+            result=Result(zcdp_rho=0.002),
         )
 
     summaries = [gauss(i) for i in range(10)]
@@ -257,14 +259,14 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     assert release.spec.workload.n > result.MAX_INTERVAL_CELLS
     # Decided by the workload's size alone: no estimate is even looked at.
     assert workloads.workload_intervals(release.spec, result=None) is None  # type: ignore[arg-type]
-    details = result.WorkloadResult(
+    released = result.WorkloadResult(
         workload="marginals", queries=1, cells=2, strategy="s", reconstruction="nonneg-l1",
         expected_rmse=1.0, svd_bound_rmse=0.5, noise="laplace", noise_scale=1.0,
-        intervals=result.NO_INTERVALS,
-    ).to_json()  # fmt: skip
+        **result.NO_INTERVALS,
+    )  # fmt: skip
     summary = ReleaseSummary(
-        name="m", kind="workload", mechanism="laplace", cost=release.cost, is_dp=True,
-        sensitivity=1.0, parts=(), files=(), output_hash="", details=details,
+        name="m", release_kind=workloads.WorkloadKind(), mechanism="laplace", cost=release.cost,
+        is_dp=True, sensitivity=1.0, parts=(), files=(), output_hash="", result=released,
     )  # fmt: skip
     (line,) = workloads.WorkloadKind().report(summary)
     assert "No intervals (none: intervals are computed for up to 2048 cells)" in line

@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.kinds.clustering.result import ClusteringResult
+from dppub.dp.pipeline.kinds.regression.result import RegressionResult
 from dppub.dp.publication import sha256_files
 from dppub.dp.regression.uncertainty import NO_INTERVALS
 from tests.dp.pipeline.published_run import Demo, demo_config, publish_in_process
@@ -69,9 +71,9 @@ def test_regressions_publish_coefficients_with_intervals(demo: Demo, name: str) 
     assert (table["std_error"] > 0).all()
     assert (table["ci_low"] < table["coefficient"]).all()
     assert (table["coefficient"] < table["ci_high"]).all()
-    details = _summary(demo, name).details
-    assert details["interval_level"] == 0.95
-    assert str(details["interval_method"]).startswith("parametric bootstrap")
+    result = _summary(demo, name).result_as(RegressionResult)
+    assert result.interval_level == 0.95
+    assert result.interval_method.startswith("parametric bootstrap")
 
 
 @pytest.mark.parametrize(
@@ -125,11 +127,11 @@ def test_k_means_publishes_centres_with_noisy_sizes(demo: Demo) -> None:
     # Noisy counts of a partition of the 3,000 rows: each within 20 scales of its truth
     # (probability e^-20 each), so their total too, within 3 x 20 scales.
     assert abs(table["size"].sum() - 3000.0) < 60.0 * scale
-    assert _summary(demo, "work_patterns").details["interval_level"] == 0.95
+    assert _summary(demo, "work_patterns").result_as(ClusteringResult).interval_level == 0.95
     # The size is the previous centres' assignment (the rows each centre averages), and the
     # release says so (old code: no such statement; the rows nearest the published centres
     # differed from it by about 1,000 against a stated standard error of 141).
-    assert "previous centres" in str(_summary(demo, "work_patterns").details["size_of"])
+    assert "previous centres" in _summary(demo, "work_patterns").result_as(ClusteringResult).size_of
 
 
 def test_objective_perturbation_publishes_points_and_says_why(
@@ -152,8 +154,9 @@ def test_objective_perturbation_publishes_points_and_says_why(
     assert np.isfinite(table["coefficient"]).all()
     assert table[["std_error", "ci_low", "ci_high"]].isna().all().all()
     pd.testing.assert_frame_equal(pd.read_csv(folder / "coefficients.csv"), table)
-    assert summary.details["interval_method"] == NO_INTERVALS
-    assert summary.details["interval_level"] is None
+    result = summary.result_as(RegressionResult)
+    assert result.interval_method == NO_INTERVALS
+    assert result.interval_level is None
     report = (published.folder / "report.md").read_text()
     assert "without intervals (none: objective perturbation releases only its minimiser" in report
     html = (published.folder / "report.html").read_text()

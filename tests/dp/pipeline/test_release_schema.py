@@ -11,8 +11,12 @@ import jsonschema
 import pytest
 
 from dppub.dp.budget import PlannedCost, PrivacyCost
+from dppub.dp.errors import InvariantError
 from dppub.dp.pipeline.kinds import ReleaseSummary
-from dppub.dp.pipeline.kinds.release_file import release_schema
+from dppub.dp.pipeline.kinds.regression import RegressionKind
+from dppub.dp.pipeline.kinds.regression.result import RegressionResult
+from dppub.dp.pipeline.kinds.workload import WorkloadKind
+from dppub.dp.pipeline.registry import read_summary, release_schema
 from dppub.dp.publication import RELEASE_MARKER
 from tests.dp.pipeline.published_run import Demo
 
@@ -20,15 +24,29 @@ SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "release.schema.json"
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
-    # After a deliberate change of ReleaseFile: write json.dumps(release_schema(), indent=2,
-    # sort_keys=True) to docs/release.schema.json.
+    # After a deliberate change of ReleaseFile or a kind's result: write
+    # json.dumps(release_schema(), indent=2, sort_keys=True) to docs/release.schema.json.
     assert json.loads(SCHEMA.read_text()) == release_schema()
+
+
+RESULT = RegressionResult(
+    model="trace",
+    target="income",
+    features=("age", "hours"),
+    tasks=1,
+    interval_method="parametric bootstrap",
+    interval_level=0.95,
+    bootstrap_replicates=200,
+    bootstrap_replicates_dropped=0,
+    interval_covers=None,
+    interval_columns=("std_error", "ci_low", "ci_high"),
+)
 
 
 def _summary(**change: object) -> ReleaseSummary:
     fields: dict[str, object] = {
         "name": "by_education",
-        "kind": "regression",
+        "release_kind": RegressionKind(),
         "mechanism": "functional-laplace",
         "cost": PrivacyCost(epsilon=0.3),
         "is_dp": True,
@@ -42,7 +60,7 @@ def _summary(**change: object) -> ReleaseSummary:
         ),
         "files": ("by_education/model.json",),
         "output_hash": "ab" * 32,
-        "details": {"model": "trace", "tasks": ["HS-grad"], "zcdp_rho": None},
+        "result": RESULT,
     }
     return ReleaseSummary(**{**fields, **change})  # type: ignore[arg-type]
 
@@ -51,16 +69,40 @@ def test_a_summary_round_trips_through_its_file() -> None:
     summary = _summary()
     written = summary.to_json()
     jsonschema.validate(written, json.loads(SCHEMA.read_text()))
-    assert ReleaseSummary.from_json(written) == summary
-    assert ReleaseSummary.from_json(written).to_json() == written
+    assert ReleaseSummary.from_json(written, RegressionKind()) == summary
+    assert read_summary(written) == summary
+    assert read_summary(written).to_json() == written
+    assert written["details"]["zcdp_rho"] is None
+    assert "outcome" not in written["details"]  # None: left out
+
+
+def test_a_result_is_read_by_its_kinds_model() -> None:
+    written = _summary().to_json()
+    with pytest.raises(ValueError, match="strategy"):  # a regression is not a workload
+        ReleaseSummary.from_json({**written, "kind": "workload"}, WorkloadKind())
+    with pytest.raises(InvariantError, match="has a RegressionResult, not a WorkloadResult"):
+        _summary().result_as(WorkloadKind.result)
+    details = dict(written["details"])
+    with pytest.raises(ValueError, match="unknown"):
+        read_summary({**written, "details": {**details, "unknown": 1}})
+
+
+def test_the_schema_checks_details_against_the_kind_it_names() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    written = _summary().to_json()
+    jsonschema.validate(written, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a regression's details under "workload"
+        jsonschema.validate({**written, "kind": "workload"}, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a kind no model describes
+        jsonschema.validate({**written, "kind": "count"}, schema)
 
 
 def test_a_file_that_breaks_the_schema_is_refused_on_reading() -> None:
     written = _summary().to_json()
     with pytest.raises(ValueError, match="epsilon"):
-        ReleaseSummary.from_json({**written, "epsilon": "0.3 or so"})
+        read_summary({**written, "epsilon": "0.3 or so"})
     with pytest.raises(ValueError, match="rho"):
-        ReleaseSummary.from_json({**written, "rho": 0.1})  # an unknown top-level key
+        read_summary({**written, "rho": 0.1})  # an unknown top-level key
 
 
 def test_the_demos_release_files_validate_against_the_schema(demo: Demo) -> None:
@@ -72,8 +114,9 @@ def test_the_demos_release_files_validate_against_the_schema(demo: Demo) -> None
 
 
 def test_the_accounting_a_release_states_is_read_typed() -> None:
-    stated = _summary(details={"zcdp_rho": 0.0125, "accounting": "zCDP", "other": 1}).stated
-    assert (stated.zcdp_rho, stated.accounting) == (0.0125, "zCDP")
-    assert _summary(details={"rho": 0.0125}).stated.zcdp_rho is None  # only under its name
+    stated = RESULT.model_copy(update={"zcdp_rho": 0.0125, "accounting": "zCDP"})
+    summary = read_summary(_summary(result=stated).to_json())
+    assert (summary.result.zcdp_rho, summary.result.accounting) == (0.0125, "zCDP")
+    details = dict(_summary().to_json()["details"])
     with pytest.raises(ValueError, match="zcdp_rho"):
-        _ = _summary(details={"zcdp_rho": "a lot"}).stated
+        read_summary({**_summary().to_json(), "details": {**details, "zcdp_rho": "a lot"}})

@@ -17,9 +17,11 @@ import pytest
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.pipeline.html.figures import BAND, style
 from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.kinds.base import Result
 from dppub.dp.pipeline.kinds.regression.plot import regression_plot
 from dppub.dp.pipeline.kinds.regression.result import RegressionResult
 from dppub.dp.pipeline.kinds.workload.plot import _heatmap, workload_shape
+from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.pipeline.report_html import budget_context, render_report_html
 from tests.dp.pipeline.published_run import Demo
 
@@ -161,7 +163,7 @@ def test_the_markdown_report_nests_its_headings(demo: Demo) -> None:
 def _summary_of(name: str, kind: str, files: tuple[str, ...]) -> ReleaseSummary:
     return ReleaseSummary(
         name=name,
-        kind=kind,
+        release_kind=kind_of(kind),
         mechanism="m",
         cost=PrivacyCost(epsilon=0.1),
         is_dp=True,
@@ -169,7 +171,7 @@ def _summary_of(name: str, kind: str, files: tuple[str, ...]) -> ReleaseSummary:
         parts=(),
         files=files,
         output_hash="",
-        details={},
+        result=Result(),
     )
 
 
@@ -207,7 +209,9 @@ def test_a_forest_plot_gives_each_coefficient_its_own_scale(tmp_path: Path) -> N
     ).to_parquet(tmp_path / "m" / "coefficients.parquet")
     result = RegressionResult(
         model="linear", target="y", features=("age", "small"), tasks=0, zcdp_rho=None,
-        intervals={},
+        interval_method="parametric bootstrap", interval_level=0.95, bootstrap_replicates=100,
+        bootstrap_replicates_dropped=0, interval_covers=None,
+        interval_columns=("std_error", "ci_low", "ci_high"),
     )  # fmt: skip
     summary = _summary_of("m", "regression", ("m/coefficients.parquet",))
     with style():
@@ -215,3 +219,16 @@ def test_a_forest_plot_gives_each_coefficient_its_own_scale(tmp_path: Path) -> N
     ticks = _texts(svg)
     assert "600" in ticks and "0.004" in ticks  # both scales are drawn
     assert "m: coefficients of y" in ticks
+
+
+def test_every_kind_names_a_plot_that_takes_its_summary_result_and_folder() -> None:
+    import inspect
+    from importlib import import_module
+
+    from dppub.dp.pipeline.registry import KINDS
+
+    for kind in KINDS:
+        assert kind.plots is not None, kind.label
+        package = type(kind).__module__.rpartition(".")[0]
+        draw = getattr(import_module(f"{package}.plot"), kind.plots)
+        assert list(inspect.signature(draw).parameters)[:3] == ["summary", "result", "folder"]

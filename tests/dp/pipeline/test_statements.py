@@ -19,7 +19,9 @@ from dppub.dp import matrix
 from dppub.dp.budget import PrivacyCost, zcdp_of_pure, zcdp_to_dp
 from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.pipeline.kinds import ReleaseSummary
-from dppub.dp.pipeline.kinds.workload.kind import workload_intervals
+from dppub.dp.pipeline.kinds.base import Result
+from dppub.dp.pipeline.kinds.workload.kind import WorkloadKind, workload_intervals
+from dppub.dp.pipeline.kinds.workload.result import WorkloadResult
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.report import tightest_epsilon, zcdp_lines
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
@@ -28,7 +30,7 @@ from tests.dp.pipeline.published_run import demo_config, publish_in_process
 def _summary(epsilon: float, delta: float, rho: float | None, name: str = "r") -> ReleaseSummary:
     return ReleaseSummary(
         name=name,
-        kind="workload",
+        release_kind=WorkloadKind(),
         mechanism="m",
         cost=PrivacyCost(epsilon=epsilon, delta=delta),
         is_dp=True,
@@ -36,7 +38,7 @@ def _summary(epsilon: float, delta: float, rho: float | None, name: str = "r") -
         parts=(),
         files=(),
         output_hash="",
-        details={} if rho is None else {"zcdp_rho": rho},
+        result=Result(zcdp_rho=rho),
     )
 
 
@@ -102,8 +104,9 @@ def test_a_rho_budget_is_calibrated_as_zcdp_and_says_so(tmp_path: Path, census_s
     assert summary.sensitivity == pytest.approx(m * l2)
     # sigma = m L2 / sqrt(2 rho): exactly rho-zCDP for one unit (not the analytic Gaussian at
     # the converted (epsilon, delta), which is 1.3-1.5x rho).
-    assert summary.details["zcdp_rho"] == pytest.approx(rho, rel=1e-12)
-    sigma = summary.details["noise_scale"]
+    result = summary.result_as(WorkloadResult)
+    assert result.zcdp_rho == pytest.approx(rho, rel=1e-12)
+    sigma = result.noise_scale
     assert sigma == pytest.approx(math.sqrt((m * l2) ** 2 / (2.0 * rho)), rel=1e-12)
     assert summary.cost == matrix.zcdp_cost(rho, delta)  # what the ledger is charged
     folder = published.folder

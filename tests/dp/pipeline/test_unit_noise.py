@@ -50,7 +50,9 @@ def test_a_unit_workload_is_measured_at_m_times_its_sensitivity(
     assert np.isfinite(answers["answer"]).all()
     if noise == "laplace":
         return  # m x the L1 sensitivity at epsilon: the scale of epsilon / m (tested in dp.matrix)
-    sigma = sens / math.sqrt(2.0 * summary.details["zcdp_rho"])
+    rho = summary.result.zcdp_rho
+    assert rho is not None
+    sigma = sens / math.sqrt(2.0 * rho)
     assert sigma == pytest.approx(gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=delta))
     # Group privacy over m rows would have needed more noise for the same guarantee (1% more
     # here; 0.2-13% over epsilon 0.1-10 and m 2-10 at delta 1e-6).

@@ -20,9 +20,6 @@ measurement; ``release.json``'s ``size_of`` and the report say which rows the si
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from dppub.dp.engine import (
@@ -43,12 +40,11 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_one,
 )
-from dppub.dp.pipeline.units import bounding_for, unit_statement
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.clustering.item import ClusteringModel, feature_box
 from dppub.dp.pipeline.kinds.clustering.result import ClusteringResult
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
+from dppub.dp.pipeline.units import bounding_for, unit_statement
 from dppub.dp.regression.uncertainty import cluster_table
 
 __all__ = ["ClusteringKind"]
@@ -65,6 +61,17 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
     label = "clustering"
     many = True
     model = ClusteringModel
+    result = ClusteringResult
+    plots = "clustering_plot"
+    previews = (
+        Preview(
+            file="clusters.csv",
+            rows=12,
+            what=": the centres and their noisy sizes",
+            error=("size_std_error",),
+            rounded=("size", "size_std_error", "size_ci_low", "size_ci_high"),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: ClusteringModel) -> ReleasePlan[ClusteringSpec]:
         box = feature_box(cfg, item.name, item.features)
@@ -127,14 +134,14 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
             features=tuple(item.features),
             k=item.k,
             interval_level=level,
-            privacy_unit=unit if isinstance(unit, dict) else None,
+            privacy_unit=PrivacyUnit.model_validate(unit) if isinstance(unit, dict) else None,
         )
         table.attrs = {"dppub": {**statement, **result.to_json()}}
         out.write_table(plan.name, "clusters", table)
-        return Executed.of(result)
+        return Executed(result=result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = ClusteringResult.from_json(summary.details)
+        r = summary.result_as(ClusteringResult)
         features = ", ".join(f"`{f}`" for f in r.features)
         return [
             f"k-means with k = {r.k} on {features} ({summary.mechanism}); bounds from the "
@@ -143,10 +150,3 @@ class ClusteringKind(ReleaseKind[ClusteringModel, ClusteringSpec, Projection | N
             "`reseeded` is a random point (its noisy size was below 1), not an estimate. "
             f"A size counts {r.size_of}."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.clustering.plot import (
-            clustering_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return clustering_plot(summary, folder)

@@ -23,9 +23,10 @@ from dppub.dp.pipeline.html.sections import (
     read_json,
 )
 from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.clustering.result import ClusteringResult
 
 
-def clustering_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def clustering_plot(summary: ReleaseSummary, result: ClusteringResult, folder: Path) -> Section:
     """The centres inside the declared feature box (the first two features; more as lines)."""
     model = read_json(folder, summary, "model.json")
     if model is None:

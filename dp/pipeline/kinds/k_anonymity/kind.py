@@ -5,15 +5,14 @@ The generalization is chosen by looking at the data (a globally optimal full-dom
 the QI leaf counts), so the ledger records this release as not differentially private and DP
 releases never read its levels. The counting pass and the writing pass go through the engine;
 with fewer than k records (no admissible node) every record is suppressed -- the run still
-publishes.
+publishes. The table is published as ``table.parquet`` and, copied batch by batch, as
+``table.csv`` with the CSV conventions of every released table (RFC 4180 line ends).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.budget import PrivacyCost
@@ -35,12 +34,10 @@ from dppub.dp.pipeline.kinds.base import (
     Scan,
     scan_each,
 )
-from dppub.dp.pipeline.units import Bounding
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
 from dppub.dp.pipeline.kinds.k_anonymity.item import KAnonymityModel
 from dppub.dp.pipeline.kinds.k_anonymity.result import KAnonymityResult
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.units import Bounding
 
 __all__ = ["KAnonymityKind", "KAnonymitySpec"]
 
@@ -72,6 +69,9 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
     label = "k-anonymity"
     many = False
     model = KAnonymityModel
+    result = KAnonymityResult
+    plots = "k_anonymity_plot"
+    previews = (Preview(file="table.csv", what=": the generalized table"),)
 
     def plan(self, cfg: PipelineConfig, item: KAnonymityModel) -> ReleasePlan[KAnonymitySpec]:
         qis = item.quasi_identifiers
@@ -126,24 +126,21 @@ class KAnonymityKind(ReleaseKind[KAnonymityModel, KAnonymitySpec, DistinctValues
         )
         out.copy_as_csv(plan.name, "table")
         out.write_json(plan.name, "metrics.json", result.metrics)
-        return Executed.of(
-            KAnonymityResult(
+        return Executed(
+            result=KAnonymityResult(
                 guarantee=f"k={item.k}", levels=result.levels, report=result.to_markdown()
             )
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        return [KAnonymityResult.from_json(summary.details).report]
+        return [
+            summary.result_as(KAnonymityResult).report,
+            "Published as `table.parquet` and `table.csv` (the same rows; RFC 4180 line ends, "
+            "so a label holding a line break is quoted).",
+        ]
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        return f"{KAnonymityResult.from_json(summary.details).guarantee} (not DP)"
+        return f"{summary.result_as(KAnonymityResult).guarantee} (not DP)"
 
     def not_covered(self, summary: ReleaseSummary) -> str:
         return _NOT_COVERED
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.k_anonymity.plot import (
-            k_anonymity_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return k_anonymity_plot(summary, folder)

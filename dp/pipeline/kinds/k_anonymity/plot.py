@@ -17,6 +17,7 @@ from dppub.dp.pipeline.html.sections import (
     read_json,
 )
 from dppub.dp.pipeline.kinds.base import ReleaseSummary
+from dppub.dp.pipeline.kinds.k_anonymity.result import KAnonymityResult
 
 
 def _low_end(label: str) -> float:
@@ -24,7 +25,7 @@ def _low_end(label: str) -> float:
     return float(match.group()) if match else float("inf")
 
 
-def k_anonymity_plot(summary: ReleaseSummary, folder: Path) -> Section:
+def k_anonymity_plot(summary: ReleaseSummary, result: KAnonymityResult, folder: Path) -> Section:
     """Equivalence-class sizes and suppressed records (``metrics.json``)."""
     metrics = read_json(folder, summary, "metrics.json")
     if metrics is None:

@@ -18,10 +18,10 @@ and the release details say why.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import numpy as np
+from pydantic import JsonValue
 
 from dppub.dp.budget import PlannedCost, PrivacyCost
 from dppub.dp.engine import StatisticsAggregate, logistic_sums_stream
@@ -37,17 +37,15 @@ from dppub.dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float_or_none,
     as_str,
     as_strs,
     scan_each,
 )
-from dppub.dp.pipeline.units import bounding_for, unit_statement
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.regression.item import RegressionModel
 from dppub.dp.pipeline.kinds.regression.result import RegressionResult
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
+from dppub.dp.pipeline.units import bounding_for, unit_statement
 from dppub.dp.regression import (
     FeatureEncoding,
     LinearRegression,
@@ -146,6 +144,24 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
     label = "regression"
     many = True
     model = RegressionModel
+    result = RegressionResult
+    plots = "regression_plot"
+    previews = (
+        Preview(
+            file="coefficients.csv",
+            rows=12,
+            what=": the model's coefficients",
+            error=("std_error", "surrogate_std_error"),
+            rounded=(
+                "coefficient",
+                *(
+                    f"{p}{c}"
+                    for p in ("", "surrogate_")
+                    for c in ("std_error", "ci_low", "ci_high")
+                ),
+            ),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: RegressionModel) -> ReleasePlan[RegressionSpec]:
         bounding = bounding_for(cfg, item.tasks)
@@ -259,14 +275,16 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
             features=tuple(features),
             tasks=len(plan.parts),
             zcdp_rho=None if row_rho is None else m * m * float(row_rho),
-            intervals=table.describe(),
-            outcome=outcome(item) if item.model == "logistic" else None,
-            privacy_unit=unit if isinstance(unit, dict) else None,
+            **table.describe(),
+            outcome=cast("dict[str, JsonValue]", outcome(item))
+            if item.model == "logistic"
+            else None,
+            privacy_unit=PrivacyUnit.model_validate(unit) if isinstance(unit, dict) else None,
         )
-        return Executed.of(result)
+        return Executed(result=result)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = RegressionResult.from_json(summary.details)
+        r = summary.result_as(RegressionResult)
         features = ", ".join(f"`{f}`" for f in r.features)
         parts = f"; {r.tasks} disjoint tasks" if r.tasks else ""
         lines = [
@@ -276,31 +294,22 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
         ]
         if r.outcome is not None:
             lines.append(f"Outcome: y = 1 means `{r.outcome['y=1']}` (else y = 0).")
-        d = r.intervals
-        level = as_float_or_none(d.get("interval_level"))
-        if level is not None:
-            columns = ", ".join(f"`{c}`" for c in as_strs(d.get("interval_columns", ())))
-            n_dropped = d.get("bootstrap_replicates_dropped")
+        if r.interval_level is not None:
+            columns = ", ".join(f"`{c}`" for c in r.interval_columns)
+            n_dropped = r.bootstrap_replicates_dropped
             dropped = f" ({n_dropped} more left out: not solved exactly)" if n_dropped else ""
             lines.append(
-                f"Coefficients with standard errors and {level:.0%} intervals ({columns}) in "
-                f"`coefficients.csv` (and `.parquet`): {d['interval_method']}, "
-                f"{d['bootstrap_replicates']} replicates{dropped}, no extra budget. The "
-                f"intervals are for {d.get('interval_covers')}."
+                f"Coefficients with standard errors and {r.interval_level:.0%} intervals "
+                f"({columns}) in `coefficients.csv` (and `.parquet`): {r.interval_method}, "
+                f"{r.bootstrap_replicates} replicates{dropped}, no extra budget. The "
+                f"intervals are for {r.interval_covers}."
             )
-        elif "interval_method" in d:
+        else:
             lines.append(
                 "Coefficients in `coefficients.csv` (and `.parquet`) without intervals "
-                f"({d['interval_method']}); method `functional` publishes intervals."
+                f"({r.interval_method}); method `functional` publishes intervals."
             )
         return lines
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.regression.plot import (
-            regression_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return regression_plot(summary, RegressionResult.from_json(summary.details), folder)
 
 
 def _table(

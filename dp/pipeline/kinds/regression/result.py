@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import ClassVar
 
-from dppub.dp.pipeline.kinds.base import (
-    JSON,
-    as_float_or_none,
-    as_int,
-    as_object_or_none,
-    as_str,
-    as_strs,
-)
+from pydantic import JsonValue
+
+from dppub.dp.pipeline.kinds.base import Result
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegressionResult:
-    """A fitted model's public account: its ``release.json`` details."""
+class RegressionResult(Result):
+    """A fitted model's public account: its ``release.json`` details. Its ``zcdp_rho`` is the
+    unit-level zCDP of a Gaussian mechanism, else None (written as ``null``)."""
+
+    keep_null: ClassVar[frozenset[str]] = frozenset(
+        {"zcdp_rho", "interval_level", "interval_covers"}
+    )
 
     model: str
     target: str
@@ -25,38 +23,14 @@ class RegressionResult:
     """The model's features as published (category features one-hot, by level)."""
     tasks: int
     """Disjoint tasks of a trace regression (0 otherwise)."""
-    zcdp_rho: float | None
-    """The unit-level zCDP of a Gaussian mechanism, else None."""
-    intervals: Mapping[str, JSON]
-    """How the coefficient table's intervals were computed (``interval_method``...)."""
-    outcome: Mapping[str, JSON] | None = None
+    outcome: dict[str, JsonValue] | None = None
     """A logistic model's ``y = 1``."""
-    privacy_unit: Mapping[str, JSON] | None = None
-
-    def to_json(self) -> dict[str, JSON]:
-        out: dict[str, JSON] = {
-            "model": self.model,
-            "target": self.target,
-            "features": list(self.features),
-            "tasks": self.tasks,
-            "zcdp_rho": self.zcdp_rho,
-        }
-        if self.outcome is not None:
-            out["outcome"] = dict(self.outcome)
-        if self.privacy_unit is not None:
-            out["privacy_unit"] = dict(self.privacy_unit)
-        return {**out, **self.intervals}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> RegressionResult:
-        named = {f for f in cls.__dataclass_fields__ if f != "intervals"}
-        return cls(
-            model=as_str(data["model"]),
-            target=as_str(data["target"]),
-            features=as_strs(data["features"]),
-            tasks=as_int(data["tasks"]),
-            zcdp_rho=as_float_or_none(data["zcdp_rho"]),
-            intervals={k: v for k, v in data.items() if k not in named},
-            outcome=as_object_or_none(data.get("outcome")),
-            privacy_unit=as_object_or_none(data.get("privacy_unit")),
-        )
+    interval_method: str
+    """How the coefficient table's intervals were computed."""
+    interval_level: float | None
+    bootstrap_replicates: int
+    bootstrap_replicates_dropped: int
+    interval_covers: str | None
+    """What the intervals are for (which coefficients they hold)."""
+    interval_columns: tuple[str, ...]
+    """The coefficient table's columns that hold them."""

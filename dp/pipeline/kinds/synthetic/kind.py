@@ -24,8 +24,6 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -48,15 +46,8 @@ from dppub.dp.pipeline.kinds.base import (
     as_list,
     as_strs,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
-from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
-from dppub.dp.synthetic import candidates, cdp_rho, run_aim, workload_cliques
-from dppub.dp.synthetic.aim import Measurement
-from dppub.dp.synthetic.pgm import Clique, check_installed
-from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
 from dppub.dp.pipeline.kinds.synthetic.error_estimates import (
     BIAS,
     REPLICATES,
@@ -72,6 +63,12 @@ from dppub.dp.pipeline.kinds.synthetic.item import (
     count_share,
 )
 from dppub.dp.pipeline.kinds.synthetic.result import SyntheticResult
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_SYNTHETIC_VALUES, check_at_most
+from dppub.dp.pipeline.units import bounding_for, zcdp_unit_statement
+from dppub.dp.synthetic import candidates, cdp_rho, run_aim, workload_cliques
+from dppub.dp.synthetic.aim import Measurement
+from dppub.dp.synthetic.pgm import Clique, check_installed
+from dppub.dp.synthetic.utility import bootstrap_errors, table_marginal
 
 __all__ = ["SyntheticKind", "SyntheticSpec"]
 
@@ -125,6 +122,16 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     label = "synthetic"
     many = True
     model = SyntheticModel
+    result = SyntheticResult
+    plots = "synthetic_plot"
+    previews = (
+        Preview(
+            file="utility.csv",
+            columns=("marginal", "cells", "error", "error_low", "error_high"),
+            what=": the estimated error per workload marginal",
+        ),
+        Preview(file="synthetic.csv", rows=3, what=": synthetic rows"),
+    )
 
     def plan(self, cfg: PipelineConfig, item: SyntheticModel) -> ReleasePlan[SyntheticSpec]:
         check_installed(f"synthetic {item.name!r}")  # else the run is charged, nothing published
@@ -319,12 +326,14 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             error_high=float(high.mean()),
             covered_marginals=sum(e is not None for e in estimates),
             accounting=accounting,
-            guarantee=zcdp_unit_statement(plan.bounding, plan.cost, spec.rho),
+            guarantee=UnitGuarantee.model_validate(
+                zcdp_unit_statement(plan.bounding, plan.cost, spec.rho)
+            ),
         )
-        return Executed.of(released, sensitivity=m)
+        return Executed(result=released, sensitivity=m)
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = SyntheticResult.from_json(summary.details)
+        r = summary.result_as(SyntheticResult)
         count = (
             f"a noisy row count ({r.noisy_count:.1f}, rho {r.count_rho:.3g})"
             if r.noisy_count is not None
@@ -350,13 +359,6 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             f"Accounting: {r.accounting}. Files: `synthetic.csv`, `utility.csv`, "
             "`measurements.parquet`."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.synthetic.plot import (
-            synthetic_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return synthetic_plot(summary, SyntheticResult.from_json(summary.details), folder)
 
 
 def _measurements(spec: SyntheticSpec, measurements: Sequence[Measurement]) -> pd.DataFrame:

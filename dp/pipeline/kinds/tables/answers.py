@@ -8,7 +8,6 @@ import json
 
 from dppub.dp.pipeline.kinds.base import (
     ReleasePlan,
-    as_float,
     as_object,
     as_str,
 )
@@ -43,8 +42,8 @@ def write_answers(
     guarantee = f"epsilon {cost.epsilon:g}, delta {cost.delta:g}: differential privacy"
     if result.joint is not None:  # not claimed at its own epsilon (joint_facts)
         guarantee = (
-            f"epsilon {as_float(result.joint['epsilon']):g} (its joint group's), delta "
-            f"{cost.delta:g}: differential privacy. {result.joint['guarantee']}"
+            f"epsilon {result.joint.epsilon:g} (its joint group's), delta "
+            f"{cost.delta:g}: differential privacy. {result.joint.guarantee}"
         )
     methods = [
         f"{name}: {as_str(as_object(fact)['method'])}"

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
+from pydantic import JsonValue
 
 from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.errors import ConfigError
@@ -57,9 +57,49 @@ from dppub.dp.pipeline.kinds.base import (
     as_float,
     as_list,
     as_object,
-    as_object_or_none,
     as_strs,
     scan_one,
+)
+from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
+from dppub.dp.pipeline.kinds.tables.answers import write_answers
+from dppub.dp.pipeline.kinds.tables.item import TableModel
+from dppub.dp.pipeline.kinds.tables.joint_planning import (
+    check_floor,
+    joint_costs,
+    joint_facts,
+    plan_joint_group,
+    runs_at,
+)
+from dppub.dp.pipeline.kinds.tables.planning import (
+    TableSpec,
+    column_grid,
+    counted_rows,
+    distinct_group,
+    measure_bounds,
+    never_missing,
+    per_integer,
+    table_filter,
+    table_groups,
+    table_partition,
+    table_sums,
+    unit_statement,
+)
+from dppub.dp.pipeline.kinds.tables.private_keys import (
+    PrivateExact,
+    choose_keys,
+    no_groups,
+    plan_private,
+    scan_private,
+)
+from dppub.dp.pipeline.kinds.tables.result import (
+    INTERVAL_METHOD,
+    SPLIT_RULE,
+    JointFacts,
+    TableResult,
+    expected_errors,
+    rounding_note,
+    suppression_note,
 )
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import bounding_for
@@ -82,46 +122,6 @@ from dppub.dp.tables.table import (
     table_mechanism,
 )
 
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
-from dppub.dp.pipeline.kinds.tables.answers import write_answers
-from dppub.dp.pipeline.kinds.tables.item import TableModel
-from dppub.dp.pipeline.kinds.tables.joint_planning import (
-    check_floor,
-    joint_costs,
-    joint_facts,
-    plan_joint_group,
-    runs_at,
-)
-from dppub.dp.pipeline.kinds.tables.planning import (
-    TableSpec,
-    column_grid,
-    distinct_group,
-    measure_bounds,
-    never_missing,
-    per_integer,
-    table_filter,
-    table_groups,
-    table_partition,
-    table_sums,
-    unit_statement,
-)
-from dppub.dp.pipeline.kinds.tables.private_keys import (
-    PrivateExact,
-    choose_keys,
-    no_groups,
-    plan_private,
-    scan_private,
-)
-from dppub.dp.pipeline.kinds.tables.result import (
-    INTERVAL_METHOD,
-    SPLIT_RULE,
-    TableResult,
-    expected_errors,
-    rounding_note,
-    suppression_note,
-)
-
 __all__ = ["TableKind"]
 
 
@@ -132,6 +132,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     label = "table"
     many = True
     model = TableModel
+    result = TableResult
+    plots = "table_plot"
+    previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
     def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
         if item.key_policy == "private":
@@ -280,6 +283,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 design, exact.counts, exact.centred, exact.histograms, extra=exact.vectors()
             )
         published = office_table(released.answers, design, plan.spec.presentation)
+        unit = unit_statement(plan.bounding, joint)
         result = TableResult(
             keys=design.keys,
             key_policy=plan.spec.keys,
@@ -289,39 +293,42 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             measures=tuple(label for m in design.measures for label in m.labels()),
             split={c.name: c.epsilon for c in (design if joint is None else joint).components},
             split_rule=SPLIT_RULE,
-            components=cast("Mapping[str, JSON]", released.facts),  # numbers and strings only
+            components=cast(
+                "dict[str, dict[str, JsonValue]]", released.facts
+            ),  # numbers and strings only
             bounds={c: list(b) for c, b in design.bounds.items()},
             margins=design.margins,
             rounding=rounding_note(design, released.answers),
             interval_method=INTERVAL_METHOD,
             interval_level=INTERVAL_LEVEL,
-            privacy_unit=unit_statement(plan.bounding, joint),
-            key_selection=selection,
-            joint=None if joint is None else joint_facts(joint),
+            privacy_unit=None if unit is None else PrivacyUnit.model_validate(unit),
+            key_selection=cast("dict[str, JsonValue] | None", selection),
+            joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
             precision=PRECISION_RULE,
             quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
             suppression=suppression_note(plan.spec.presentation),
             missing_values=MISSING_RULE,
             where=None if plan.bounding.where is None else plan.bounding.where.text,
+            counted_rows=counted_rows(plan.bounding),
         )
         write_answers(out, plan, design, published, result)
         # One number says the sensitivity only for a one-component table (release.json has each).
         facts = list(released.facts.values())
         sens = [float(f["sensitivity"]) for f in facts]  # type: ignore[index]
         one = len(sens) == 1 and "missing" not in facts[0]  # type: ignore[operator]
-        return Executed.of(result, sensitivity=sens[0] if one else None)
+        return Executed(result=result, sensitivity=sens[0] if one else None)
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        joint = as_object_or_none(summary.details.get("joint"))
+        joint = summary.result_as(TableResult).joint
         if joint is None:
             return super().guarantee(summary)
         return (
-            f"differential privacy, jointly: epsilon {as_float(joint['epsilon']):g} with "
-            f"{', '.join(t for t in as_strs(joint['tables']) if t != summary.name)}"
+            f"differential privacy, jointly: epsilon {joint.epsilon:g} with "
+            f"{', '.join(t for t in joint.tables if t != summary.name)}"
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = TableResult.from_json(summary.details)
+        r = summary.result_as(TableResult)
         split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
         extra = ""
         if r.margins:
@@ -332,13 +339,13 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 "published cells (`release.json` states each base)."
             )
         if r.joint is not None:
-            extra += f" {r.joint['guarantee']}"
+            extra += f" {r.joint.guarantee}"
         withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
         rows = f"Rows: those where `{r.where}` holds. " if r.where else ""
-        if r.privacy_unit is not None and "counts" in r.privacy_unit:
-            rows += f"{r.privacy_unit['counts']}. "
+        if r.counted_rows is not None:
+            rows += f"{r.counted_rows}. "
         return [
-            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.keys)} "
+            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
             f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
             f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
@@ -349,9 +356,3 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             "ten at or below a tenth of its standard error, counts to integers; post-processing, "
             f"no privacy cost). `quality`: {r.quality}.{withheld}",
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.tables.plot import table_plot  # matplotlib: only for a report
-
-        section: Section = table_plot(summary, TableResult.from_json(summary.details), folder)
-        return section

@@ -247,7 +247,15 @@ def unit_statement(bounding: Bounding, joint: Joint | None = None) -> dict[str, 
     }
     if bounding.partition is not None:
         out["max_partitions_per_unit"] = bounding.max_partitions
-    out["counts"] = (
+    return out
+
+
+def counted_rows(bounding: Bounding) -> str | None:
+    """What a count counts under the privacy unit (``release.json``'s ``counted_rows``, the
+    report beside the table; None without a unit)."""
+    if bounding.unit is None:
+        return None
+    return (
         f"Under the privacy unit {bounding.unit!r}, a count counts the rows contribution "
         f"bounding kept: at most {bounding.rows_per_unit} rows of each unit"
         + (
@@ -259,4 +267,3 @@ def unit_statement(bounding: Bounding, joint: Joint | None = None) -> dict[str, 
         + "; a unit's rows beyond the bound are left out, chosen at random (count_distinct "
         f"counts units, not rows, each in at most {bounding.max_partitions} groups)"
     )
-    return out

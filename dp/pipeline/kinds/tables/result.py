@@ -5,23 +5,14 @@ key policy, intervals, rounding, precision, quality).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, JsonValue
 
 from dppub.dp import matrix
-from dppub.dp.pipeline.kinds.base import (
-    JSON,
-    as_float,
-    as_int,
-    as_list,
-    as_object,
-    as_object_or_none,
-    as_str,
-    as_strs,
-)
+from dppub.dp.pipeline.kinds.base import JSON, Result
+from dppub.dp.pipeline.kinds.release_file import Stated
 from dppub.dp.tables.office import Presentation
 from dppub.dp.tables.precision import PRECISION_RULE
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
@@ -51,30 +42,48 @@ INTERVAL_METHOD = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TableResult:
-    """A published table's public account: its ``release.json`` details."""
+class JointFacts(Stated):
+    """``joint: <group>``: what a table estimated jointly with others states
+    (:func:`dp.pipeline.kinds.tables.joint_planning.joint_facts`)."""
 
-    keys: tuple[str, ...]
+    group: str
+    tables: tuple[str, ...]
+    """The group's tables, this one among them."""
+    epsilon: float
+    """The group's epsilon (the sum of its tables')."""
+    epsilons: dict[str, float]
+    """Each table's own epsilon, as the ledger charges it."""
+    strategy: str
+    guarantee: str
+    """What is proven of the group, and of this table alone, in words."""
+
+
+class TableResult(Result):
+    """A published table's public account: its ``release.json`` details. Its
+    ``privacy_unit`` is the whole unit statement (:func:`dp.pipeline.units.unit_statement`)."""
+
+    key_columns: tuple[str, ...] = Field(alias="keys")
+    """The key columns (``keys`` in the file; not an attribute ``keys``, which Prefect, walking
+    a task's parameters, would take for a mapping's)."""
     key_policy: str
     dimensions: int
     """Key columns of the cells (a nested hierarchy's levels are one)."""
     groups: int
     rows: int
     measures: tuple[str, ...]
-    split: Mapping[str, float]
+    split: dict[str, float]
     split_rule: str
-    components: Mapping[str, JSON]
-    bounds: Mapping[str, list[float]]
+    components: dict[str, dict[str, JsonValue]]
+    """Each measured component's epsilon, sensitivity and noise (numbers and strings)."""
+    bounds: dict[str, list[float]]
     margins: bool
     rounding: str
     """``none``, or the controlled rounding: each rounded measure's base."""
     interval_method: str
     interval_level: float
-    privacy_unit: Mapping[str, JSON] | None = None
-    key_selection: Mapping[str, JSON] | None = None
+    key_selection: dict[str, JsonValue] | None = None
     """``keys: private``: the rule, its (epsilon, delta) and the keys it released."""
-    joint: Mapping[str, JSON] | None = None
+    joint: JointFacts | None = None
     """``joint: <group>``: the group, its tables, its epsilon and the guarantee."""
     precision: str = PRECISION_RULE
     """How many digits each published value carries (post-processing)."""
@@ -86,53 +95,8 @@ class TableResult:
     """How missing values are counted and measured (:data:`dp.tables.split.MISSING_RULE`)."""
     where: str | None = None
     """``where:``: the row filter, as written."""
-
-    def to_json(self) -> dict[str, JSON]:
-        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        out["keys"], out["measures"] = list(self.keys), list(self.measures)
-        out["split"], out["components"] = dict(self.split), dict(self.components)
-        out["bounds"] = dict(self.bounds)
-        if self.privacy_unit is None:
-            del out["privacy_unit"]
-        if self.key_selection is None:
-            del out["key_selection"]
-        if self.joint is None:
-            del out["joint"]
-        if self.suppression is None:
-            del out["suppression"]
-        if self.where is None:
-            del out["where"]
-        return out
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, JSON]) -> TableResult:
-        def floats(value: JSON) -> list[float]:
-            return [as_float(v) for v in as_list(value)]
-
-        return cls(
-            keys=as_strs(data["keys"]),
-            key_policy=as_str(data["key_policy"]),
-            dimensions=as_int(data["dimensions"]),
-            groups=as_int(data["groups"]),
-            rows=as_int(data["rows"]),
-            measures=as_strs(data["measures"]),
-            split={k: as_float(v) for k, v in as_object(data["split"]).items()},
-            split_rule=as_str(data["split_rule"]),
-            components=as_object(data["components"]),
-            bounds={k: floats(v) for k, v in as_object(data["bounds"]).items()},
-            margins=bool(data["margins"]),
-            rounding=as_str(data["rounding"]),
-            interval_method=as_str(data["interval_method"]),
-            interval_level=as_float(data["interval_level"]),
-            privacy_unit=as_object_or_none(data.get("privacy_unit")),
-            key_selection=as_object_or_none(data.get("key_selection")),
-            joint=as_object_or_none(data.get("joint")),
-            precision=as_str(data.get("precision", PRECISION_RULE)),
-            quality=as_str(data.get("quality", "")),
-            suppression=None if data.get("suppression") is None else as_str(data["suppression"]),
-            missing_values=as_str(data.get("missing_values", "")),
-            where=None if data.get("where") is None else as_str(data["where"]),
-        )
+    counted_rows: str | None = None
+    """Under a privacy unit: which rows a count counts (those contribution bounding kept)."""
 
 
 def rounding_note(design: TableDesign, answers: pd.DataFrame) -> str:

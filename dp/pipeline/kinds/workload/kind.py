@@ -15,8 +15,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,16 +42,13 @@ from dppub.dp.pipeline.kinds.base import (
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float_or_none,
     scan_one,
 )
-from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
-from dppub.dp.pipeline.units import bounding_for
-
-if TYPE_CHECKING:
-    from dppub.dp.pipeline.html.sections import Section
+from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.workload.item import WorkloadModel
 from dppub.dp.pipeline.kinds.workload.result import MAX_INTERVAL_CELLS, NO_INTERVALS, WorkloadResult
+from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
+from dppub.dp.pipeline.units import bounding_for
 
 __all__ = ["WorkloadKind", "WorkloadSpec"]
 
@@ -162,6 +158,17 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     label = "workload"
     many = True
     model = WorkloadModel
+    result = WorkloadResult
+    plots = "workload_plot"
+    previews = (
+        Preview(
+            file="answers.csv",
+            columns=("label", "answer", "std_error", "ci_low", "ci_high"),
+            what=": the answers, with their standard errors and intervals",
+            error=("std_error",),
+            rounded=("answer", "std_error", "ci_low", "ci_high"),
+        ),
+    )
 
     def plan(self, cfg: PipelineConfig, item: WorkloadModel) -> ReleasePlan[WorkloadSpec]:
         axes = tuple(
@@ -281,20 +288,19 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             svd_bound_rmse=float(result.svd_bound_rmse),
             noise=spec.noise,
             noise_scale=float(result.noise_scale),
-            intervals=NO_INTERVALS if intervals is None else intervals.describe(),
+            **(NO_INTERVALS if intervals is None else intervals.describe()),
             zcdp_rho=rho,
             accounting=accounting,
         )
         # The unit-level sensitivity: a unit moves up to m cells' counts by one each.
-        return Executed.of(released, sensitivity=float(result.sensitivity))
+        return Executed(result=released, sensitivity=float(result.sensitivity))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = WorkloadResult.from_json(summary.details)
-        level = as_float_or_none(r.intervals.get("interval_level"))
+        r = summary.result_as(WorkloadResult)
         intervals = (
-            f"Each answer has a {100 * level:g}% interval ({r.intervals['interval_method']})"
-            if level is not None
-            else f"No intervals ({r.intervals.get('interval_method', 'none')})"
+            f"Each answer has a {100 * r.interval_level:g}% interval ({r.interval_method})"
+            if r.interval_level is not None
+            else f"No intervals ({r.interval_method})"
         )
         return [
             f"{r.queries} queries over {r.cells} cells; strategy `{r.strategy}`, "
@@ -303,10 +309,3 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             f"(SVD lower bound for any strategy: {r.svd_bound_rmse:.4g}). {intervals} in "
             "`answers.csv`."
         ]
-
-    def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
-        from dppub.dp.pipeline.kinds.workload.plot import (
-            workload_plot,  # matplotlib: only when a report is drawn
-        )
-
-        return workload_plot(summary, WorkloadResult.from_json(summary.details), folder)

@@ -36,6 +36,7 @@ from dppub.dp.pipeline.kinds.base import (
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
+    Result,
     Scan,
     scan_one,
 )
@@ -58,6 +59,12 @@ class CountSpec:
     axis: Axis
 
 
+class CountResult(Result):
+    """What ``release.json`` states about a noisy count."""
+
+    count: float
+
+
 Counts = npt.NDArray[np.float64]
 
 
@@ -66,6 +73,7 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
     label = "count"
     many = True
     model = CountModel
+    result = CountResult
 
     def plan(self, cfg: PipelineConfig, item: CountModel) -> ReleasePlan[CountSpec]:
         axis = histogram_axis(cfg, item.name, item.column, bins=None, level=None)
@@ -91,10 +99,10 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
         m = plan.bounding.rows_per_unit  # a unit adds up to m rows
         noisy = float(laplace(float(exact.sum()), sensitivity=m, epsilon=plan.cost.epsilon))
         out.write_json(plan.name, "count.json", {"count": noisy})
-        return Executed(details={"count": noisy}, sensitivity=float(m))
+        return Executed(result=CountResult(count=noisy), sensitivity=float(m))
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        return [f"A noisy row count: {summary.details['count']:.1f} (in `count.json`)."]
+        return [f"A noisy row count: {summary.result_as(CountResult).count:.1f} (in `count.json`)."]
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         return f"  rows that have {described['column']}"

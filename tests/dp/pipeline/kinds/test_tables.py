@@ -15,6 +15,7 @@ import yaml
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
 from dppub.dp.numerics.fixedpoint import float_allowance
+from dppub.dp.pipeline.kinds.tables.result import TableResult
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.tables.quantiles import RANK_ROUNDINGS
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
@@ -170,17 +171,18 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     assert (plan.bounding.rows_per_unit, plan.bounding.partition) == (3, "race")
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
-    components = summary.details["components"]
+    components = summary.result_as(TableResult).components
     # m rows of one unit, each adding v - lo and hi - v (98 in all) to the count and sum pair
     pair = components["count(hours)+centred_sum(hours)"]
     assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
-    unit = summary.details["privacy_unit"]
-    assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (
+    unit = summary.result_as(TableResult).privacy_unit
+    assert unit is not None
+    assert (unit.column, unit.max_rows_per_unit, unit.max_partitions_per_unit) == (
         "household",
         3,
         2,
     )
-    assert "for all the rows one unit may contribute (3)" in unit["note"]
+    assert "for all the rows one unit may contribute (3)" in unit.note
     assert "household" in summary.neighbours
 
 
@@ -318,7 +320,7 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
             at_most = int((rows["hours"] <= row["answer"]).sum())
             assert below - 6 * 44.2 <= len(rows) / 2 <= at_most + 6 * 44.2
     (summary,) = published.summaries
-    cdf = summary.details["components"]["cdf(hours)"]
+    cdf = summary.result_as(TableResult).components["cdf(hours)"]
     assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
 
 
@@ -389,7 +391,7 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     assert count["expected_rmse"] > 1e6 and quantile["expected_rmse"] > 1e6
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
-    assert summary.details["rows"] == 4  # two groups, count and one quantile
+    assert summary.result_as(TableResult).rows == 4  # two groups, count and one quantile
 
 
 QUANTILE = {"quantile": "age", "at": [0.5]}

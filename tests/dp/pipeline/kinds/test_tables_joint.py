@@ -14,6 +14,7 @@ import pytest
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.tables.result import TableResult
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.test_tables import _config
 from tests.dp.pipeline.published_run import publish_in_process
@@ -108,7 +109,8 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         assert fact["missing"]["noise_scale"] == pytest.approx(
             fact["missing"]["sensitivity"] / fact["epsilon"]
         )
-        assert summaries[name].details["joint"]["group"] == "people"
+        joint_result = summaries[name].result_as(TableResult).joint
+        assert joint_result is not None and joint_result.group == "people"
         notes = openpyxl.load_workbook(folder / name / "answers.xlsx")["Notes"]
         guarantee = {r[0].value: r[1].value for r in notes.iter_rows()}["Guarantee"]
         assert guarantee.startswith("epsilon 1 (its joint group's), delta 0: differential")

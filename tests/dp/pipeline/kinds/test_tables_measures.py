@@ -156,9 +156,7 @@ def test_where_filters_rows_before_the_bound_and_plan_shows_it(
     # count_distinct's sensitivity: a unit reaches at most min(max_partitions_per_unit,
     # max_rows_per_unit) races
     assert details["components"]["distinct"]["sensitivity"] == pytest.approx(5.0, rel=1e-4)
-    assert (
-        "a count counts the rows contribution bounding kept" in (details["privacy_unit"]["counts"])
-    )
+    assert "a count counts the rows contribution bounding kept" in details["counted_rows"]
     assert "a count counts the rows contribution bounding kept" in (
         (folder / "report.md").read_text()
     )
