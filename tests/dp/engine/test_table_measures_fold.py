@@ -192,3 +192,25 @@ def test_every_engine_gives_the_same_bits_with_missing_values_and_a_filter(
     assert streamed.counts.sum() == len(kept)
     assert streamed.present["hours"].sum() == kept["hours"].notna().sum() < len(kept)
     assert streamed.present["income"].sum() == kept["income"].notna().sum()
+
+
+def test_every_engine_counts_the_same_distinct_units(tmp_path: Path) -> None:
+    from dppub.dp.schema import ColumnSpec, TableSchema
+
+    schema = TableSchema(
+        columns=(*SCHEMA.columns, ColumnSpec(name="person", type="string", unit=True))
+    )
+    frame = generate.make_census(600, 3)
+    frame["person"] = [f"p{i % 97}" for i in range(600)]
+    frame.iloc[:250].to_parquet(tmp_path / "a.parquet", index=False, row_group_size=64)
+    frame.iloc[250:].to_parquet(tmp_path / "b.parquet", index=False, row_group_size=64)
+    agg = TableSumsAggregate(axes=AGG.axes, unit="person", max_groups=2)
+    streamed = StreamingBackend(batch_size=50).run(agg, tmp_path, schema)
+    dask = DaskBackend(batch_size=70).run(agg, tmp_path, schema)
+    assert streamed.distinct is not None and dask.distinct is not None
+    assert streamed.distinct.tobytes() == dask.distinct.tobytes()
+    # each person counted in at most 2 races, once per race
+    per_race = frame.groupby("race")["person"].nunique()
+    races_per_person = frame.groupby("person")["race"].nunique()
+    assert streamed.distinct.sum() == races_per_person.clip(upper=2).sum()
+    assert (streamed.distinct <= per_race.reindex(RACES, fill_value=0).to_numpy()).all()
