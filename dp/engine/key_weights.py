@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from dppub.dp.engine.batches import Batch
+from dppub.dp.engine.row_filter import RowFilter
 from dppub.dp.engine.unit_bounding import UnitBound
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.tables.keys import GRID, KeyWeights, unit_weight
@@ -83,6 +84,8 @@ class KeyWeightsAggregate:
     complete: tuple[str, ...] = ()
     """Further columns a row must have to count (a table's measured columns: the selection
     reads the rows its measures read)."""
+    where: RowFilter | None = None
+    """A ``where:`` filter: only the rows it keeps count."""
 
     def __post_init__(self) -> None:
         if not self.by:
@@ -91,13 +94,16 @@ class KeyWeightsAggregate:
     @property
     def columns(self) -> tuple[str, ...]:
         extra = () if self.unit is None else (self.unit.column,)
-        return tuple(dict.fromkeys((*self.by, *extra, *self.complete)))
+        where = () if self.where is None else self.where.columns
+        return tuple(dict.fromkeys((*self.by, *extra, *self.complete, *where)))
 
     def empty(self) -> _Acc:
         return _Acc()
 
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
         """Row-level: add the batch's rows per key. Unit: add its distinct (unit, key) pairs."""
+        if self.where is not None:
+            batch = batch.take(self.where.keep(batch))
         if batch.num_rows == 0:
             return acc
         keys = key_labels(batch, self.by)

@@ -46,6 +46,7 @@ import pandas as pd
 
 from dppub.dp.engine.aggregate import Aggregate, Backend, fold
 from dppub.dp.engine.batches import Batch, Mask
+from dppub.dp.engine.row_filter import RowFilter
 from dppub.dp.errors import InvariantError
 from dppub.dp.schema import TableSchema
 
@@ -98,10 +99,18 @@ class UnitBound:
     """The columns whose values key each row's priority (the run's columns)."""
     key: int = field(default_factory=lambda: fresh_key(), repr=False)  # looked up per call
     """The run's secret hash key (OS randomness; never stored or published)."""
+    where: RowFilter | None = None
+    """A release's row filter: rows it does not keep are left out before the bound (so they
+    spend none of it); it reads one row, so neighbours stay one unit apart."""
 
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.column,) if self.partition is None else (self.column, self.partition)
+
+    def kept(self, batch: Batch) -> Mask:
+        """Rows with a unit (and partition) that the filter keeps: the rows bounded."""
+        present = batch.present(self.columns)
+        return present if self.where is None else present & self.where.keep(batch)
 
     def units(self, batch: Batch) -> U64:
         """Each row's unit, hashed under the run's key (rows must be complete in the column):
@@ -310,7 +319,8 @@ class BoundingAggregate:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*self.bound.columns, *self.bound.content)))
+        where = () if self.bound.where is None else self.bound.where.columns
+        return tuple(dict.fromkeys((*self.bound.columns, *self.bound.content, *where)))
 
     def empty(self) -> _Rows:
         return _Rows()
@@ -320,7 +330,7 @@ class BoundingAggregate:
             return acc
         if batch.rows is None:
             raise InvariantError("bounding a privacy unit needs each row's position")
-        present = batch.present(self.bound.columns)
+        present = self.bound.kept(batch)  # a row the filter drops is left out, never read
         if not present.all():
             acc.unitless.append(batch.rows[~present])
         rows = batch.take(present)

@@ -23,7 +23,7 @@ from dppub.dp.publication import Staging
 __all__ = ["compute_release", "shared_scan"]
 
 
-Filters = Mapping[tuple[str | None, str | None], UnitFilter]
+Filters = Mapping[tuple[str | None, ...], UnitFilter]
 
 
 def shared_scan(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.engine import TableSource
+from dppub.dp.engine.row_filter import RowFilter
 from dppub.dp.engine.unit_bounding import (
     Bounded,
     BoundedBackend,
@@ -87,6 +88,9 @@ class Bounding:
     bounded: bool = True
     """False: neighbours differ by all rows of one unit, and the release reads them all (it
     counts each unit once whatever its rows: the rows-per-unit histogram)."""
+    where: RowFilter | None = None
+    """A table's ``where:`` filter: only the rows it keeps are bounded (and read), so a unit's
+    bound is spent on the rows the release uses; removing a unit still changes only its rows."""
 
     @property
     def neighbours(self) -> str:
@@ -105,32 +109,38 @@ class Bounding:
         return row_level_cost(unit_level, self.rows_per_unit)
 
     @property
-    def key(self) -> tuple[str | None, str | None]:
+    def key(self) -> tuple[str | None, ...]:
         """Releases with the same key share one row selection (an unbounded one: none)."""
-        return (self.unit, self.partition) if self.bounded else (None, None)
+        if not self.bounded:
+            return None, None, None
+        return self.unit, self.partition, None if self.where is None else self.where.text
 
 
-def bounding_for(cfg: PipelineConfig, partition: str | None = None) -> Bounding:
-    """The bounding a release of ``cfg`` gets (``partition``: its partition column)."""
+def bounding_for(
+    cfg: PipelineConfig, partition: str | None = None, where: RowFilter | None = None
+) -> Bounding:
+    """The bounding a release of ``cfg`` gets (``partition``: its partition column;
+    ``where``: its row filter, applied before the bound)."""
     ds = cfg.dataset
     if ds.privacy_unit is None:
-        return Bounding()
+        return Bounding(where=where)
     return Bounding(
         rows_per_unit=ds.max_rows_per_unit or 1,
         unit=ds.privacy_unit,
         max_partitions=ds.max_partitions_per_unit,
         partition=partition,
+        where=where,
     )
 
 
 def unit_filters(
     boundings: list[Bounding], source: TableSource, columns: Sequence[str]
-) -> dict[tuple[str | None, str | None], UnitFilter]:
+) -> dict[tuple[str | None, ...], UnitFilter]:
     """One bounding pass over ``source`` for every distinct row selection the releases need;
     ``columns``: the run's columns, whose values key each row's priority."""
     from dppub.dp.engine import Fused
 
-    wanted: dict[tuple[str | None, str | None], UnitBound] = {}
+    wanted: dict[tuple[str | None, ...], UnitBound] = {}
     for b in boundings:
         if b.unit is not None and b.bounded and b.key not in wanted:
             wanted[b.key] = UnitBound(
@@ -139,6 +149,7 @@ def unit_filters(
                 max_partitions=b.max_partitions,
                 partition=b.partition,
                 content=tuple(columns),
+                where=b.where,
             )
     if not wanted:
         return {}

@@ -51,7 +51,7 @@ from dppub.dp.matrix.variance import query_variance_factors
 from dppub.dp.matrix.workload import FloatArray, Workload
 from dppub.dp.tables.cells_and_margins import Linear
 from dppub.dp.tables.split import Component
-from dppub.dp.tables.table import measure_components
+from dppub.dp.tables.table import measure_components, with_count
 
 __all__ = [
     "MAX_JOINT_CELLS",
@@ -299,6 +299,7 @@ def measure_group(
     centred: Mapping[str, npt.ArrayLike],
     *,
     rng: np.random.Generator | None = None,
+    extra: Mapping[str, npt.ArrayLike] | None = None,
 ) -> dict[str, FloatArray]:
     """Draw the group's one measurement and reconstruct it: the estimate over the group's
     cells of each vector (``count``, ``centred_sum(col)``), what every member reads, and its
@@ -313,6 +314,7 @@ def measure_group(
         centred,
         group=joint.group_rows,
         rng=rng,
+        extra=extra,
     )
     out: dict[str, FloatArray] = {}
     for name, lin in linear.items():
@@ -343,7 +345,7 @@ def member_rows(joint: Joint, estimates: Mapping[str, FloatArray]) -> dict[str, 
             sensitivity=float(estimates[f"{name}:sensitivity"]),
             strategy=strategy.name,
         )
-    return out
+    return with_count(out)
 
 
 def row_variances(joint: Joint, k: int) -> tuple[FloatArray, FloatArray]:

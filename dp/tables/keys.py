@@ -150,10 +150,25 @@ def threshold_probabilities(epsilon: float, delta: float) -> tuple[float, ...]:
         raise ConfigError(f"private keys need delta > 0, got {delta!r}")
     d = dl * (1.0 - _SLACK)
     up, down = math.exp(eps), math.exp(-eps)
+    e = Fraction(up) * (1 - Fraction(1, 1 << 50))  # as threshold_delta checks it
     probs = [0.0]
     while probs[-1] < 1.0:
         q = probs[-1]
-        probs.append(min(up * q + d, 1.0 - down * (1.0 - q - d), 1.0))
+        p = min(up * q + d, 1.0 - down * (1.0 - q - d), 1.0)
+        # The probabilities the sampler draws (_drawn) differ from the floats by up to a step
+        # of 1.0 (1.1e-16), which e^eps magnifies beyond delta's slack at a large epsilon (at
+        # 20, by 1.3%; at 40 / 3, by 0.004%; old code then refused the rule: an internal
+        # error). Cap p exactly: both conditions on the drawn pair bound p from above.
+        a = _drawn(q)
+        cap = min(e * a + Fraction(dl), 1 - ((1 - a) - Fraction(dl)) / e)
+        if _drawn(p) > cap:
+            p = max(q, min(p, float(cap)))
+            while p > q and _drawn(p) > cap:
+                # one step down of what is drawn: below 1/2 that is 1 - fl(1 - p), whose
+                # steps are 1.0's, not p's
+                p = math.nextafter(p, 0.0) if p >= 0.5 else 1.0 - math.nextafter(1.0 - p, 2.0)
+            p = max(p, q)
+        probs.append(p)
     return tuple(probs)
 
 

@@ -57,7 +57,14 @@ def office_table(
     """Round, flag and withhold ``answers`` (module doc); ``design`` says which rows are
     counts, which were rounded under control and a quantile column's grid."""
     measure = answers["measure"].to_numpy(str)
-    counts = measure == "count"
+    counts = np.isin(
+        measure,
+        [
+            m.labels()[0]
+            for m in design.measures
+            if m.kind in ("count", "count_present", "count_distinct")
+        ],
+    )
     controlled = [m.labels()[0] for m in design.measures if m.kind in ("count", "sum")]
     fixed = np.isin(measure, controlled) & design.integer
     resolution = np.full(len(answers), np.nan)

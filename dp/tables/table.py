@@ -1,20 +1,24 @@
 """A statistical table from its exact aggregates: every measure per group, with intervals.
 
 What each measure is read from and how epsilon is split: :mod:`dp.tables.split`; counts and
-centred sums over cells and margins: :mod:`dp.tables.cells_and_margins`; quantiles:
+centred sums over cells and margins: :mod:`dp.tables.cells_and_margins` (the components
+measured: :mod:`dp.tables.components`); quantiles:
 :mod:`dp.tables.quantiles`; controlled rounding: :mod:`dp.tables.rounding`. From the components:
 
 * the count and a centred sum measured together (:mod:`dp.tables.split`) are read off as if
   measured apart (:func:`dp.tables.cells_and_margins.measure_count_and_sum`);
 * ``count`` = the count component's rows (non-negative; with ``round:`` multiples of the base
-  that still add up);
-* ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: the count's, before
-  rounding; with ``round:`` multiples of :func:`dp.tables.rounding.sum_base` that add up);
+  that still add up); ``count(col)`` and ``count_distinct`` likewise from theirs (not rounded
+  under control);
+* ``sum(col)`` = ``S + mid N`` (``S``: the centred sum's rows, ``N``: ``count(col)``'s, the
+  rows where ``col`` is present (:data:`dp.tables.split.MISSING_RULE`), before rounding;
+  with ``round:`` multiples of :func:`dp.tables.rounding.sum_base` that add up);
   its noise standard deviation is ``sqrt(se_S^2 + mid^2 se_N^2)`` (uncorrelated noises:
   independent, or, measured together, ``L (e_a + e_b) / (2 half)`` and
   ``L (e_a - e_b) / 2`` for one linear ``L`` and i.i.d. ``e_a``, ``e_b``);
 * ``mean(col)`` = ``S / max(N, 1) + mid``, clamped to ``[lo, hi]``; its standard error is the
   delta method's ``sqrt(se_S^2 + (S / N)^2 se_N^2) / max(N, 1)``;
+* ``variance(col)``, ``std(col)``: :mod:`dp.tables.spread`;
 * sums and means get ``+- k se`` intervals (``k`` the Laplace-safe 95% multiplier, which covers
   a single Laplace variable and any sum of them), a mean's clamped to the bounds.
 
@@ -33,8 +37,14 @@ import pandas as pd
 from dppub.dp import matrix
 from dppub.dp.matrix.cache import cached_select_strategy
 from dppub.dp.matrix.least_squares_intervals import laplace_multiplier
-from dppub.dp.numerics.fixedpoint import float_allowance
-from dppub.dp.tables.cells_and_margins import Linear, measure_count_and_sum, measure_linear
+from dppub.dp.tables.cells_and_margins import Linear
+from dppub.dp.tables.components import (
+    INTERVAL_LEVEL,
+    component_facts,
+    measure_components,
+    row_bound,
+    with_count,
+)
 from dppub.dp.tables.margins import Dimension, Published, published_rows
 from dppub.dp.tables.quantiles import (
     QUANTILE_INTERVAL_COVERS,
@@ -45,8 +55,10 @@ from dppub.dp.tables.quantiles import (
 )
 from dppub.dp.tables.rounding import round_to_base, sum_base
 from dppub.dp.tables.split import Component, Measure
+from dppub.dp.tables.spread import spread_rows
 
 __all__ = [
+    "INTERVAL_LEVEL",
     "TableDesign",
     "TableRelease",
     "component_facts",
@@ -55,10 +67,10 @@ __all__ = [
     "row_bound",
     "table_mechanism",
     "table_strategy",
+    "with_count",
 ]
 
 FloatArray = npt.NDArray[np.float64]
-INTERVAL_LEVEL = 0.95
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +94,9 @@ class TableDesign:
     base: int = 1
     group: int = 1
     """Rows a unit may contribute (1: neighbours differ by one row)."""
+    distinct_group: int = 1
+    """Cells a unit may have a row in (``count_distinct``'s sensitivity,
+    :func:`dp.tables.spread.distinct_bound`)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -143,19 +158,26 @@ def release_table(
     *,
     rng: np.random.Generator | None = None,
     measured: tuple[Mapping[str, Linear], Mapping[str, object]] | None = None,
+    extra: Mapping[str, npt.ArrayLike] | None = None,
 ) -> TableRelease:
     """Draw every component's noise and read the measures off them (module doc); with
     ``measured``, the count and centred sums over the published rows were measured already,
-    with their components' facts (a joint table's, :mod:`dp.tables.joint`)."""
+    with their components' facts (a joint table's, :mod:`dp.tables.joint`). ``extra``: the
+    other vectors by name (``count(col)``, ``centred_square(col)``, ``distinct``)."""
     published = design.rows()
     if measured is None:
-        linear, facts = _measure_linear(design, published, counts, centred, rng)
+        linear, facts = _measure_linear(design, published, counts, centred, rng, extra)
     else:
         linear, facts = dict(measured[0]), dict(measured[1])
+    linear = with_count(linear)
     frames: list[pd.DataFrame] = []
     for m in design.measures:
         if m.kind == "quantile":
             frames.extend(_quantile_frames(design, m, histograms[m.column or ""], facts, rng))
+        elif m.kind in ("variance", "std"):
+            lo, hi = design.bounds[m.column or ""]
+            rows = spread_rows(m.kind, m.column or "", lo, hi, linear, INTERVAL_LEVEL)
+            frames.append(_frame(design.keys, published.labels, m.labels()[0], *rows))
         else:
             rows = _linear_rows(design, published, m, linear)
             frames.append(_frame(design.keys, published.labels, m.labels()[0], *rows))
@@ -168,6 +190,7 @@ def _measure_linear(
     counts: npt.ArrayLike,
     centred: Mapping[str, npt.ArrayLike],
     rng: np.random.Generator | None,
+    extra: Mapping[str, npt.ArrayLike] | None,
 ) -> tuple[dict[str, Linear], dict[str, object]]:
     """The count and centred sums over the cells and margins (one strategy), by ``count`` and
     ``centred_sum(col)``, and each component's public facts."""
@@ -180,84 +203,10 @@ def _measure_linear(
         centred,
         group=design.group,
         rng=rng,
+        extra=extra,
+        distinct_group=design.distinct_group,
     )
     return linear, component_facts(design.components, linear)
-
-
-def measure_components(
-    components: Sequence[Component],
-    bounds: Mapping[str, tuple[float, float]],
-    workload: matrix.Workload,
-    strategy: matrix.Strategy,
-    counts: npt.ArrayLike,
-    centred: Mapping[str, npt.ArrayLike],
-    *,
-    group: int,
-    rng: np.random.Generator | None,
-) -> dict[str, Linear]:
-    """Every count and sum component (quantiles' ``cdf`` aside) measured through ``strategy``,
-    by vector: ``count``, ``centred_sum(col)`` (a pair gives both)."""
-    out: dict[str, Linear] = {}
-    for c in components:
-        if c.kind == "cdf":
-            continue
-        half = row_bound(c, bounds)
-        values = counts if c.kind == "count" else centred[c.column or ""]
-        if c.kind == "count_sum":
-            out["count"], out[f"centred_sum({c.column})"] = measure_count_and_sum(
-                workload,
-                strategy,
-                counts,
-                values,
-                epsilon=c.epsilon,
-                half=half,
-                group=group,
-                rng=rng,
-            )
-            continue
-        out[c.name] = measure_linear(
-            workload,
-            strategy,
-            values,
-            epsilon=c.epsilon,
-            # a centred sum is its exact sum rounded once (fl(S)): one rounding's allowance
-            row_sensitivity=half * (1.0 + float_allowance(1 if c.kind == "centred_sum" else 0)),
-            group=group,
-            nonneg=c.kind == "count",
-            rng=rng,
-        )
-    return out
-
-
-def component_facts(
-    components: Sequence[Component], linear: Mapping[str, Linear]
-) -> dict[str, object]:
-    """Each count and sum component's public facts (``release.json``'s ``components``): its
-    epsilon, the measurement's sensitivity, its Laplace scale (``sensitivity / epsilon``; a
-    pair's: of ``a`` and ``b``) and the strategy."""
-    out: dict[str, object] = {}
-    for c in components:
-        if c.kind == "cdf":
-            continue
-        lin = linear["count" if c.kind == "count_sum" else c.name]
-        out[c.name] = {
-            "epsilon": c.epsilon,
-            "sensitivity": lin.sensitivity,
-            "noise_scale": lin.sensitivity / c.epsilon,
-            "strategy": lin.strategy,
-        }
-    return out
-
-
-def row_bound(c: Component, bounds: Mapping[str, tuple[float, float]]) -> float:
-    """A row's declared bound on a component's vector: 1 for a count, ``half`` for a centred sum
-    or a pair (measured as ``v - lo``, ``hi - v``); the float roundings' allowances are added
-    where the vectors are computed (:func:`measure_components`,
-    :func:`dp.tables.cells_and_margins.measure_count_and_sum`)."""
-    if c.kind == "count":
-        return 1.0
-    lo, hi = bounds[c.column or ""]
-    return (hi - lo) / 2.0
 
 
 Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
@@ -269,7 +218,14 @@ def _linear_rows(
 ) -> Rows:
     """A count, sum or mean over the published rows (module doc)."""
     k = float(laplace_multiplier(INTERVAL_LEVEL))
-    count = linear.get("count")
+    if m.kind in ("count_present", "count_distinct"):
+        name = m.labels()[0].replace("count_distinct", "distinct")
+        own = linear[name] if name in linear else linear["count"]  # never missing: the count
+        answer = own.answers
+        low = np.clip(answer - own.half_width, 0.0, None)
+        return answer, own.std_error, low, answer + own.half_width
+    # a column never missing has no count of its own: its count is the table's
+    count = linear.get(f"count({m.column})", linear.get("count"))
     size = len(published.labels)
     n_ans = count.answers if count is not None else np.zeros(size)
     n_se = count.std_error if count is not None else np.zeros(size)

@@ -462,3 +462,40 @@ def test_labels_whose_hashes_collide_are_two_partitions(
         rows = frame.drop(index=dropped.dropped)
         assert rows.groupby("person")["group"].nunique().max() == p  # each unit has 12 labels
         assert rows.groupby("person").size().max() <= 8
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    people=st.lists(st.sampled_from(["p0", "p1", "p2", "p3"]), min_size=1, max_size=40),
+    ages=st.lists(st.integers(0, 9), min_size=40, max_size=40),
+    m=st.integers(1, 3),
+    victim=st.sampled_from(["p0", "p1", "p2", "p3"]),
+)
+def test_a_where_filter_is_applied_before_the_bound_and_keeps_units_apart(
+    tmp_path_factory: pytest.TempPathFactory,
+    people: list[str],
+    ages: list[int],
+    m: int,
+    victim: str,
+) -> None:
+    # where: age >= 5 (issue 37): a unit's m rows are chosen among the rows the filter keeps
+    # (each unit reads min(m, its kept rows)), no filtered-out row is ever read, and removing
+    # one unit leaves every other unit's rows as they were: the neighbour relation is one unit.
+    from dppub.dp.engine.row_filter import parse_filter
+
+    tmp = tmp_path_factory.mktemp("where")
+    where = parse_filter("age >= 5", SCHEMA)
+    rows = [(p, a, "abc"[a % 3]) for p, a in zip(people, ages, strict=False)]
+    bound = UnitBound(column="person", max_rows=m, content=COLUMNS, key=31, where=where)
+    full = _bounded_rows(_write(tmp, _table(rows), "full.parquet"), bound)
+    less_rows = [r for r in rows if r[0] != victim]
+    less = _bounded_rows(_write(tmp, _table(less_rows), "less.parquet"), bound)
+    assert (full["age"] >= 5).all()
+    for p in set(people):
+        passing = sum(1 for r in rows if r[0] == p and r[1] >= 5)
+        assert (full["person"] == p).sum() == min(m, passing)
+    others = full[full["person"] != victim]
+    assert sorted(map(tuple, others.to_numpy().tolist())) == sorted(
+        map(tuple, less.to_numpy().tolist())
+    )

@@ -58,20 +58,22 @@ CASES: list[tuple[str, Edit, str]] = [
     (
         "a measure that does not exist",
         lambda r: r["tables"][0].update(measures=["count", {"avg": "income"}]),
-        "tables.0.measures.1: expected one of 'count', {sum: ...}, {mean: ...}, "
-        "{quantile: ..., at: ...}; got {'avg': 'income'}",
+        "tables.0.measures.1: expected one of 'count', 'count_distinct', {count: ...}, {sum: ...}, "
+        "{mean: ...}, {variance: ...}, {std: ...}, {quantile: ..., at: ...}; got {'avg': 'income'}",
     ),
     (
         "a misspelt measure",
         lambda r: r["tables"][0].update(measures=["cnt"]),
-        "tables.0.measures.0: expected one of 'count', {sum: ...}, {mean: ...}, "
-        "{quantile: ..., at: ...}; got 'cnt' (did you mean 'count'?)",
+        "tables.0.measures.0: expected one of 'count', 'count_distinct', {count: ...}, {sum: ...}, "
+        "{mean: ...}, {variance: ...}, {std: ...}, {quantile: ..., at: ...}; got 'cnt' "
+        "(did you mean 'count'?)",
     ),
     (
         "a misspelt measure name in a mapping",
         lambda r: r["tables"][0].update(measures=[{"sume": "income"}]),
-        "tables.0.measures.0: expected one of 'count', {sum: ...}, {mean: ...}, "
-        "{quantile: ..., at: ...}; got {'sume': 'income'} (did you mean 'sum'?)",
+        "tables.0.measures.0: expected one of 'count', 'count_distinct', {count: ...}, {sum: ...}, "
+        "{mean: ...}, {variance: ...}, {std: ...}, {quantile: ..., at: ...}; got "
+        "{'sume': 'income'} (did you mean 'sum'?)",
     ),
     (
         "a key no alternative knows, with nothing near",

@@ -143,7 +143,7 @@ def test_the_group_draw_states_the_sensitivity_it_was_calibrated_to(rows: int) -
     centred = {"x": rng.uniform(-5.0, 5.0, n) * counts}
     mean = measure_group(_joint(members, 0, [Measure("mean", "x")], rows), counts, centred, rng=rng)
     expected = rows * 10.0 * joint.strategy.sensitivity
-    assert float(mean["count:sensitivity"]) == pytest.approx(expected, rel=1e-4)
+    assert float(mean["count(x):sensitivity"]) == pytest.approx(expected, rel=1e-4)
     alone = measure_group(joint, counts, {}, rng=rng)
     assert float(alone["count:sensitivity"]) == rows * certified_sensitivity(joint.strategy)
 

@@ -114,3 +114,13 @@ def test_release_grade_draws_come_from_opendp() -> None:
     for rule in (key_rule(1.0, 1e-6), key_rule(0.5, 1e-6, 4)):
         kept = select_keys(_weights([0, 1000]), rule)
         assert kept.tolist() == [False, True]
+
+
+@pytest.mark.parametrize(("epsilon", "m"), [(20.0, 1), (40.0, 3), (100.0, 1), (300.0, 7)])
+def test_a_large_epsilon_gets_a_threshold_rule_within_its_delta(epsilon: float, m: int) -> None:
+    # Old code: InvariantError "threshold rule spends delta 1.013e-06 > 1e-06" at epsilon 20
+    # (and 1.00004e-06 at 40 / 3): the drawn probabilities near 0 and 1 differ from the floats
+    # by a step of 1.0, which e^epsilon magnifies beyond delta's slack; they are capped exactly.
+    rule = key_rule(epsilon, 1e-6, m, "threshold")
+    assert threshold_delta(rule.probabilities, epsilon / m) * m <= 1e-6
+    assert rule.probabilities[-1] == 1.0 and list(rule.probabilities) == sorted(rule.probabilities)

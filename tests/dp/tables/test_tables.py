@@ -21,7 +21,8 @@ from dppub.dp.tables.table import TableDesign, release_table, table_strategy
 
 def test_a_mean_alone_measures_its_count_and_centred_sum_together() -> None:
     (pair,) = split_epsilon([Measure("mean", "x")], {"x": (0.0, 10.0)}, 1.0)
-    assert (pair.name, pair.epsilon) == ("count+centred_sum(x)", 1.0)
+    # its count is count(x), the rows where x is present
+    assert (pair.name, pair.epsilon) == ("count(x)+centred_sum(x)", 1.0)
 
     # Together, the mean's variance (half^2 + d^2 / 3) (2 / e)^2 in units of n^2: half that of
     # the equal split, 8 (half^2 + d^2 / 3) / e^2, and below the best separate split.
@@ -32,9 +33,11 @@ def test_a_mean_alone_measures_its_count_and_centred_sum_together() -> None:
 
 
 def test_separate_components_split_their_epsilon_by_cube_roots() -> None:
-    # Two columns: the count and each centred sum measured apart, epsilon by cube roots.
+    # Two columns, never missing: one count (both columns' count(col)) and each centred sum
+    # measured apart, epsilon by cube roots.
     measures = [Measure("mean", "x"), Measure("mean", "y")]
-    count, x, y = split_epsilon(measures, {"x": (0.0, 10.0), "y": (0.0, 1.0)}, 1.0)
+    bounds = {"x": (0.0, 10.0), "y": (0.0, 1.0)}
+    count, x, y = split_epsilon(measures, bounds, 1.0, frozenset({"x", "y"}))
     assert (count.name, x.name, y.name) == ("count", "centred_sum(x)", "centred_sum(y)")
     assert count.weight == pytest.approx(2.0 / 3.0)
     assert x.epsilon == pytest.approx(1.0 / (2.0 + (2.0 / 3.0) ** (1.0 / 3.0)))
@@ -44,9 +47,12 @@ def test_separate_components_split_their_epsilon_by_cube_roots() -> None:
         return (2.0 / 3.0) / (1.0 - 2.0 * e) ** 2 + 2.0 / e**2
 
     assert all(loss(x.epsilon) <= loss(e) for e in np.linspace(0.05, 0.45, 81))
+    # Columns that may be missing: each mean reads its own count(col), measured with its sum.
+    x, y = split_epsilon(measures, bounds, 1.0)
+    assert (x.name, y.name) == ("count(x)+centred_sum(x)", "count(y)+centred_sum(y)")
     # A sum whose count matters little is cheaper apart: (2 (w_n + w_s))^(1/3) > sum of roots.
     count, s = split_epsilon([Measure("sum", "z")], {"z": (-1.0, 1.2)}, 1.0)
-    assert (count.name, s.name) == ("count", "centred_sum(z)")
+    assert (count.name, s.name) == ("count(z)", "centred_sum(z)")
 
 
 def test_measures_share_components_and_their_epsilons_add_up() -> None:
@@ -59,9 +65,15 @@ def test_measures_share_components_and_their_epsilons_add_up() -> None:
     parts = split_epsilon(measures, {"x": (0.0, 10.0), "y": (0.0, 1.0)}, 2.0)
     assert [p.name for p in parts] == ["count+centred_sum(x)", "cdf(y)"]
     assert sum(p.epsilon for p in parts) == pytest.approx(2.0)
-    # count: 1 + (mid/half)^2 = 1 for the sum + 1/3 for the mean; centred sum: 2; together
-    # twice their sum; cdf: 1
-    assert [p.weight for p in parts] == pytest.approx([2.0 * (7.0 / 3.0 + 2.0), 1.0])
+    # count(x): (mid/half)^2 = 1 for the sum + 1/3 for the mean; centred sum: 2; together
+    # twice their sum; the count (1) read off count(x) and the rows missing x, in parallel:
+    # 3 times its weight; cdf: 1
+    assert [p.weight for p in parts] == pytest.approx([2.0 * (4.0 / 3.0 + 2.0) + 3.0, 1.0])
+    assert parts[0].rest and not parts[0].whole
+    # x never missing: count(x) is the count (1 + 1 + 1/3), with the sum in one pair
+    parts = split_epsilon(measures, {"x": (0.0, 10.0), "y": (0.0, 1.0)}, 2.0, frozenset("x"))
+    assert parts[0].whole and not parts[0].rest
+    assert parts[0].weight == pytest.approx(2.0 * (7.0 / 3.0 + 2.0))
     # A sum of a column centred on 0 needs no count.
     (only,) = split_epsilon([Measure("sum", "z")], {"z": (-1.0, 1.0)}, 1.0)
     assert (only.name, only.epsilon) == ("centred_sum(z)", 1.0)

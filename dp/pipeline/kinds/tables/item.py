@@ -29,8 +29,22 @@ class KeyModel(Model):
     bins: Integer | None = Field(default=None, ge=1, le=MAX_DOMAIN_CELLS)
 
 
+class CountModel(Model):
+    """``{count: col}``: the rows of the group where ``col`` is present."""
+
+    count: str = Field(min_length=1)
+
+
 class SumModel(Model):
     sum: str = Field(min_length=1)
+
+
+class VarianceModel(Model):
+    variance: str = Field(min_length=1)
+
+
+class StdModel(Model):
+    std: str = Field(min_length=1)
 
 
 class MeanModel(Model):
@@ -52,10 +66,21 @@ class QuantileModel(Model):
         return at
 
 
-MeasureModel = Literal["count"] | SumModel | MeanModel | QuantileModel
+MeasureModel = (
+    Literal["count", "count_distinct"]
+    | CountModel
+    | SumModel
+    | MeanModel
+    | VarianceModel
+    | StdModel
+    | QuantileModel
+)
 
 
 _MEASURE_MODELS: dict[str, type[Model]] = {
+    "count": CountModel,
+    "variance": VarianceModel,
+    "std": StdModel,
     "sum": SumModel,
     "mean": MeanModel,
     "quantile": QuantileModel,
@@ -112,6 +137,9 @@ class TableModel(Cost):
     """``keys: private``: the key selection rule by name, or ``auto`` (:mod:`dp.tables.keys`)."""
     joint: Name | None = None
     """Tables naming the same group are measured once, together (:mod:`dp.tables.joint`)."""
+    where: str | None = Field(default=None, min_length=1, max_length=2000)
+    """A row filter on declared columns (:mod:`dp.engine.row_filter`), applied to each row
+    before contribution bounding."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -164,6 +192,17 @@ class TableModel(Cost):
             raise ValueError(f"selection: {self.selection} chooses private keys; add keys: private")
         if self.key_policy == "private" and self.joint is not None:
             raise ValueError(f"joint: {self.joint} is for declared keys, not keys: private")
+        if self.where is not None and self.joint is not None:
+            raise ValueError(
+                f"where: filters one table; joint: {self.joint} measures its tables together"
+            )
+        if "count_distinct" in self.measures and (
+            self.margins or self.key_policy == "private" or self.joint is not None
+        ):
+            raise ValueError(
+                "count_distinct: distinct units do not add up over groups, so it takes no "
+                "margins, and it is for declared keys that are not joint"
+            )
         if self.suppress is not None and "count" not in self.measures:
             raise ValueError(
                 f"suppress: {{below: {self.suppress.below}}} withholds cells by their published "
@@ -203,8 +242,14 @@ class TableModel(Cost):
     def measure_list(self) -> tuple[Measure, ...]:
         out: list[Measure] = []
         for m in self.measures:
-            if m == "count":
-                out.append(Measure("count"))
+            if m in ("count", "count_distinct"):
+                out.append(Measure(m))
+            elif isinstance(m, CountModel):
+                out.append(Measure("count_present", m.count))
+            elif isinstance(m, VarianceModel):
+                out.append(Measure("variance", m.variance))
+            elif isinstance(m, StdModel):
+                out.append(Measure("std", m.std))
             elif isinstance(m, SumModel):
                 out.append(Measure("sum", m.sum))
             elif isinstance(m, MeanModel):

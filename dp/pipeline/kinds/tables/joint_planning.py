@@ -16,7 +16,7 @@ from dppub.dp.pipeline.kinds.base import (
     JSON,
 )
 from dppub.dp.pipeline.kinds.tables.item import TableModel
-from dppub.dp.pipeline.kinds.tables.planning import table_groups, table_partition
+from dppub.dp.pipeline.kinds.tables.planning import never_missing, table_groups, table_partition
 from dppub.dp.pipeline.limits import check_at_most
 from dppub.dp.pipeline.units import Bounding, bounding_for
 from dppub.dp.tables.joint import (
@@ -80,7 +80,12 @@ def plan_joint_group(
         item.joint or "",
         own,
         [t.name for t in members].index(item.name),
-        components=split_epsilon(measures, bounds, float(sum(t.epsilon for t in members))),
+        components=split_epsilon(
+            measures,
+            bounds,
+            float(sum(t.epsilon for t in members)),
+            never_missing(cfg, list(bounds)),
+        ),
         bounds=bounds,
         group_rows=bounding.rows_per_unit,
     )

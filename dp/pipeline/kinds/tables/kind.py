@@ -41,7 +41,7 @@ from typing import cast
 import numpy as np
 from pydantic import JsonValue
 
-from dppub.dp.engine.folds.table_sums import GroupSums, TableSumsAggregate
+from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.errors import ConfigError
 from dppub.dp.matrix.reconstruct import check_reconstruction
 from dppub.dp.pipeline.config import PipelineConfig
@@ -73,11 +73,16 @@ from dppub.dp.pipeline.kinds.tables.joint_planning import (
 )
 from dppub.dp.pipeline.kinds.tables.planning import (
     TableSpec,
-    column_bounds,
     column_grid,
+    counted_rows,
+    distinct_group,
+    measure_bounds,
+    never_missing,
     per_integer,
+    table_filter,
     table_groups,
     table_partition,
+    table_sums,
     unit_statement,
 )
 from dppub.dp.pipeline.kinds.tables.private_keys import (
@@ -108,7 +113,7 @@ from dppub.dp.tables.office import office_table
 from dppub.dp.tables.precision import PRECISION_RULE
 from dppub.dp.tables.quality import quality_rule
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
-from dppub.dp.tables.split import split_epsilon
+from dppub.dp.tables.split import MISSING_RULE, split_epsilon
 from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
     TableDesign,
@@ -137,8 +142,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         groups = table_groups(cfg, item)
         axes = groups.axes
         measures = item.measure_list()
-        columns = [m.column for m in measures if m.column is not None]
-        bounds = {c: column_bounds(cfg, item, c) for c in columns}
+        columns = list(dict.fromkeys(m.column for m in measures if m.column is not None))
+        bounds = measure_bounds(cfg, item, measures)
         shape = tuple(a.size for a in axes)
         cells = math.prod(shape)
         check_at_most(f"table {item.name!r}: the groups", cells, MAX_DOMAIN_CELLS)
@@ -153,7 +158,9 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         grids = tuple(column_grid(cfg, item, c) for c in quantiled)
         for g in grids:
             check_at_most(f"table {item.name!r}: groups x bins", cells * g.size, MAX_DOMAIN_CELLS)
-        bounding = bounding_for(cfg, table_partition(cfg, axes))
+        row_filter = table_filter(cfg, item)
+        bounding = bounding_for(cfg, table_partition(cfg, axes), row_filter)
+        distinct = distinct_group(cfg, item, bounding)
         joint = None
         if item.joint is not None:
             joint, bounding = plan_joint_group(cfg, item, bounds)
@@ -161,7 +168,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             keys=groups.keys,
             dims=groups.dims,
             measures=measures,
-            components=split_epsilon(measures, bounds, item.epsilon),
+            components=split_epsilon(measures, bounds, item.epsilon, never_missing(cfg, columns)),
             bounds=bounds,
             edges={c: g.edges or () for c, g in zip(quantiled, grids, strict=True)},
             integer_grids=frozenset(
@@ -171,6 +178,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             integer=item.rounding_base is not None,
             base=item.rounding_base or 1,
             group=bounding.rows_per_unit,
+            distinct_group=distinct,
         )
         # a joint group's components are at the sum of its members' epsilons: above these
         check_floor(f"table {item.name!r}", item.epsilon, runs_at(design))
@@ -182,7 +190,12 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             is_dp=True,
             bounding=bounding,
             columns=declared_columns(
-                cfg, [*(a.column for a in (joint.axes if joint else axes)), *columns]
+                cfg,
+                [
+                    *(a.column for a in (joint.axes if joint else axes)),
+                    *columns,
+                    *(row_filter.columns if row_filter else ()),
+                ],
             ),
             joint=() if joint is None else joint_costs(joint),
             spec=TableSpec(
@@ -193,20 +206,20 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 joint=joint,
                 presentation=item.presentation(),
             ),
-            facts={"groups": cells, "keys": item.key_policy},
+            facts={
+                "groups": cells,
+                "keys": item.key_policy,
+                **({"where": row_filter.text} if row_filter else {}),
+            },
         )
 
     def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
         spec = plan.spec
         if spec.selection is not None:
             return scan_private(plan)
-        bounds = tuple(
-            (c.column, *spec.design.bounds[c.column])
-            for c in spec.design.components
-            if c.kind in ("centred_sum", "count_sum") and c.column is not None
-        )
+        components = spec.design.components if spec.joint is None else spec.joint.components
         axes = spec.axes if spec.joint is None else spec.joint.axes
-        return scan_one(TableSumsAggregate(axes=axes, bounds=bounds, grids=spec.grids))
+        return scan_one(table_sums(components, spec.design.bounds, axes, spec.grids, plan.bounding))
 
     def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
         measures = expected_errors(plan.spec.design)
@@ -223,6 +236,8 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
+        if "where" in described:
+            lines.append(f"    where {described['where']} (each row, before any bound)")
         if "selection" in described:
             rule = as_object(described["selection"])
             lines[0] = (
@@ -257,13 +272,16 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         elif joint is not None:
             sums = exact
             estimates = out.shared(
-                f"table-{joint.group}", lambda: measure_group(joint, sums.counts, sums.centred)
+                f"table-{joint.group}",
+                lambda: measure_group(joint, sums.counts, sums.centred, extra=sums.vectors()),
             )
             rows = member_rows(joint, estimates)
             measured = (rows, component_facts(joint.components, rows))
             released = release_table(design, (), {}, {}, measured=measured)
         else:
-            released = release_table(design, exact.counts, exact.centred, exact.histograms)
+            released = release_table(
+                design, exact.counts, exact.centred, exact.histograms, extra=exact.vectors()
+            )
         published = office_table(released.answers, design, plan.spec.presentation)
         unit = unit_statement(plan.bounding, joint)
         result = TableResult(
@@ -289,11 +307,16 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
             precision=PRECISION_RULE,
             quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
             suppression=suppression_note(plan.spec.presentation),
+            missing_values=MISSING_RULE,
+            where=None if plan.bounding.where is None else plan.bounding.where.text,
+            counted_rows=counted_rows(plan.bounding),
         )
         write_answers(out, plan, design, published, result)
         # One number says the sensitivity only for a one-component table (release.json has each).
-        sens = [float(f["sensitivity"]) for f in released.facts.values()]  # type: ignore[index]
-        return Executed(result=result, sensitivity=sens[0] if len(sens) == 1 else None)
+        facts = list(released.facts.values())
+        sens = [float(f["sensitivity"]) for f in facts]  # type: ignore[index]
+        one = len(sens) == 1 and "missing" not in facts[0]  # type: ignore[operator]
+        return Executed(result=result, sensitivity=sens[0] if one else None)
 
     def guarantee(self, summary: ReleaseSummary) -> str:
         joint = summary.result_as(TableResult).joint
@@ -318,12 +341,16 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         if r.joint is not None:
             extra += f" {r.joint.guarantee}"
         withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
+        rows = f"Rows: those where `{r.where}` holds. " if r.where else ""
+        if r.counted_rows is not None:
+            rows += f"{r.counted_rows}. "
         return [
             f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
             f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
             f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
             f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
             "`release.json` states the rule).",
+            f"{rows}Missing values: {r.missing_values}.",
             f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
             "Every value carries only the digits its noise supports (rounded to the power of "
             "ten at or below a tenth of its standard error, counts to integers; post-processing, "

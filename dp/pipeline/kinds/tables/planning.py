@@ -4,12 +4,14 @@ declared columns, its partition and unit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from dppub.dp.axes import Axis, numeric_axis
+from dppub.dp.engine.folds.table_sums import TableSumsAggregate
+from dppub.dp.engine.row_filter import RowFilter, parse_filter
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import declared_columns, declared_hierarchy, histogram_axis
@@ -18,12 +20,15 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.tables.item import QUANTILE_BINS, KeyModel, QuantileModel, TableModel
 from dppub.dp.pipeline.units import Bounding
+from dppub.dp.schema import DROP
 from dppub.dp.tables.joint import (
     Joint,
 )
 from dppub.dp.tables.keys import KeyRule
 from dppub.dp.tables.margins import STAR, Dimension
 from dppub.dp.tables.office import Presentation
+from dppub.dp.tables.split import Component, Measure
+from dppub.dp.tables.spread import distinct_bound
 from dppub.dp.tables.table import (
     TableDesign,
 )
@@ -160,6 +165,73 @@ def table_partition(cfg: PipelineConfig, axes: Sequence[Axis]) -> str | None:
     return None
 
 
+def never_missing(cfg: PipelineConfig, columns: Sequence[str]) -> frozenset[str]:
+    """The measured numeric columns no row lacks: their declared ``missing:`` maps a missing
+    value (a text column's unknown values may still leave a row without it: never assumed)."""
+    schema = cfg.table_schema
+    return frozenset(c for c in columns if schema[c].is_numeric and schema[c].missing != DROP)
+
+
+def measure_bounds(
+    cfg: PipelineConfig, item: TableModel, measures: Sequence[Measure]
+) -> dict[str, tuple[float, float]]:
+    """The declared bounds of every column a measure sums, averages, spreads or ranks (a
+    ``{count: col}`` column needs none: any declared column can be counted)."""
+    declared_columns(cfg, [m.column for m in measures if m.column is not None])
+    wanted = [m.column for m in measures if m.column is not None and m.kind != "count_present"]
+    return {c: column_bounds(cfg, item, c) for c in dict.fromkeys(wanted)}
+
+
+def table_filter(cfg: PipelineConfig, item: TableModel) -> RowFilter | None:
+    """The table's ``where:`` filter, checked against the declared columns (one line if not)."""
+    if item.where is None:
+        return None
+    try:
+        return parse_filter(item.where, cfg.table_schema)
+    except ConfigError as exc:
+        raise ConfigError(f"table {item.name!r}: {exc}") from None
+
+
+def distinct_group(cfg: PipelineConfig, item: TableModel, bounding: Bounding) -> int:
+    """``count_distinct``'s sensitivity: the groups one unit's bounded rows reach
+    (:func:`dp.tables.spread.distinct_bound`; 1 without the measure). Refused without a
+    privacy unit (there are no units to count)."""
+    if "count_distinct" not in item.measures:
+        return 1
+    if bounding.unit is None:
+        raise ConfigError(
+            f"table {item.name!r}: count_distinct counts privacy units; declare "
+            "dataset.privacy_unit (or count rows with count)"
+        )
+    return distinct_bound(
+        rows_per_unit=bounding.rows_per_unit, max_partitions=bounding.max_partitions
+    )
+
+
+def table_sums(
+    components: Sequence[Component],
+    bounds: Mapping[str, tuple[float, float]],
+    axes: tuple[Axis, ...],
+    grids: tuple[Axis, ...],
+    bounding: Bounding,
+) -> TableSumsAggregate:
+    """The fold of what ``components`` read (:mod:`dp.engine.folds.table_sums`)."""
+
+    def wanted(*kinds: str) -> list[str]:
+        return list(dict.fromkeys(c.column for c in components if c.kind in kinds and c.column))
+
+    return TableSumsAggregate(
+        axes=axes,
+        bounds=tuple((c, *bounds[c]) for c in wanted("centred_sum", "count_sum")),
+        grids=grids,
+        counted=tuple(wanted("count", "count_sum")),
+        squared=tuple((c, *bounds[c]) for c in wanted("centred_square")),
+        unit=bounding.unit if any(c.kind == "distinct" for c in components) else None,
+        max_groups=bounding.max_partitions,
+        where=bounding.where,
+    )
+
+
 def unit_statement(bounding: Bounding, joint: Joint | None = None) -> dict[str, JSON] | None:
     """What ``release.json`` says of the privacy unit (None without one)."""
     if bounding.unit is None:
@@ -176,3 +248,22 @@ def unit_statement(bounding: Bounding, joint: Joint | None = None) -> dict[str, 
     if bounding.partition is not None:
         out["max_partitions_per_unit"] = bounding.max_partitions
     return out
+
+
+def counted_rows(bounding: Bounding) -> str | None:
+    """What a count counts under the privacy unit (``release.json``'s ``counted_rows``, the
+    report beside the table; None without a unit)."""
+    if bounding.unit is None:
+        return None
+    return (
+        f"Under the privacy unit {bounding.unit!r}, a count counts the rows contribution "
+        f"bounding kept: at most {bounding.rows_per_unit} rows of each unit"
+        + (
+            f" in at most {bounding.max_partitions} groups"
+            if bounding.partition is not None
+            else ""
+        )
+        + (", chosen among the rows the where: filter keeps" if bounding.where else "")
+        + "; a unit's rows beyond the bound are left out, chosen at random (count_distinct "
+        f"counts units, not rows, each in at most {bounding.max_partitions} groups)"
+    )

@@ -25,7 +25,12 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import check_floor, runs_at
-from dppub.dp.pipeline.kinds.tables.planning import TableSpec, column_bounds
+from dppub.dp.pipeline.kinds.tables.planning import (
+    TableSpec,
+    measure_bounds,
+    never_missing,
+    table_filter,
+)
 from dppub.dp.pipeline.units import bounding_for
 from dppub.dp.tables.keys import KeyWeights, key_rule, select_keys, selection_budget
 from dppub.dp.tables.margins import Dimension
@@ -63,25 +68,29 @@ def plan_private(
         )
     column = keys[0].column
     measures = item.measure_list()
-    if item.margins or any(m.kind == "quantile" for m in measures):
+    if item.margins or any(m.kind in ("quantile", "variance", "std") for m in measures):
         raise ConfigError(
             f"table {item.name!r}: keys: private publishes count, sum and mean without margins"
         )
     columns = [m.column for m in measures if m.column is not None]
-    bounds = {c: column_bounds(cfg, item, c) for c in columns}
+    bounds = measure_bounds(cfg, item, measures)
     declared_columns(cfg, [column])
     text = cfg.table_schema[column].type in ("category", "string")
-    bounding = bounding_for(cfg, column if text else None)
-    # A unit has rows in at most max_partitions keys when bounded on them, else in max_rows.
+    row_filter = table_filter(cfg, item)
+    bounding = bounding_for(cfg, column if text else None, row_filter)
+    # A unit counts in at most min(max_partitions, max_rows) keys, text or int: its bounded rows
+    # reach at most max_rows keys, and the key weights' finish keeps it in at most
+    # max_partitions of them, by label, whatever the rows (dp.engine.key_weights). (Old code used
+    # max_rows for an int column, over-noising the selection when max_partitions is smaller.)
     per_unit = 1
     if bounding.unit is not None:
-        per_unit = bounding.max_partitions if text else bounding.rows_per_unit
+        per_unit = min(bounding.max_partitions, bounding.rows_per_unit)
     eps_select, delta, eps_measures = selection_budget(item.epsilon, item.delta, len(measures))
     design = TableDesign(
         keys=(column,),
         dims=(Dimension((PRIVATE_PLACEHOLDER,)),),
         measures=measures,
-        components=split_epsilon(measures, bounds, eps_measures),
+        components=split_epsilon(measures, bounds, eps_measures, never_missing(cfg, columns)),
         bounds=bounds,
         integer=item.rounding_base is not None,
         base=item.rounding_base or 1,
@@ -100,7 +109,9 @@ def plan_private(
         cost=item.cost,
         is_dp=True,
         bounding=bounding,
-        columns=declared_columns(cfg, [column, *columns]),
+        columns=declared_columns(
+            cfg, [column, *columns, *(row_filter.columns if row_filter else ())]
+        ),
         spec=TableSpec(
             design=design,
             axes=(),
@@ -109,7 +120,12 @@ def plan_private(
             selection=rule,
             presentation=item.presentation(),
         ),
-        facts={"groups": "private", "keys": "private", "selection": rule.describe()},
+        facts={
+            "groups": "private",
+            "keys": "private",
+            "selection": rule.describe(),
+            **({"where": row_filter.text} if row_filter else {}),
+        },
     )
 
 
@@ -120,16 +136,20 @@ def scan_private(plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]
         for c in design.components
         if c.kind in ("centred_sum", "count_sum") and c.column is not None
     )
+    counted = tuple(
+        c.column for c in design.components if c.kind == "count" and c.column is not None
+    )
     # Units are told apart by their ids; rows come bounded, and a unit counts in at most the
-    # rule's keys. Both aggregates read the same rows: those with every column of the table.
+    # rule's keys. Both aggregates read the same rows: those with the key (a missing measured
+    # value leaves its row in the count).
     limit = 1 if plan.spec.selection is None else plan.spec.selection.max_partitions
     unit = (
         None
         if b.unit is None
         else UnitBound(column=b.unit, max_rows=b.rows_per_unit, max_partitions=limit)
     )
-    weights = KeyWeightsAggregate(design.keys, unit, complete=tuple(c for c, _, _ in bounds))
-    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds)
+    weights = KeyWeightsAggregate(design.keys, unit, where=b.where)
+    sums = KeyedSumsAggregate(by=design.keys, bounds=bounds, counted=counted, where=b.where)
 
     def assemble(results: Sequence[object]) -> GroupSums | PrivateExact:
         keys, keyed = results

@@ -25,16 +25,19 @@ from dppub.dp.tables.table import (
 SPLIT_RULE = (
     "minimises the sum of the measures' noise variances: each component gets epsilon in "
     "proportion to the cube root of its weight; a mean weighs 1 on its centred sum and 1/3 on "
-    "the count; with one sum or mean column, the count and its centred sum are one component "
-    "(weight twice theirs) measured together as the sums of v - lo and hi - v when that lowers "
-    "the variance (a mean alone: all of epsilon, each as if alone at epsilon / sqrt(2))"
+    "its column's count (the rows where it is present); a column's count and centred sum are "
+    "one component (weight twice theirs) measured together as the sums of v - lo and hi - v "
+    "when that lowers the variance (a mean alone: all of epsilon, each as if alone at "
+    "epsilon / sqrt(2)); a variance or std weighs 1 on its column's count, centred sum and "
+    "centred square"
 )
 
 
 INTERVAL_METHOD = (
     "noise only (not clamping or sampling): exact least-squares noise variances of counts and "
     "centred sums with the Laplace-safe multiplier; sums and means combine them (a mean by the "
-    "delta method); quantiles read off a hierarchical CDF invert its noise band, those drawn "
+    "delta method, a variance too, a std the square root of its variance's interval); "
+    "quantiles read off a hierarchical CDF invert its noise band, those drawn "
     "by the exponential mechanism have none (empty; their rank bound is in components)"
 )
 
@@ -88,6 +91,12 @@ class TableResult(Result):
     """What the ``quality`` column says and from what."""
     suppression: str | None = None
     """``suppress:``: which cells are withheld."""
+    missing_values: str = ""
+    """How missing values are counted and measured (:data:`dp.tables.split.MISSING_RULE`)."""
+    where: str | None = None
+    """``where:``: the row filter, as written."""
+    counted_rows: str | None = None
+    """Under a privacy unit: which rows a count counts (those contribution bounding kept)."""
 
 
 def rounding_note(design: TableDesign, answers: pd.DataFrame) -> str:
@@ -138,18 +147,34 @@ def expected_errors(design: TableDesign) -> list[dict[str, JSON]]:
         if c is None:
             return 0.0, 0.0
         # a count and a centred sum measured together: each as if alone at epsilon / sqrt(2)
-        eps = c.epsilon / (math.sqrt(2.0) if c.kind == "count_sum" else 1.0)
+        # (the count from a pair and its missing rows: as if alone at epsilon / sqrt(3))
+        alone = 3.0 if c.rest and column is None else 2.0 if c.kind == "count_sum" else 1.0
+        eps = c.epsilon / math.sqrt(alone)
         # Laplace noise scales as m / eps: the RMSE at epsilon 1 scaled (no floor on eps / m,
         # which no mechanism runs at)
-        return c.epsilon, m / eps * float(matrix.expected_rmse(workload, strategy, 1.0))
+        group = design.distinct_group if kind == "distinct" else m
+        return c.epsilon, group / eps * float(matrix.expected_rmse(workload, strategy, 1.0))
 
-    eps_n, count = rmse("count")
     out: list[dict[str, JSON]] = []
     for measure in design.measures:
         label, column = measure.labels()[0], measure.column or ""
-        if measure.kind == "count":
-            eps, value = eps_n, count
-            error = f"RMSE {count:.3g} rows"
+        eps_n, count = rmse("count", measure.column if measure.kind != "count" else None)
+        if measure.kind in ("count", "count_present", "count_distinct"):
+            eps, value = rmse("distinct") if measure.kind == "count_distinct" else (eps_n, count)
+            error = f"RMSE {value:.3g} " + ("units" if measure.kind == "count_distinct" else "rows")
+        elif measure.kind in ("variance", "std"):
+            eps, unit = rmse("centred_sum", column)
+            eps_q, squares = rmse("centred_square", column)
+            lo, hi = design.bounds[column]
+            h2 = ((hi - lo) / 2.0) ** 2
+            # the delta method (dp.tables.spread) for a centred mean uniform over the bounds
+            value = math.hypot(
+                h2 / 2.0 * squares, 2.0 * h2 / math.sqrt(3.0) * unit, h2 / 2.0 * count
+            )
+            eps += eps_q + (0.0 if eps_n == eps else eps_n)
+            error = f"RMSE about {value:.4g} / n of the variance for a group of n rows"
+            if measure.kind == "std":
+                error += " (a std's: that / (2 std))"
         elif measure.kind == "quantile":
             cdf = design.component("cdf", column)
             assert cdf is not None

@@ -173,7 +173,7 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     (summary,) = published.summaries
     components = summary.result_as(TableResult).components
     # m rows of one unit, each adding v - lo and hi - v (98 in all) to the count and sum pair
-    pair = components["count+centred_sum(hours)"]
+    pair = components["count(hours)+centred_sum(hours)"]
     assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
     unit = summary.result_as(TableResult).privacy_unit
     assert unit is not None

@@ -104,7 +104,11 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         (fact,) = components.values()
         assert fact["epsilon"] == split["count+centred_sum(hours)"] == pytest.approx(1.0)
         assert fact["noise_scale"] == pytest.approx(fact["sensitivity"] / fact["epsilon"])
-        assert details["sensitivity"] == fact["sensitivity"]
+        # two sensitivities (the pair's, and the rows missing hours' in parallel): none alone
+        assert details["sensitivity"] is None
+        assert fact["missing"]["noise_scale"] == pytest.approx(
+            fact["missing"]["sensitivity"] / fact["epsilon"]
+        )
         joint_result = summaries[name].result_as(TableResult).joint
         assert joint_result is not None and joint_result.group == "people"
         notes = openpyxl.load_workbook(folder / name / "answers.xlsx")["Notes"]

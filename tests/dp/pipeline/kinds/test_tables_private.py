@@ -129,7 +129,9 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     assert plan.spec.selection is not None and plan.spec.selection.kind == "threshold"
     shown = TableKind().plan_text(TableKind().describe(plan))
     assert "groups selected from the data (keys private: threshold rule at epsilon 0.3333" in shown
-    assert "count: epsilon 0.6667, expected RMSE 3 rows" in shown  # 2/3 of epsilon, shared
+    # 2/3 of epsilon, shared; the count read off count(hours) and the rows missing hours
+    # (in parallel): as if alone at 2/3 / sqrt(3): RMSE sqrt(2) sqrt(3) / (2/3) = 3.67
+    assert "count: epsilon 0.6667, expected RMSE 3.67 rows" in shown
     bad = [
         ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
         ({"by": ["site", "person"]}, "keys: private takes one by column"),
@@ -159,3 +161,60 @@ def test_a_private_key_with_a_line_break_stays_one_row_of_answers_csv(tmp_path: 
     with path.with_name("answers_wide.csv").open(newline="") as f:
         labels = {r[0] for r in csv.reader(f) if len(r) > 1}
     assert {s.replace("S0", "S\r0") for s in BIG} <= labels
+
+
+def test_an_int_key_under_a_unit_is_selected_for_max_partitions_keys_per_unit(
+    tmp_path: Path,
+) -> None:
+    # Old code: an int by column's selection was calibrated to max_rows_per_unit (5) keys per
+    # unit, a text column's to max_partitions_per_unit (2). Both are min(p, m) = 2 now: the key
+    # weights' finish keeps a unit in at most p keys by label, whatever its rows
+    # (dp.engine.key_weights), so the int key needs no partition bound of its rows.
+    frame = pd.read_parquet(visits(tmp_path))
+    frame["floor"] = [int(s[1:]) for s in frame["site"]]
+    data = tmp_path / "floors.parquet"
+    frame.to_parquet(data, index=False)
+    cfg = config(
+        tmp_path,
+        data,
+        {"by": ["floor"], "measures": ["count"]},
+        privacy_unit="person",
+        max_rows_per_unit=5,
+        max_partitions_per_unit=2,
+    )
+    raw = yaml.safe_load(cfg.read_text())
+    raw["dataset"]["columns"]["floor"] = {"type": "int", "bounds": [0, 99]}
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(cfg).releases
+    assert plan.spec.selection is not None and plan.spec.selection.max_partitions == 2
+    # p above m: a unit's 2 rows reach at most 2 keys
+    raw["dataset"].update(max_rows_per_unit=2, max_partitions_per_unit=4)
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (plan,) = load_plan(cfg).releases
+    assert plan.spec.selection is not None and plan.spec.selection.max_partitions == 2
+
+
+@pytest.mark.slow  # ~2 s
+def test_a_where_filter_selects_and_counts_only_the_rows_it_keeps(tmp_path: Path) -> None:
+    data = visits(tmp_path)
+    frame = pd.read_parquet(data)
+    cfg = config(
+        tmp_path,
+        data,
+        {"epsilon": 20.0, "where": "hours >= 50", "measures": ["count", {"count": "hours"}]},
+        budget={"epsilon": 100.0, "delta": 1e-5},
+    )
+    (plan,) = load_plan(cfg).releases
+    assert "where hours >= 50 (each row, before any bound)" in TableKind().plan_text(
+        TableKind().describe(plan)
+    )
+    answers, release, _ = _publish(tmp_path, cfg)
+    kept = frame[frame["hours"] >= 50]
+    counts = answers[answers["measure"] == "count"].set_index("site")["answer"]
+    # the big sites are released (~200 filtered rows each, far above the threshold); their
+    # counts are the filtered rows' (Laplace noise of scale 0.15 at epsilon 20/3 each: beyond
+    # 3 with probability e^-20; unfiltered, 400)
+    assert set(BIG) <= set(counts.index)
+    for site in BIG:
+        assert abs(counts[site] - (kept["site"] == site).sum()) <= 3
+    assert release["details"]["where"] == "hours >= 50"
