@@ -136,6 +136,11 @@ class KeyWeights:
     ``policy`` rule's proof needs (:mod:`dp.tables.policy_keys`)."""
 
 
+_MAX_EXP_EPSILON = 700.0
+"""The largest epsilon whose ``e^eps`` the threshold rule computes (a smaller e^eps is a
+stronger requirement: the probabilities stay (epsilon, delta)-DP)."""
+
+
 def threshold_probabilities(epsilon: float, delta: float) -> tuple[float, ...]:
     """``pi(0..N)`` of the optimal rule (Desfontaines et al. 2022, Thm. 1), up to ``pi(N) = 1``.
 
@@ -149,6 +154,9 @@ def threshold_probabilities(epsilon: float, delta: float) -> tuple[float, ...]:
     if dl <= 0.0:
         raise ConfigError(f"private keys need delta > 0, got {delta!r}")
     d = dl * (1.0 - _SLACK)
+    # A rule built for a smaller epsilon is DP at the larger one too; e^eps overflows a float
+    # above 709 (the config allows 1000), and from 700 on the rule is (0, delta', 1) anyway.
+    eps = min(eps, _MAX_EXP_EPSILON)
     up, down = math.exp(eps), math.exp(-eps)
     e = Fraction(up) * (1 - Fraction(1, 1 << 50))  # as threshold_delta checks it
     probs = [0.0]
@@ -187,7 +195,7 @@ def threshold_delta(probabilities: tuple[float, ...], epsilon: float) -> float:
     Checks both directions of every neighbouring pair of counts in rational arithmetic, with
     ``e^eps`` rounded down (so the delta returned is never too small).
     """
-    e = Fraction(math.exp(epsilon)) * (1 - Fraction(1, 1 << 50))
+    e = Fraction(math.exp(min(epsilon, _MAX_EXP_EPSILON))) * (1 - Fraction(1, 1 << 50))
     p = [_drawn(x) for x in probabilities] + [Fraction(1)]
     worst = Fraction(0)
     for a, b in pairwise(p):

@@ -124,3 +124,12 @@ def test_a_large_epsilon_gets_a_threshold_rule_within_its_delta(epsilon: float, 
     rule = key_rule(epsilon, 1e-6, m, "threshold")
     assert threshold_delta(rule.probabilities, epsilon / m) * m <= 1e-6
     assert rule.probabilities[-1] == 1.0 and list(rule.probabilities) == sorted(rule.probabilities)
+
+
+@pytest.mark.parametrize("epsilon", [709.9, 999.0, 1000.0])
+def test_the_largest_epsilons_the_config_allows_give_a_rule(epsilon: float) -> None:
+    """The config allows epsilon up to 1000; e^eps overflowed a float above 709 (an internal
+    error). The rule is built at 700, which is DP at any larger epsilon, and checked exactly."""
+    rule = key_rule(epsilon, 1e-6)
+    assert rule.probabilities[0] == 0.0 and rule.probabilities[-1] == 1.0
+    assert threshold_delta(rule.probabilities, epsilon) <= 1e-6
