@@ -89,7 +89,7 @@ def node_scores(
     out = {}
     for k in ks:
         bad = size < k
-        if distinct is not None:
+        if distinct is not None and l_div is not None:  # distinct is set exactly when l_div is
             bad |= distinct < l_div[1]
         s = int(bad.sum())
         per = []

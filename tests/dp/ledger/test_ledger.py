@@ -4,6 +4,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -43,7 +44,7 @@ def _reserve(
     )
 
 
-def _spending(led: Ledger) -> dict[str, object]:
+def _spending(led: Ledger) -> dict[str, Any]:  # spending_summary's type
     return spending_summary(led)["d"]
 
 

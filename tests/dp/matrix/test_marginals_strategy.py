@@ -39,7 +39,7 @@ def _dense_marginals(dims: tuple[int, ...], weights: np.ndarray) -> np.ndarray:
     a = mx.MarginalsStrategy(dims=dims, weights=weights)
     rows = []
     for subset in a.subsets:
-        block = np.ones((1, 1))
+        block: np.ndarray = np.ones((1, 1))
         for i, n in enumerate(dims):
             block = np.kron(block, np.eye(n) if i in subset else np.ones((1, n)))
         rows.append(weights[sum(1 << i for i in subset)] * block)

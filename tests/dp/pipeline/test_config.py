@@ -7,6 +7,7 @@ import yaml
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.plan import build_plan, load_config, load_plan
 from tests.examples import example
+from tests.values import num, obj, seq
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -128,10 +129,10 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
 
     payload = plan(DEMO, ledger=tmp_path / "no-ledger.sqlite").details
     assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
-    workloads = [r for r in payload["releases"] if r["kind"] == "workload"]
+    workloads = [obj(r) for r in seq(payload["releases"]) if obj(r)["kind"] == "workload"]
     assert [w["name"] for w in workloads] == ["age_cdf", "income_ranges", "age_band_by_sex"]
     for w in workloads:
-        assert w["svd_bound_rmse"] <= w["expected_rmse"] * (1 + 1e-9)
+        assert num(w["svd_bound_rmse"]) <= num(w["expected_rmse"]) * (1 + 1e-9)
     assert workloads[0]["queries"] == 74
     assert payload["remaining_epsilon"] == payload["budget_epsilon"]
 
@@ -447,8 +448,8 @@ def test_names_are_at_most_64_characters(tmp_path: Path, section: str) -> None:
 )
 def test_a_schedule_prefect_would_refuse_is_refused_at_load(
     tmp_path: Path,
-    schedule: dict,
-    message: str,  # type: ignore[type-arg]
+    schedule: dict[str, object],
+    message: str,
 ) -> None:
     # An invalid cron was accepted by plan and run; only serve noticed, after 27 s.
     raw = _demo_raw()

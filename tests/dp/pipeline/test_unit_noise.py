@@ -13,6 +13,7 @@ import yaml
 
 from dppub.dp.calibration import gaussian_sigma
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
+from tests.values import num
 
 
 @pytest.mark.slow
@@ -46,11 +47,12 @@ def test_a_unit_workload_is_measured_at_m_times_its_sensitivity(
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     sens = summary.sensitivity
+    assert sens is not None
     answers = pd.read_csv(published.folder / "age_by_sex" / "answers.csv")
     assert np.isfinite(answers["answer"]).all()
     if noise == "laplace":
         return  # m x the L1 sensitivity at epsilon: the scale of epsilon / m (tested in dp.matrix)
-    sigma = sens / math.sqrt(2.0 * summary.details["zcdp_rho"])
+    sigma = sens / math.sqrt(2.0 * num(summary.details["zcdp_rho"]))
     assert sigma == pytest.approx(gaussian_sigma(l2_sensitivity=sens, epsilon=eps, delta=delta))
     # Group privacy over m rows would have needed more noise for the same guarantee (1% more
     # here; 0.2-13% over epsilon 0.1-10 and m 2-10 at delta 1e-6).

@@ -18,6 +18,7 @@ from dppub.dp.numerics.fixedpoint import float_allowance
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.tables.quantiles import RANK_ROUNDINGS
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
+from tests.values import num, obj, seq, text
 
 TABLES: list[dict[str, Any]] = [
     {
@@ -170,17 +171,17 @@ def test_a_unit_bounds_its_rows_and_scales_the_noise(tmp_path: Path, census_smal
     assert (plan.bounding.rows_per_unit, plan.bounding.partition) == (3, "race")
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
-    components = summary.details["components"]
+    components = obj(summary.details["components"])
     # m rows of one unit, each adding v - lo and hi - v (98 in all) to the count and sum pair
-    pair = components["count+centred_sum(hours)"]
+    pair = obj(components["count+centred_sum(hours)"])
     assert pair["sensitivity"] == pytest.approx(3 * 98.0, rel=1e-4)
-    unit = summary.details["privacy_unit"]
+    unit = obj(summary.details["privacy_unit"])
     assert (unit["column"], unit["max_rows_per_unit"], unit["max_partitions_per_unit"]) == (
         "household",
         3,
         2,
     )
-    assert "for all the rows one unit may contribute (3)" in unit["note"]
+    assert "for all the rows one unit may contribute (3)" in text(unit["note"])
     assert "household" in summary.neighbours
 
 
@@ -279,7 +280,7 @@ def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
         },
     ]
     plan = load_plan(_config(tmp_path, census_small, tables))
-    grids = [r.spec.design.integer_grids for r in plan.releases]  # type: ignore[attr-defined]
+    grids = [r.spec.design.integer_grids for r in plan.releases]
     assert grids == [frozenset({"age"}), frozenset(), frozenset()]
 
 
@@ -296,8 +297,8 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     }
     config = _config(tmp_path, census_small, [item])
     (plan,) = load_plan(config).releases
-    (error,) = load_plan(config).kind(plan).describe(plan)["measures"]
-    assert "hierarchical CDF of cells and margins jointly" in error["error"]
+    (error,) = seq(load_plan(config).kind(plan).describe(plan)["measures"])
+    assert "hierarchical CDF of cells and margins jointly" in text(obj(error)["error"])
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     answers = pd.read_csv(
         published.folder / "hours_by_sex_marital" / "answers.csv", keep_default_na=False
@@ -318,8 +319,8 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
             at_most = int((rows["hours"] <= row["answer"]).sum())
             assert below - 6 * 44.2 <= len(rows) / 2 <= at_most + 6 * 44.2
     (summary,) = published.summaries
-    cdf = summary.details["components"]["cdf(hours)"]
-    assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
+    cdf = obj(obj(summary.details["components"])["cdf(hours)"])
+    assert "Kronecker product" in text(cdf["method"]) and cdf["epsilon"] == 1.0
 
 
 @pytest.mark.slow  # ~3 s: three tables published, the audit page drawn
@@ -385,8 +386,8 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     raw["dataset"]["columns"]["household"] = {"type": "string"}
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     (plan,) = load_plan(config).releases
-    (count, quantile) = kind_of("table").describe(plan)["measures"]  # type: ignore[misc]
-    assert count["expected_rmse"] > 1e6 and quantile["expected_rmse"] > 1e6
+    (count, quantile) = seq(kind_of("table").describe(plan)["measures"])
+    assert num(obj(count)["expected_rmse"]) > 1e6 and num(obj(quantile)["expected_rmse"]) > 1e6
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     assert summary.details["rows"] == 4  # two groups, count and one quantile
@@ -418,5 +419,5 @@ def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
         tracemalloc.stop()
     assert peak < 50 * 2**20  # bytes; the old code's arange alone held 2 GB
     (release,) = plan.releases
-    assert release.spec.design.integer_grids == frozenset()  # type: ignore[attr-defined]
-    assert len(release.spec.design.edges["age"]) == 1025  # type: ignore[attr-defined]
+    assert release.spec.design.integer_grids == frozenset()
+    assert len(release.spec.design.edges["age"]) == 1025

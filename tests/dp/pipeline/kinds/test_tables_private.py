@@ -130,7 +130,7 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     shown = TableKind().plan_text(TableKind().describe(plan))
     assert "groups selected from the data (keys private: threshold rule at epsilon 0.3333" in shown
     assert "count: epsilon 0.6667, expected RMSE 3 rows" in shown  # 2/3 of epsilon, shared
-    bad = [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
         ({"by": ["site", "person"]}, "keys: private takes one by column"),
         ({"margins": True}, "publishes count, sum and mean without margins"),
