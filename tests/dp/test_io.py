@@ -59,7 +59,9 @@ def test_partitioned_folder(tmp_path: Path) -> None:
         (lambda f: f.assign(age=["a", "b", "c"]), "column 'age' should be int"),
     ],
 )
-def test_structural_problems_give_one_clear_line(tmp_path: Path, mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_structural_problems_give_one_clear_line(
+    tmp_path: Path, mutate: Callable[[pd.DataFrame], pd.DataFrame], message: str
+) -> None:
     path = _write(tmp_path, mutate(_good()))
     with pytest.raises(InputError, match=message) as info:
         read_table(path, SCHEMA)
@@ -76,7 +78,9 @@ def test_structural_problems_give_one_clear_line(tmp_path: Path, mutate, message
         (lambda f: f.iloc[:0], 0),  # empty: zero rows, not an error
     ],
 )
-def test_values_never_fail_the_read(tmp_path: Path, mutate, rows: int) -> None:  # type: ignore[no-untyped-def]
+def test_values_never_fail_the_read(
+    tmp_path: Path, mutate: Callable[[pd.DataFrame], pd.DataFrame], rows: int
+) -> None:
     frame = read_table(_write(tmp_path, mutate(_good())), SCHEMA).frame
     assert len(frame) == rows
     assert list(frame.dtypes.astype(str)) == ["int64", "float64", "category"]

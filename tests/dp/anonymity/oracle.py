@@ -16,6 +16,8 @@ import pandas as pd
 from dppub.dp.anonymity import Hierarchy
 
 Table = dict[tuple[int, ...], dict[int, dict[str, Any]]]
+Dataset = tuple[pd.DataFrame, dict[str, Hierarchy]]
+"""A table and a hierarchy per quasi-identifier (the ``small``, ``adult``... fixtures)."""
 
 
 def small_table(n: int = 300, seed: int = 7) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:

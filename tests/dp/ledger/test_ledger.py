@@ -396,7 +396,8 @@ def test_a_writer_killed_mid_transaction_leaves_no_lock_and_no_row(
         with pytest.raises(LedgerError, match="database is locked|held the write lock for more"):
             _reserve(ledger_factory(timeout=0.5), "r1", 0.25)
     finally:
-        os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        assert writer.pid is not None  # started above
+        os.kill(writer.pid, signal.SIGKILL)
         writer.join(30)
     _reserve(ledger_factory(timeout=10), "r1", 0.25)
     assert led.verify().ok and led.head()[0] == 3

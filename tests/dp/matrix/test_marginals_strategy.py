@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -262,9 +263,11 @@ def test_least_squares_is_exact_and_cheap_at_72000_cells() -> None:
         (lambda: mx.opt_marginals(mx.marginals((2, 3), 1), restarts=-1), r"restarts must be"),
     ],
 )
-def test_invalid_marginals_strategies_raise_config_error(build: object, message: str) -> None:
+def test_invalid_marginals_strategies_raise_config_error(
+    build: Callable[[], object], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
-        build()  # type: ignore[operator]
+        build()
 
 
 @pytest.mark.slow

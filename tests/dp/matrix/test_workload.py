@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -133,6 +135,6 @@ def test_all_range_never_materializes_rows_for_gram() -> None:
         (lambda: mx.prefix(3) @ np.ones(4), r"needs an operand with 3 rows, got shape \(4,\)"),
     ],
 )
-def test_invalid_workloads_raise_config_error(build: object, message: str) -> None:
+def test_invalid_workloads_raise_config_error(build: Callable[[], object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        build()  # type: ignore[operator]
+        build()

@@ -112,8 +112,10 @@ def test_release_passes_audit(part: str, intercept: bool, row: tuple[float, floa
 def test_audit_catches_sensitivity_off_by_two(monkeypatch: pytest.MonkeyPatch) -> None:
     real = l1_sensitivity  # the function functional.py calls, patched there below
 
-    def halved(*args: object, **kwargs: object) -> BlockSensitivity:
-        s = real(*args, **kwargs)  # type: ignore[arg-type]
+    def halved(
+        dom: FeatureDomain, target: TargetDomain, *, fit_intercept: bool
+    ) -> BlockSensitivity:
+        s = real(dom, target, fit_intercept=fit_intercept)
         return BlockSensitivity(**{k: s.part(k) / 2 for k in PARTS}, norm=s.norm)
 
     monkeypatch.setattr(fm, "l1_sensitivity", halved)
