@@ -9,10 +9,11 @@ Each function raises dppub's own errors; the CLI turns them into one line and an
 from __future__ import annotations
 
 import getpass
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import Declaration, Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.dp.pipeline.kinds.series.series_store import series_runs
@@ -56,30 +57,55 @@ def audit_payload(ledger: str, dataset: str | None) -> dict[str, JSON]:
     }
 
 
-def audit_lines(payload: Mapping[str, Any]) -> list[str]:
-    """The text form of an audit."""
+def audit_lines(payload: Mapping[str, JSON]) -> list[str]:
+    """The text form of an audit (:func:`audit_payload`)."""
     line = "{:<24} {:>8} {:>9} {:>9} {:>5} {:>7} {:>7} {:>7}"
     heads = ("dataset", "budget", "spent", "remaining", "runs", "charged", "pending", "aborted")
     out = [line.format(*heads)]
-    for name, d in payload["datasets"].items():
+    for name, value in _object(payload["datasets"]).items():
+        d = _object(value)
         spent, left = d["lifetime_spent_epsilon"], d["remaining_epsilon"]
         counts = (d["runs"], d["charged_runs"], d["pending_runs"], d["aborted_runs"])
         out.append(
             line.format(name, f"{d['budget_epsilon']:g}", f"{spent:g}", f"{left:g}", *counts)
         )
-        out.append(f"  neighbours: {'; '.join(d['neighbours']) or 'nothing published yet'}")
-        for a in d["amendments"]:
-            out.append(f"  amended {a['ts']} by {a['who']}: {'; '.join(a['changes'])} ({a['why']})")
-        for s in payload.get("series", ()):
+        out.append(f"  neighbours: {'; '.join(_texts(d['neighbours'])) or 'nothing published yet'}")
+        for a in map(_object, _list(d["amendments"])):
+            changes = "; ".join(_texts(a["changes"]))
+            out.append(f"  amended {a['ts']} by {a['who']}: {changes} ({a['why']})")
+        for s in map(_object, _list(payload.get("series", []))):
             if s["dataset"] == name:  # one line per series: each run's last period
+                periods = _texts(s["periods"])
                 out.append(
-                    f"  series {s['series']}: {len(s['periods'])} run(s) published up to "
-                    f"{', '.join(s['periods'])}; epsilon {s['epsilon']:g}"
+                    f"  series {s['series']}: {len(periods)} run(s) published up to "
+                    f"{', '.join(periods)}; epsilon {s['epsilon']:g}"
                 )
     state = "ok" if payload["chain_ok"] else "BROKEN"
-    out.append(f"hash chain: {state} ({payload['rows']} rows, head {payload['head'][:16]}…)")
-    out += [f"  {p}" for p in payload["problems"]]
+    head = payload["head"]
+    if not isinstance(head, str):
+        raise InvariantError(f"expected the chain head as text in an audit, got {head!r}")
+    out.append(f"hash chain: {state} ({payload['rows']} rows, head {head[:16]}…)")
+    out += [f"  {p}" for p in _list(payload["problems"])]
     return out
+
+
+def _object(value: JSON) -> Mapping[str, JSON]:
+    if not isinstance(value, Mapping):
+        raise InvariantError(f"expected an object in an audit, got {value!r}")
+    return value
+
+
+def _list(value: JSON) -> Sequence[JSON]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvariantError(f"expected a list in an audit, got {value!r}")
+    return value
+
+
+def _texts(value: JSON) -> list[str]:
+    texts = [v for v in _list(value) if isinstance(v, str)]
+    if len(texts) != len(_list(value)):
+        raise InvariantError(f"expected a list of text in an audit, got {value!r}")
+    return texts
 
 
 def write_audit_page(ledger: str, payload: dict[str, JSON], target: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -24,7 +25,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def _load_generator():  # type: ignore[no-untyped-def]
+def _load_generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("dppub_generate", ROOT / "data" / "generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

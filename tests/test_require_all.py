@@ -3,6 +3,8 @@ and PostgreSQL tests, which skip on a machine without Chromium or the pgserver w
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from tests import conftest
@@ -17,14 +19,16 @@ def _through_hook(report: pytest.TestReport) -> pytest.TestReport:
     return result
 
 
-def _report(outcome: str, longrepr: object) -> pytest.TestReport:
+def _report(
+    outcome: Literal["passed", "failed", "skipped"], longrepr: tuple[str, int, str] | None
+) -> pytest.TestReport:
     return pytest.TestReport(
         "tests/x.py::t",
         ("tests/x.py", 1, "t"),
         {},
         outcome,
         longrepr,
-        "setup",  # type: ignore[arg-type]
+        "setup",
     )
 
 

@@ -9,11 +9,11 @@ fragment order here. The arithmetic and its order are those of
 
 Noise is never added here or on a worker: the caller adds it once to the merged result.
 
-Measured pitfalls this design avoids: one *Prefect* task per partition is overhead, not
-parallelism (17 tasks on the DaskTaskRunner took 14 s for what pyarrow does in 0.12 s), so the
-partitioning is done by dask inside one caller; and ``get_dask_client()`` inside a Prefect task
-hung with ``threads_per_worker=1`` (it connects a second client, which does not secede from the
-worker's only thread) -- inside a worker this backend uses the worker's own client through
+Pitfalls this design avoids: one *Prefect* task per partition is overhead, not parallelism
+(figures: ``bench/RESULTS.md``, History), so the partitioning is done by dask inside one
+caller; and ``get_dask_client()`` inside a Prefect task hangs with ``threads_per_worker=1``
+(it connects a second client, which does not secede from the worker's only thread) -- inside
+a worker this backend uses the worker's own client through
 ``dask.compute``, which secedes while it waits; elsewhere it takes an explicit scheduler address
 (or the caller's current client). ``dask`` is imported lazily, so :mod:`dp.engine` works
 without it.

@@ -14,11 +14,10 @@ involved (Dwork & Roth 2014, Prop. 2.1).
   interval is symmetric around the released answer, ``y +- q`` with ``q`` the ``level``
   quantile of ``|y* - y|`` (Hall 1988's symmetric bootstrap interval), cut at 0 below (counts
   are non-negative, so this never loses coverage). The percentile interval
-  ``[q_2.5(y*), q_97.5(y*)]`` was measured too and rejected: at the corner where a sparse
-  histogram's CDF turns flat, the replicates sit to one side of the released answer (the
-  projection's bias there differs between the real and the bootstrap world), and 95%
-  percentile intervals covered 91.7% of NETTRACE prefixes (1,000 records, 256 cells, epsilon
-  0.1; symmetric: 95.5%), down to 51% for single queries. Quantiles use ``p (B + 1)``
+  ``[q_2.5(y*), q_97.5(y*)]`` is not used: at the corner where a sparse histogram's CDF turns
+  flat, the replicates sit to one side of the released answer (the projection's bias there
+  differs between the real and the bootstrap world), so it covers less than its level
+  (figures: ``bench/RESULTS.md``, History). Quantiles use ``p (B + 1)``
   positions (Weibull), whose expected coverage is the nominal one; numpy's default
   interpolation covers about one point less at ``B = 200``. Replicate noise comes from a
   seeded numpy generator: it is post-processing of public values, not a release, so the

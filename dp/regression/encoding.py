@@ -151,7 +151,7 @@ class FeatureEncoding:
                 upper.extend([1.0] * len(lv))
         return FeatureDomain.box(lower, upper, d=self.dim, blocks=self.blocks)
 
-    def encode(self, data: Mapping[str, object]) -> FloatArray:
+    def encode(self, data: pd.DataFrame | Mapping[str, object]) -> FloatArray:
         """The ``(n, d)`` design matrix of the columns ``data[name]`` (a frame or a mapping).
 
         Numeric columns are converted to float (the domain clips them later); category

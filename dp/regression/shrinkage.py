@@ -7,8 +7,8 @@ Centring. With an intercept the noisy statistics are ``n``, ``s = sum x``, ``t =
 ``Q = sum x x^T`` and ``c = sum y x``; the slope solves ``C w = u`` with the centred scatter
 ``C = Q - s s^T / n`` and moment ``u = c - s t / n``, and the intercept is ``(t - s^T w) / n``
 (the block elimination of the full normal equations). The noisy count is raised to the
-trimming floor ``tau`` first, as trimming the corner of the full gram matrix did before: a count
-drowned in its noise then shrinks the intercept towards the midpoint instead of dividing by it.
+trimming floor ``tau`` first: a count drowned in its noise then shrinks the intercept towards
+the midpoint instead of dividing by it.
 
 Shrinkage (Ledoit & Wolf 2004, with the noise energy known). ``C`` carries iid Laplace noise of
 scale ``b_Q`` on every entry of its upper triangle, so its expected squared Frobenius norm is
@@ -20,28 +20,13 @@ explain. When the noise dominates (``rho`` near 0) the estimate is ``mbar I``: i
 which the noise has randomised, are dropped instead of inverted. The eigenvalues are then raised
 to the floor ``tau_rho = tau (1 + rho) / 2``, with ``tau`` the trimming floor of
 :func:`~dp.regression.functional.eigenvalue_floor`: the full ``tau`` when nothing is shrunk
-(``rho = 1``: the raw matrix and its noise, as spectral trimming had it), half of it when only the
+(``rho = 1``: the raw matrix and its noise), half of it when only the
 averaged ``mbar`` is kept. So ``||w|| <= 2 ||u|| / tau`` and ``|w_0| <= (|t| + ||s|| ||w||) / tau``:
 every fit is bounded.
 
-Measured (``bench/regression.py --seeds 21``, MSE / OLS, median / 90th percentile, before ->
-after this solve and :data:`~dp.regression.functional.SHRUNK_QUADRATIC_WEIGHT`): ball ``d = 30``,
-``sigma = 0.1``: 2.03 / 2.42 -> 1.47 / 1.59 at ``epsilon = 0.1``, 1.14 -> 1.02 at 0.5, 1.038 ->
-1.006 at 1; ball ``d = 10``, ``epsilon = 0.1``: 1.11 -> 1.03; randhie: 3.39 / 5.06 -> 1.54 / 2.11
-at 0.1, 1.11 -> 1.04 at 1; diabetes (353 training rows): 2.34 / 2.83 -> 2.24 / 2.71 at 0.1, 1.59
--> 1.60 at 1, but 1.09 / 1.27 -> 1.15 / 1.50 at 10, where the spectrum is anisotropic and only
-partly drowned (``rho`` ~ 0.5) and linear shrinkage pulls its large eigenvalues down.
-
-Tried and dropped (the benchmark's data, 10-20 seeds): shrinkage alone at the old split (1.96 on
-``d = 30``, ``epsilon = 0.1``: most of the gain is the budget it frees for the cross moment);
-keeping eigenvalues above ``mbar`` unshrunk (diabetes at 10: 1.12 -> 1.07, but ``d = 30``: 1.38
--> 1.69); a data-driven ridge on top (empirical-Bayes, or a public prior of norm ``B / R``) or a
-James-Stein factor on the slopes (helped the ball and randhie, hurt diabetes at ``epsilon = 1``:
-1.64 -> 1.83-1.95); a spiked-model eigenvalue debiasing (Benaych-Georges & Nadakuditi 2011; no
-better anywhere); subtracting two standard deviations more of noise energy (no better). Floors
-(``tau / 2`` / ``tau (1 + rho) / 2`` / ``tau``): ``d = 30``, ``epsilon = 0.1``: 1.39 / 1.38 /
-1.94; diabetes at ``epsilon`` = 0.1, 1, 10: 2.31 / 2.28 / 2.26, 1.64 / 1.69 / 1.83, 1.19 / 1.12 /
-1.11; randhie at 0.1: 1.36 / 1.33 / 1.25 (90th percentiles 2.35 / 1.96 / 1.67).
+The figures against OLS (before and after this solve and
+:data:`~dp.regression.functional.SHRUNK_QUADRATIC_WEIGHT`) and the alternatives measured and
+not used are in ``bench/RESULTS.md`` (DP regression).
 """
 
 from __future__ import annotations

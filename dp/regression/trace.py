@@ -41,10 +41,9 @@ Shrinkage. The per-task releases use the budget split and the shrunk, floored sp
 :class:`~dp.regression.LinearRegression` (:mod:`dp.regression.shrinkage`): the penalised problem,
 the refit and the per-task solutions all read ``V_k diag(g_k) V_k^T`` instead of the raw noisy
 ``G_k``, and the quadratic part of the penalty's noise is weighted by the largest kept spread
-``rho_k`` (the noise left in the shrunk matrices). Measured on the benchmark (Frobenius error /
-``||B||_F`` at epsilon = 0.5, 1, 10): 0.48 / 0.18 / 0.023 before (5 seeds), 0.185 / 0.096 / 0.025
-after (21 seeds); the penalty with the mean ``rho_k`` or without it selected spurious ranks (3-9
-at epsilon = 10). When the penalty selects rank 0 the estimate is the per-task shrunk solutions,
+``rho_k`` (the noise left in the shrunk matrices): with the mean ``rho_k``, or without it, the
+penalty selects spurious ranks (figures: ``bench/RESULTS.md``, DP regression and History).
+When the penalty selects rank 0 the estimate is the per-task shrunk solutions,
 not 0: at epsilon = 0.1 their error is 0.8 ``||B||_F`` against ``||B||_F`` for 0.
 """
 

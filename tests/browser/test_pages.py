@@ -37,7 +37,8 @@ def _check_plots(page: Page, expected: int) -> None:
         clip = {k: plot[k] for k in ("x", "y", "width", "height")}
         image = Image.open(io.BytesIO(page.screenshot(clip))).convert("RGB")
         colours = image.getcolors(maxcolors=1 << 20) or []
-        inked = sum(n for n, c in colours if sum(c) < 3 * 235) / (image.width * image.height)
+        dark = sum(n for n, c in colours if isinstance(c, tuple) and sum(c) < 3 * 235)  # RGB
+        inked = dark / (image.width * image.height)
         # A blank plot is one colour; axes, text and data give hundreds (anti-aliasing).
         assert len(colours) >= 20, plot
         assert inked > 0.01, plot

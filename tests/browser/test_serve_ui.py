@@ -13,8 +13,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -34,7 +35,10 @@ def _config(tmp_path: Path, data: Path) -> Path:
     return path
 
 
-def _wait(what: str, check, timeout: float) -> object:  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def _wait(what: str, check: Callable[[], T], timeout: float) -> T:
     """Poll ``check`` until it returns something true. A request that fails or is slow to answer
     (the server is starting, or the machine is loaded) is tried again until the deadline."""
     deadline = time.monotonic() + timeout
@@ -93,10 +97,11 @@ def test_the_dashboard_shows_the_deployment_and_the_server_dies_with_serve(
             lambda: re.search(r"schedules: (http://127\.0\.0\.1:\d+)", log.read_text()),
             180,
         )
-        base = said.group(1)  # type: ignore[attr-defined]
+        assert said is not None  # _wait returns only what is found
+        base = said.group(1)
         api = f"{base}/api"
         settings = _wait("the UI's settings", lambda: _get(f"{base}/ui-settings"), 180)
-        assert settings["api_url"] == api  # type: ignore[index]
+        assert settings["api_url"] == api
         _wait("the deployment", lambda: _get(f"{api}/deployments/filter", {}), 180)
         page = browser.new_page()
         page.goto(f"{base}/deployments")

@@ -30,7 +30,8 @@ UNIT = TableSchema(
 
 
 def _census(rows: int = 400) -> pd.DataFrame:
-    return generate.make_census(rows, 3)
+    frame: pd.DataFrame = generate.make_census(rows, 3)
+    return frame
 
 
 def test_a_csv_file_reads_the_values_its_parquet_twin_reads(tmp_path: Path) -> None:

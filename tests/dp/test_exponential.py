@@ -18,7 +18,7 @@ RHO = 0.125  # epsilon = sqrt(8 rho) = 1
 def _expected(sensitivity: float) -> np.ndarray:
     eps = math.sqrt(8 * RHO)
     w = np.exp(eps * np.asarray(SCORES) / (2 * sensitivity))
-    return w / w.sum()
+    return np.asarray(w / w.sum())
 
 
 @pytest.mark.slow

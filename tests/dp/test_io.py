@@ -1,4 +1,5 @@
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,9 @@ def test_partitioned_folder(tmp_path: Path) -> None:
         (lambda f: f.assign(age=["a", "b", "c"]), "column 'age' should be int"),
     ],
 )
-def test_structural_problems_give_one_clear_line(tmp_path: Path, mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_structural_problems_give_one_clear_line(
+    tmp_path: Path, mutate: Callable[[pd.DataFrame], pd.DataFrame], message: str
+) -> None:
     path = _write(tmp_path, mutate(_good()))
     with pytest.raises(InputError, match=message) as info:
         read_table(path, SCHEMA)
@@ -75,7 +78,9 @@ def test_structural_problems_give_one_clear_line(tmp_path: Path, mutate, message
         (lambda f: f.iloc[:0], 0),  # empty: zero rows, not an error
     ],
 )
-def test_values_never_fail_the_read(tmp_path: Path, mutate, rows: int) -> None:  # type: ignore[no-untyped-def]
+def test_values_never_fail_the_read(
+    tmp_path: Path, mutate: Callable[[pd.DataFrame], pd.DataFrame], rows: int
+) -> None:
     frame = read_table(_write(tmp_path, mutate(_good())), SCHEMA).frame
     assert len(frame) == rows
     assert list(frame.dtypes.astype(str)) == ["int64", "float64", "category"]
@@ -108,7 +113,9 @@ def test_missing_values_can_be_mapped(tmp_path: Path) -> None:
             ),
         )
     )
-    bad = _good().assign(hours=[1.0, np.nan, 2.0], sex=[None, "Other", "Male"])
+    bad = _good().assign(
+        hours=[1.0, np.nan, 2.0], sex=np.array([None, "Other", "Male"], dtype=object)
+    )
     frame = read_table(_write(tmp_path, bad), schema).frame
     assert frame["hours"].tolist() == [1.0, 40.0, 2.0]
     assert frame["sex"].tolist() == ["Male", "Female", "Male"]
@@ -169,8 +176,8 @@ def test_a_folder_reads_each_real_file_once_and_skips_hidden_names(tmp_path: Pat
     ids=["self", "ancestor", "second link", "hard link"],
 )
 def test_a_folder_that_loops_or_repeats_a_file_is_refused(
-    tmp_path: Path, link, message: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, link: Callable[[Path], None], message: str
+) -> None:
     # Rows read twice would count twice while noise is sized for one: refused from the listing.
     folder = _folder(tmp_path)
     link(folder)
@@ -190,7 +197,7 @@ def test_storage_types_never_decide_the_read(tmp_path: Path) -> None:
     _write(folder, _good(), "1.parquet")
     doubles = _good().assign(age=[40.5, np.nan, 41.5])
     _write(folder, doubles, "2.parquet")
-    nulls = _good().assign(age=[None, None, None], sex=[None, None, None])
+    nulls = _good().assign(age=np.full(3, None, dtype=object), sex=np.full(3, None, dtype=object))
     _write(folder, nulls, "0.parquet")
     assert pq.read_schema(folder / "0.parquet").field("age").type == pa.null()
     frame = read_table(folder, SCHEMA).frame

@@ -52,7 +52,7 @@ def test_counts_and_sums_get_their_own_sensitivity() -> None:
 
 
 @st.composite
-def _neighbours(draw: st.DrawFn):
+def _neighbours(draw: st.DrawFn) -> tuple[FeatureDomain, np.ndarray, np.ndarray, np.ndarray]:
     d = draw(st.integers(1, 3))
     k = draw(st.integers(1, 4))
     ball = draw(st.booleans())
@@ -71,7 +71,9 @@ def _neighbours(draw: st.DrawFn):
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_neighbours())
-def test_neighbours_move_counts_and_sums_within_sensitivity(case) -> None:
+def test_neighbours_move_counts_and_sums_within_sensitivity(
+    case: tuple[FeatureDomain, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
     dom, X, X2, centres = case
     shift = dom.midpoint()
     centred = dom.translated(shift)
@@ -178,4 +180,4 @@ def test_a_fit_leaves_its_estimator_as_configured() -> None:
     with pytest.raises(ValueError, match="read-only"):
         first.sizes[0] = 0.0
     with pytest.raises(dataclasses.FrozenInstanceError):
-        first.centres = np.zeros((3, 2))
+        first.centres = np.zeros((3, 2))  # type: ignore[misc]  # the point: it is read-only

@@ -51,11 +51,16 @@ def test_a_stop_lands_between_two_chunks_of_noise(
     if which == "laplace":
         seen, sampler = _stopping_after(2, mechanisms._opendp_laplace)
         monkeypatch.setattr(mechanisms, "_opendp_laplace", sampler)
-        draw = lambda: mechanisms.laplace(x, sensitivity=1.0, epsilon=1.0)  # noqa: E731
+
+        def draw() -> object:
+            return mechanisms.laplace(x, sensitivity=1.0, epsilon=1.0)
     else:
         seen, sampler = _stopping_after(2, mechanisms._opendp_gaussian)
         monkeypatch.setattr(mechanisms, "_opendp_gaussian", sampler)
-        draw = lambda: mechanisms.gaussian(x, l2_sensitivity=1.0, rho=0.5)  # noqa: E731
+
+        def draw() -> object:
+            return mechanisms.gaussian(x, l2_sensitivity=1.0, rho=0.5)
+
     with pytest.raises(Stopped, match="drawing noise stopped: the run was interrupted"):
         draw()
     assert len(seen) == 2  # the chunk under way when the stop came, no later one

@@ -14,6 +14,7 @@ import dppub
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.flows.conftest import small_config
+from tests.values import obj, seq
 
 # A user's script, run from a folder of its own: the package, not the checkout, is imported.
 SCRIPT = """
@@ -118,7 +119,7 @@ def test_a_config_object_plans_as_its_file(tmp_path: Path, census_small: Path) -
         "remaining before this run: epsilon=4 of 4 (epsilon=4 delta=0 lifetime)\n"
     )
     names = [r.name for r in from_object.releases]
-    assert names == [r["name"] for r in from_file.details["releases"]]  # type: ignore[union-attr, index]
+    assert names == [obj(r)["name"] for r in seq(from_file.details["releases"])]
     assert sum(r.cost.epsilon for r in from_object.releases) == pytest.approx(1.5)
     assert from_object.total.epsilon == pytest.approx(1.5) and from_object.refused is None
 
@@ -128,7 +129,7 @@ def test_publish_returns_each_release_from_its_files(tmp_path: Path, census_smal
     config = small_config(tmp_path, census_small)
     done = dppub.publish(config, ledger=tmp_path / "ledger.sqlite", out=tmp_path / "out")
     assert isinstance(done, dppub.Publication)
-    assert list(done.releases) == [r["name"] for r in done.manifest["releases"]]
+    assert list(done.releases) == [obj(r)["name"] for r in seq(done.manifest["releases"])]
     for name, release in done.releases.items():
         assert isinstance(release, dppub.ReleaseResult)
         assert release.path == done.path / name

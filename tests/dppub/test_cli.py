@@ -10,11 +10,13 @@ import sys
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from tests.flows.conftest import ConfigFactory
 
 pytestmark = pytest.mark.slow  # real processes (they were in tests/flows, slow as a whole)
 
@@ -49,7 +51,7 @@ def _published(out: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) if d.exists() else []
 
 
-def test_runs_go_on_until_the_budget_refuses(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+def test_runs_go_on_until_the_budget_refuses(tmp_path: Path, config_factory: ConfigFactory) -> None:
     config = config_factory(budget=1.2, light=True)  # the plan costs 0.5: two runs fit, not three
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
 
@@ -93,7 +95,9 @@ def test_runs_go_on_until_the_budget_refuses(tmp_path: Path, config_factory) -> 
     assert json.loads(tampered.stdout)["chain_ok"] is False
 
 
-def test_bad_input_is_one_line_and_publishes_nothing(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_one_line_and_publishes_nothing(
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     bogus = tmp_path / "bogus.parquet"
     bogus.write_text("not parquet at all")
     config = config_factory()
@@ -113,8 +117,8 @@ def test_bad_input_is_one_line_and_publishes_nothing(tmp_path: Path, config_fact
 
 
 def test_one_bad_record_changes_nothing_on_the_stream_engine(
-    tmp_path: Path, config_factory, census_frame
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory, census_frame: pd.DataFrame
+) -> None:
     # Neighbours: the same 2,000 rows, one of them with an undeclared category deep in the file.
     config = config_factory(budget=10.0)
     outcomes = []
@@ -146,7 +150,7 @@ def test_config_errors_exit_2_without_starting_prefect(tmp_path: Path) -> None:
 
 def test_a_hand_run_without_a_prefect_api_starts_no_server_and_says_so(
     tmp_path: Path,
-    config_factory,  # type: ignore[no-untyped-def]
+    config_factory: ConfigFactory,
 ) -> None:
     # No PREFECT_API_URL, no Prefect profile: every hand run used to start a temporary Prefect
     # server (most of its time; the first one in a fresh state folder on a loaded machine timed
@@ -198,8 +202,8 @@ def test_no_command_imports_prefect_before_it_is_configured() -> None:
 )
 @pytest.mark.parametrize("command", ["run", "plan", "audit"])
 def test_a_bad_environment_value_is_one_line_before_the_ledger(
-    tmp_path: Path, config_factory, name: str, value: str, command: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory, name: str, value: str, command: str
+) -> None:
     config = config_factory()
     ledger = tmp_path / "ledger.sqlite"
     args = {"run": ("run", config), "plan": ("plan", config), "audit": ("audit",)}[command]
@@ -214,8 +218,8 @@ def test_a_bad_environment_value_is_one_line_before_the_ledger(
 
 @pytest.mark.parametrize("target", ["missing/audit.html", "/dev/full"])
 def test_audit_html_that_cannot_be_written_is_one_line(
-    tmp_path: Path, config_factory, target: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory, target: str
+) -> None:
     ledger = tmp_path / "ledger.sqlite"
     assert (
         dppub(
@@ -247,8 +251,8 @@ class _NotAPrefectApi(http.server.BaseHTTPRequestHandler):
 
 
 def test_an_unreachable_prefect_api_is_one_line_and_spends_nothing(
-    tmp_path: Path, config_factory
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     config, ledger, out = config_factory(), tmp_path / "ledger.sqlite", tmp_path / "out"
     closed = "http://127.0.0.1:9/api"  # the discard port: nothing listens
     done = dppub("run", config, "--ledger", ledger, "--out", out, env={"PREFECT_API_URL": closed})
@@ -273,7 +277,9 @@ def test_an_unreachable_prefect_api_is_one_line_and_spends_nothing(
     assert _published(out) == []
 
 
-def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+def test_two_users_running_one_config_spend_one_budget(
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     # A scheduled job and a hand run by another user: different homes, no --ledger.
     config = config_factory(budget=0.7, light=True)  # the plan costs 0.5: one run fits
     users = []
@@ -294,8 +300,8 @@ def test_two_users_running_one_config_spend_one_budget(tmp_path: Path, config_fa
 
 
 def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
-    tmp_path: Path, config_factory
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     config = config_factory(ledger="books/shared.sqlite")
     (tmp_path / "books").mkdir()
     plan = dppub("plan", config, "--json")
@@ -335,8 +341,8 @@ def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
 
 
 def test_audit_and_recover_read_the_ledger_a_config_spends_in(
-    tmp_path: Path, config_factory
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     """``dppub run CONFIG`` spends in the config's ledger (``ledger.sqlite`` beside it); audit and
     recover looked only in the state folder's unless given the same path again."""
     from dppub.dp.budget import PrivacyCost

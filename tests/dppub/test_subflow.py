@@ -31,7 +31,7 @@ def users_flow(prefect_server: PrefectServer) -> Iterator[Callable[..., Any]]:
 
     @flow
     def nightly(config: str, ledger: str, out: str) -> dppub.Publication:
-        return dppub.publish_flow(config, ledger, out)  # type: ignore[no-any-return]
+        return dppub.publish_flow(config, ledger, out)
 
     with temporary_settings(updates={PREFECT_API_URL: prefect_server.url}):
         yield nightly

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_looped_adapts_a_per_call_mechanism() -> None:
     def mech(x: float, rng: np.random.Generator) -> np.ndarray:
         return np.array([x, x + rng.random()])
 
-    out = looped(mech)(2.0, 5, np.random.default_rng(0))
+    out = np.asarray(looped(mech)(2.0, 5, np.random.default_rng(0)))
     assert out.shape == (5, 2) and np.all(out[:, 0] == 2.0)
 
 
@@ -102,7 +103,7 @@ def test_looped_adapts_a_per_call_mechanism() -> None:
         ({"epsilon": 1.0, "samples": 10}, "samples must be an integer >= 40"),
     ],
 )
-def test_bad_arguments_are_refused(kwargs: dict[str, float], match: str) -> None:
+def test_bad_arguments_are_refused(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         audit(_constant(0.0), dataset=0.0, neighbour=1.0, rng=np.random.default_rng(0), **kwargs)
 

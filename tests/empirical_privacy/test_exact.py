@@ -67,8 +67,21 @@ def test_output_perturbation_passes_and_its_twin_is_rejected(p: int, tight: floa
     noise = parameters(p=p, epsilon=EPS).output
     assert noise.epsilon == pytest.approx(OUTPUT_SHARE * EPS) == pytest.approx(0.5)
     d, d_nb = _far_points(noise, np.ones(p))
-    kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": noise.epsilon, "samples": 200_000}
-    real = audit(_output_sampler(noise), rng=np.random.default_rng(3), **kwargs)
+    real = audit(
+        _output_sampler(noise),
+        rng=np.random.default_rng(3),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=noise.epsilon,
+        samples=200_000,
+    )
     half = OutputNoise(sensitivity=noise.sensitivity / 2, epsilon=noise.epsilon, grid=noise.grid)
-    twin = audit(_output_sampler(half), rng=np.random.default_rng(3), **kwargs)
+    twin = audit(
+        _output_sampler(half),
+        rng=np.random.default_rng(3),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=noise.epsilon,
+        samples=200_000,
+    )
     _check(real, twin, tight=tight)

@@ -10,6 +10,8 @@ of the audit of the correct release: <= 2e-6 (``dp.reference.empirical_privacy``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
@@ -56,15 +58,28 @@ def test_noisy_histogram_passes_and_its_twin_is_rejected() -> None:
     h = histogram(_frame(base), AXES)
     h_nb = histogram(_frame([*base, (9, 100.0, "F")]), AXES)  # a boundary row: last bin, closed
 
-    def noisy(sensitivity: float):
+    def noisy(sensitivity: float) -> Callable[[np.ndarray, int, np.random.Generator], np.ndarray]:
         def sampler(hist: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
             batch = np.broadcast_to(hist, (n, hist.size))
             return laplace(batch, sensitivity=sensitivity, epsilon=1.0, rng=rng)
 
         return sampler
 
-    kwargs = {"dataset": h, "neighbour": h_nb, "epsilon": 1.0, "samples": 20_000}
-    real = audit(noisy(1.0), rng=np.random.default_rng(3), **kwargs)
+    real = audit(
+        noisy(1.0),
+        rng=np.random.default_rng(3),
+        dataset=h,
+        neighbour=h_nb,
+        epsilon=1.0,
+        samples=20_000,
+    )
     assert real.passed and real.eps_lb > 0.8, real.summary()
-    twin = audit(noisy(0.5), rng=np.random.default_rng(3), **kwargs)
+    twin = audit(
+        noisy(0.5),
+        rng=np.random.default_rng(3),
+        dataset=h,
+        neighbour=h_nb,
+        epsilon=1.0,
+        samples=20_000,
+    )
     assert not twin.passed, twin.summary()

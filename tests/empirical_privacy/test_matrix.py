@@ -96,18 +96,23 @@ def test_answer_is_post_processing_of_the_measurement() -> None:
 def test_measurement_passes_and_its_twin_is_rejected(name: str) -> None:
     strategy = STRATEGIES[name]
     x, x_nb = _worst_pair(strategy)
-    kwargs = {"dataset": x, "neighbour": x_nb, "epsilon": EPS, "samples": 40_000}
     real = audit(
         _measurement_sampler(strategy, sensitivity=strategy.sensitivity),
         selection_samples=20_000,
         rng=np.random.default_rng(SEED),
-        **kwargs,
+        dataset=x,
+        neighbour=x_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert real.passed, real.summary()
     twin = audit(
         _measurement_sampler(strategy, sensitivity=strategy.sensitivity / 2.0),
         selection_samples=20_000,
         rng=np.random.default_rng(SEED),
-        **kwargs,
+        dataset=x,
+        neighbour=x_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert not twin.passed, twin.summary()

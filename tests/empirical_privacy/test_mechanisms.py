@@ -16,6 +16,8 @@ the release path (``dp.mechanisms`` module doc), in one vectorised call per batc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,9 @@ EPS = 1.0
 DELTA = 1e-5
 
 
-def _laplace(*, sensitivity: float, epsilon: float, dim: int = 1):
+def _laplace(
+    *, sensitivity: float, epsilon: float, dim: int = 1
+) -> Callable[[np.ndarray, int, np.random.Generator], np.ndarray]:
     def sampler(x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         batch = np.broadcast_to(np.asarray(x, dtype=float), (n, dim))
         return laplace(batch, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
@@ -85,7 +89,7 @@ def test_laplace_vector_l1_sensitivity(seed: int) -> None:
     assert not twin.passed, twin.summary()
 
 
-def _gaussian(*, l2_sensitivity: float):
+def _gaussian(*, l2_sensitivity: float) -> Callable[[float, int, np.random.Generator], np.ndarray]:
     def sampler(x: float, n: int, rng: np.random.Generator) -> np.ndarray:
         return gaussian(
             np.full(n, x), l2_sensitivity=l2_sensitivity, epsilon=EPS, delta=DELTA, rng=rng
@@ -98,14 +102,29 @@ def _gaussian(*, l2_sensitivity: float):
 def test_gaussian_passes_and_its_twin_is_rejected(seed: int) -> None:
     # sigma is linear in the sensitivity, so halving the sensitivity halves the noise scale.
     # 500k samples: the twin's tail events near p ~ 3e-3 carry eps_lb ~ 1.4 > 1.
-    kwargs = {"dataset": 0.0, "neighbour": 1.0, "epsilon": EPS, "delta": DELTA, "samples": 500_000}
-    real = audit(_gaussian(l2_sensitivity=1.0), rng=np.random.default_rng(seed), **kwargs)
+    real = audit(
+        _gaussian(l2_sensitivity=1.0),
+        rng=np.random.default_rng(seed),
+        dataset=0.0,
+        neighbour=1.0,
+        epsilon=EPS,
+        delta=DELTA,
+        samples=500_000,
+    )
     assert real.passed, real.summary()
-    twin = audit(_gaussian(l2_sensitivity=0.5), rng=np.random.default_rng(seed), **kwargs)
+    twin = audit(
+        _gaussian(l2_sensitivity=0.5),
+        rng=np.random.default_rng(seed),
+        dataset=0.0,
+        neighbour=1.0,
+        epsilon=EPS,
+        delta=DELTA,
+        samples=500_000,
+    )
     assert not twin.passed, twin.summary()
 
 
-def _rr(epsilon: float):
+def _rr(epsilon: float) -> Callable[[bool, int, np.random.Generator], np.ndarray]:
     def sampler(bit: bool, n: int, rng: np.random.Generator) -> np.ndarray:
         return randomized_response(np.full(n, bit), epsilon=epsilon, rng=rng)
 

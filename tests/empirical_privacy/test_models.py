@@ -68,6 +68,7 @@ import numpy as np
 import pytest
 
 import dppub.dp.mechanisms
+from dppub.dp.calibration import gaussian_sigma
 from dppub.dp.mechanisms import gaussian, laplace
 from dppub.dp.reference import frame_regression as reference_module
 from dppub.dp.reference.empirical_privacy import AuditResult, audit, looped
@@ -170,7 +171,7 @@ def test_objective_perturbation_end_to_end(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(
         dppub.dp.mechanisms,
         "gaussian_sigma",
-        functools.lru_cache(maxsize=None)(dppub.dp.mechanisms.gaussian_sigma),
+        functools.lru_cache(maxsize=None)(gaussian_sigma),  # what mechanisms.py calls
     )
     Z, (y,), kw = _objective_call(OBJ_X, OBJ_Y, epsilon=OBJ_EPS, intercept=False)
     Z_nb, (y_nb,), _ = _objective_call(OBJ_X_NB, OBJ_Y_NB, epsilon=OBJ_EPS, intercept=False)

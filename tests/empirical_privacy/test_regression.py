@@ -89,16 +89,23 @@ def test_each_released_part_passes_and_its_twin_is_rejected(domain: str, part: s
     # to the adaptive split, which only moves epsilon_k, not the sensitivity).
     rel = functional_release(d, DESIGNS[domain], epsilon=EPS, rng=np.random.default_rng(0))
     sens = rel.sensitivity.part(part)
-    kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": EPS, "samples": 40_000}
     real = audit(
-        _part_sampler(part, sensitivity=sens, epsilon=EPS), rng=np.random.default_rng(7), **kwargs
+        _part_sampler(part, sensitivity=sens, epsilon=EPS),
+        rng=np.random.default_rng(7),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert real.passed, real.summary()
     assert real.eps_lb > 0.7 * EPS, real.summary()  # the worst row attains the sensitivity
     twin = audit(
         _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
         rng=np.random.default_rng(7),
-        **kwargs,
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert not twin.passed, twin.summary()
 
@@ -131,13 +138,24 @@ def test_functional_release_end_to_end_passes_and_its_twin_is_rejected(weight: f
 
         return mech
 
-    kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": EPS, "samples": 2_000}
     real = audit(
-        looped(release(EPS)), selection_samples=1_000, rng=np.random.default_rng(1), **kwargs
+        looped(release(EPS)),
+        selection_samples=1_000,
+        rng=np.random.default_rng(1),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=2_000,
     )
     assert real.passed, real.summary()
     twin = audit(
-        looped(release(2 * EPS)), selection_samples=1_000, rng=np.random.default_rng(1), **kwargs
+        looped(release(2 * EPS)),
+        selection_samples=1_000,
+        rng=np.random.default_rng(1),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=2_000,
     )
     assert not twin.passed, twin.summary()
 
@@ -150,7 +168,7 @@ def test_kmeans_releases_pass_and_their_twins_are_rejected(release: str) -> None
     centred = domain.translated(domain.midpoint())
     rows = np.array([[0.5, -0.25, 0.0], [-1.0, 0.75, 0.5]])
     worst = np.vstack([rows, [[1.0, -1.0, 1.0]]])  # a corner: ||x||_1 = sum_j a_j
-    stat = {
+    stat: Callable[[np.ndarray], np.ndarray] = {
         "counts": lambda r: np.array([float(len(r))]),
         "sums": lambda r: r.sum(axis=0),
     }[release]
@@ -165,10 +183,23 @@ def test_kmeans_releases_pass_and_their_twins_are_rejected(release: str) -> None
 
         return draw
 
-    kwargs = {"dataset": rows, "neighbour": worst, "epsilon": eps_half, "samples": 40_000}
-    real = audit(sampler(1.0), rng=np.random.default_rng(4), **kwargs)
+    real = audit(
+        sampler(1.0),
+        rng=np.random.default_rng(4),
+        dataset=rows,
+        neighbour=worst,
+        epsilon=eps_half,
+        samples=40_000,
+    )
     assert real.passed and real.eps_lb > 0.6 * eps_half, real.summary()
-    twin = audit(sampler(0.5), rng=np.random.default_rng(4), **kwargs)
+    twin = audit(
+        sampler(0.5),
+        rng=np.random.default_rng(4),
+        dataset=rows,
+        neighbour=worst,
+        epsilon=eps_half,
+        samples=40_000,
+    )
     assert not twin.passed, twin.summary()
 
 
@@ -210,15 +241,22 @@ def test_one_hot_parts_at_the_auto_split_pass_and_their_twins_are_rejected(part:
     sens = rel.sensitivity.part(part)
     moved = np.abs(d_nb.parts()[part] - d.parts()[part]).sum()
     assert moved <= sens and moved == pytest.approx(sens, rel=1e-4)  # up to the allowance
-    kwargs = {"dataset": d, "neighbour": d_nb, "epsilon": EPS, "samples": 40_000}
     real = audit(
-        _part_sampler(part, sensitivity=sens, epsilon=EPS), rng=np.random.default_rng(9), **kwargs
+        _part_sampler(part, sensitivity=sens, epsilon=EPS),
+        rng=np.random.default_rng(9),
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert real.passed, real.summary()
     assert real.eps_lb > 0.7 * EPS, real.summary()
     twin = audit(
         _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
         rng=np.random.default_rng(9),
-        **kwargs,
+        dataset=d,
+        neighbour=d_nb,
+        epsilon=EPS,
+        samples=40_000,
     )
     assert not twin.passed, twin.summary()

@@ -1,4 +1,5 @@
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # gives the session an empty PREFECT_HOME, so no profile configures one): the tests that cover
 # the Prefect path ask for `prefect_server`; every other run here runs without Prefect.
 os.environ.pop("PREFECT_API_URL", None)
+
+ConfigFactory = Callable[..., Path]
+"""The ``config_factory`` fixture: :func:`small_config`'s keywords -> the config's path."""
 
 
 def small_config(
@@ -48,7 +52,7 @@ def publish_here(config: str | Path, ledger: str | Path, out: str | Path) -> str
 
 
 @pytest.fixture
-def config_factory(tmp_path: Path, census_small: Path):  # type: ignore[no-untyped-def]
+def config_factory(tmp_path: Path, census_small: Path) -> ConfigFactory:
     def make(**kwargs: Any) -> Path:
         return small_config(tmp_path, census_small, **kwargs)
 
@@ -56,7 +60,7 @@ def config_factory(tmp_path: Path, census_small: Path):  # type: ignore[no-untyp
 
 
 from tests.examples import example  # noqa: E402
-from tests.prefect_server import PrefectServer  # noqa: E402, F401 (for the test modules)
+from tests.prefect_server import PrefectServer as PrefectServer  # noqa: E402 (for the tests)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

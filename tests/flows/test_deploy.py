@@ -86,7 +86,7 @@ def server(
     env.pop("PREFECT_PROFILE", None)
     api = prefect_server.url
     client = {**env, "PREFECT_API_URL": api}
-    create = [BIN / "prefect", "work-pool", "create", POOL, "--type", "process"]
+    create: list[str | Path] = [BIN / "prefect", "work-pool", "create", POOL, "--type", "process"]
     done = subprocess.run(create, env=client, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     with (tmp / "worker.log").open("wb") as log:

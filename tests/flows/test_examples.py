@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.values import obj
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 EXAMPLES = ("demo.yaml", "tables.yaml", "synthetic.yaml")
@@ -29,6 +31,7 @@ def test_the_examples_publish_in_sequence_on_one_ledger(tmp_path: Path, census_s
     done = [dppub.publish(tmp_path / "configs" / n, ledger=ledger, out=out) for n in order]
     assert {d.path.parent for d in done} == {out / "census_demo"}
     payload = audit_payload(str(ledger), None)
-    assert list(payload["datasets"]) == ["census_demo"]  # one dataset, one budget
-    assert payload["datasets"]["census_demo"]["lifetime_spent_epsilon"] == pytest.approx(6.0)
+    datasets = obj(payload["datasets"])
+    assert list(datasets) == ["census_demo"]  # one dataset, one budget
+    assert obj(datasets["census_demo"])["lifetime_spent_epsilon"] == pytest.approx(6.0)
     assert sum(1 for line in audit_lines(payload) if line.startswith("census_demo ")) == 1

@@ -59,7 +59,7 @@ def _write(tmp: Path, raw: dict[str, Any], name: str = "c.yaml") -> Path:
     return path
 
 
-EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "tiny epsilon": (
         lambda r: r["workloads"][0].update(epsilon=1e-320),
         "workloads.0.epsilon: epsilon must be at least 1e-06",
@@ -205,7 +205,7 @@ def _renewing_with_a_unit(raw: dict[str, Any]) -> None:
 
 
 # issue 29 items 5, 7 and 8, issue 24 item 1: each was accepted by `plan` and `run`.
-CONFIG_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+CONFIG_EDITS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "epsilon true": (
         lambda r: r["workloads"][0].update(epsilon=True),
         "workloads.0.epsilon: must be a number, got true/false True",

@@ -101,7 +101,9 @@ def test_storage_types_never_decide_the_exit_status(
         tmp.mkdir()
         data = _split(census_frame, tmp / "data")
         doubles = census_frame.iloc[len(census_frame) // 2 :].astype({"age": "float64"})
-        doubles.iloc[3, doubles.columns.get_loc("age")] = value
+        age = doubles.columns.get_loc("age")
+        assert isinstance(age, int)  # one column of that name
+        doubles.iloc[3, age] = value
         doubles.to_parquet(data / "b.parquet", index=False)
         assert pq.read_schema(data / "a.parquet").field("age").type == pa.int64()
         assert pq.read_schema(data / "b.parquet").field("age").type == pa.float64()

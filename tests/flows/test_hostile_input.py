@@ -7,6 +7,7 @@ each case costs a second or two.
 
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ class Case:
         if not self.ledger.exists():
             return 0.0
         summary = spending_summary(Ledger(self.ledger))
-        return sum(d["lifetime_spent_epsilon"] for d in summary.values())
+        return float(sum(d["lifetime_spent_epsilon"] for d in summary.values()))
 
 
 def _refused(case: Case, result: Any, message: str) -> None:
@@ -66,7 +67,7 @@ def _refused(case: Case, result: Any, message: str) -> None:
             assert con.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
 
 
-STRUCTURE = {
+STRUCTURE: dict[str, tuple[Callable[[pd.DataFrame], pd.DataFrame], str]] = {
     "missing column": (lambda f: f.drop(columns="hours"), "missing declared column(s) ['hours']"),
     "renamed column": (lambda f: f.rename(columns={"age": "Age"}), "missing declared column(s)"),
     "wrong type": (lambda f: f.assign(age=f["age"].astype(str)), "'age' should be int"),

@@ -83,14 +83,14 @@ def test_sigterm_mid_table_settles_within_seconds(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    err = err_path.read_text()
-    assert code == 128 + signal.SIGTERM, err[-3000:]
+    stderr = err_path.read_text()
+    assert code == 128 + signal.SIGTERM, stderr[-3000:]
     # old code: exited only after the whole table was drawn and written (minutes)
-    assert took < WITHIN_SECONDS, (took, err[-3000:])
-    errors = [ln for ln in err.splitlines() if ln.startswith("dppub: error:")]
+    assert took < WITHIN_SECONDS, (took, stderr[-3000:])
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("dppub: error:")]
     assert len(errors) == 1 and errors[0].startswith("dppub: error: interrupted by SIGTERM; run ")
-    assert errors[0].endswith("was charged"), err[-3000:]
-    assert "Traceback" not in err
+    assert errors[0].endswith("was charged"), stderr[-3000:]
+    assert "Traceback" not in stderr
     book = Ledger(str(ledger))
     assert [r["epsilon"] for r in book.history() if r["event"] == "draw"] == [pytest.approx(1.0)]
     summary = spending_summary(book)["large"]

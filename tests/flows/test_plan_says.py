@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from dppub import cli
 from dppub.dp.budget import PrivacyCost
@@ -20,7 +20,7 @@ from tests.flows.conftest import small_config
 DEMO_COST = 1.5  # what the demo plan costs
 
 
-def _plan(config: Path, ledger: Path, *more: str) -> Any:
+def _plan(config: Path, ledger: Path, *more: str) -> Result:
     return CliRunner().invoke(cli.app, ["plan", str(config), "--ledger", str(ledger), *more])
 
 
@@ -47,7 +47,7 @@ def _run(config: Path, ledger: Path, out: Path) -> subprocess.CompletedProcess[s
     )
 
 
-def _refusal(result: Any) -> str:
+def _refusal(result: Result | subprocess.CompletedProcess[str]) -> str:
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("dppub: error:")]
     assert len(lines) == 1, result.stderr
     return lines[0]

@@ -65,7 +65,7 @@ def _api(server: PrefectServer, path: str, body: dict[str, Any]) -> Any:
 
 def _flow_run(server: PrefectServer, ledger: Path) -> dict[str, Any]:
     """The one flow run on the server that spent in ``ledger``."""
-    runs = [
+    runs: list[dict[str, Any]] = [
         r
         for r in _api(server, "flow_runs/filter", {"limit": 200})
         if r["parameters"].get("ledger_path") == str(ledger)
@@ -213,7 +213,7 @@ def test_the_dask_engine_on_the_server_and_without_one(
     raw["dataset"]["batch_size"] = 500  # several dask tasks per file
     config.write_text(yaml.safe_dump(raw))
     tables = {}
-    cases = (
+    cases: tuple[tuple[str, dict[str, str]], ...] = (
         ("stream", {}),
         ("dask", {}),
         ("dask", {"PREFECT_API_URL": prefect_server.url}),

@@ -33,7 +33,7 @@ from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.schema import ColumnSpec
 from dppub.flows.publish import publish
 from tests.dp.conftest import reserved_staging
-from tests.flows.conftest import PrefectServer
+from tests.flows.conftest import ConfigFactory, PrefectServer
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,7 +42,9 @@ def on_server(prefect_server: PrefectServer) -> Iterator[None]:
         yield
 
 
-def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+def test_publishes_atomically_and_records_the_ledger(
+    tmp_path: Path, config_factory: ConfigFactory
+) -> None:
     config = config_factory()
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     state = publish(str(config), str(ledger), str(out), return_state=True)
@@ -103,7 +105,9 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
     details = json.loads((run_dir / "age_cdf" / "release.json").read_text())["details"]
     assert details["interval_level"] == 0.95 and "bootstrap" in details["interval_method"]
 
-    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    flow_run_id = state.state_details.flow_run_id
+    assert flow_run_id is not None
+    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts(flow_run_filter=this_run)}
         wanted = [f"release-{n}" for n in names]  # each release's task run is named after it
@@ -124,8 +128,8 @@ def test_publishes_atomically_and_records_the_ledger(tmp_path: Path, config_fact
 
 
 def test_a_failure_before_any_draw_costs_nothing_and_after_one_is_charged(
-    tmp_path: Path, config_factory, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = config_factory()
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
 
@@ -180,7 +184,7 @@ def test_a_reexecuted_noise_task_reuses_its_first_answer(tmp_path: Path) -> None
     assert (staging.dir / "q" / "answers.parquet").read_bytes() == answers
 
 
-def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None:  # type: ignore[no-untyped-def]
+def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory: ConfigFactory) -> None:
     import yaml
 
     config = config_factory()
@@ -202,8 +206,12 @@ def test_gaussian_release_reports_zcdp(tmp_path: Path, config_factory) -> None: 
 
 @pytest.mark.parametrize("engine", ["stream", "dask"])
 def test_streaming_engines_publish_the_same_statistics(
-    tmp_path: Path, config_factory, census_small: Path, census_frame: pd.DataFrame, engine: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    config_factory: ConfigFactory,
+    census_small: Path,
+    census_frame: pd.DataFrame,
+    engine: str,
+) -> None:
     import yaml
 
     config = config_factory(budget=100.0)
@@ -225,8 +233,9 @@ def test_streaming_engines_publish_the_same_statistics(
     # levels and metrics); no column was loaded whole for it.
     cfg = load_config(config)
     a = cfg.section("anonymize")[0]
-    frame = read_table(census_small, cfg.table_schema, columns=[*a.quasi_identifiers, *a.include])
-    frame = frame.frame
+    frame = read_table(
+        census_small, cfg.table_schema, columns=[*a.quasi_identifiers, *a.include]
+    ).frame
     hierarchies = {
         q: hierarchy_from_values(cfg, q, frame[q].unique().tolist())
         if q == "zip"
@@ -265,8 +274,8 @@ def test_streaming_engines_publish_the_same_statistics(
 
 
 def test_streaming_engines_load_no_whole_column(
-    tmp_path: Path, config_factory, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, config_factory: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import yaml
 
     config = config_factory(budget=10.0)

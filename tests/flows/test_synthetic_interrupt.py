@@ -86,15 +86,15 @@ def test_a_signal_mid_aim_settles_after_the_round_charged(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    err = err_path.read_text()
-    assert code == 128 + sig, err[-3000:]
-    rounds = [int(r) for r in ROUND.findall(err)]
+    stderr = err_path.read_text()
+    assert code == 128 + sig, stderr[-3000:]
+    rounds = [int(r) for r in ROUND.findall(stderr)]
     # The round under way when the signal came may finish; no later one starts.
-    assert rounds == list(range(1, len(rounds) + 1)) and len(rounds) <= seen + 1, err[-3000:]
-    errors = [ln for ln in err.splitlines() if ln.startswith("dppub: error:")]
-    assert len(errors) == 1 and errors[0].endswith("was charged"), err[-3000:]
+    assert rounds == list(range(1, len(rounds) + 1)) and len(rounds) <= seen + 1, stderr[-3000:]
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("dppub: error:")]
+    assert len(errors) == 1 and errors[0].endswith("was charged"), stderr[-3000:]
     assert errors[0].startswith(f"dppub: error: interrupted by {sig.name}; run ")
-    assert "Traceback" not in err
+    assert "Traceback" not in stderr
     book = Ledger(str(ledger))
     drawn = [r["epsilon"] for r in book.history() if r["event"] == "draw"]
     assert drawn == [pytest.approx(1.0)]  # the release's draw, recorded before AIM measured

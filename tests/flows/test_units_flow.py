@@ -19,6 +19,7 @@ from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.units import row_level_cost
 from tests.examples import example
 from tests.flows.conftest import publish_here
+from tests.values import obj, seq
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,8 +81,8 @@ def test_every_kind_publishes_and_sensitivities_scale_with_the_bound(
     assert {r["neighbours"] for r in rows} >= {"all rows of one household (at most 3 read)"}
     # The audit, in text, JSON and HTML, says which neighbours each guarantee was stated for.
     payload = audit_payload(str(tmp_path / "l.sqlite"), None)
-    stated = payload["datasets"]["census_demo"]["neighbours"]
-    assert "all rows of one household (at most 3 read)" in stated
+    stated = obj(obj(payload["datasets"])["census_demo"])["neighbours"]
+    assert "all rows of one household (at most 3 read)" in seq(stated)
     assert any("neighbours: " in line and "at most 3 read" in line for line in audit_lines(payload))
     write_audit_page(str(tmp_path / "l.sqlite"), payload, tmp_path / "audit.html")
     assert "all rows of one household (at most 3 read)" in (tmp_path / "audit.html").read_text()

@@ -16,6 +16,8 @@ import pandas as pd
 from dppub.dp.anonymity import Hierarchy
 
 Table = dict[tuple[int, ...], dict[int, dict[str, Any]]]
+Dataset = tuple[pd.DataFrame, dict[str, Hierarchy]]
+"""A table and a hierarchy per quasi-identifier (the ``small``, ``adult``... fixtures)."""
 
 
 def small_table(n: int = 300, seed: int = 7) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:
@@ -89,7 +91,7 @@ def node_scores(
     out = {}
     for k in ks:
         bad = size < k
-        if distinct is not None:
+        if distinct is not None and l_div is not None:  # distinct is set exactly when l_div is
             bad |= distinct < l_div[1]
         s = int(bad.sum())
         per = []

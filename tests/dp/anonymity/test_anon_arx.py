@@ -33,7 +33,7 @@ from dppub.dp.anonymity.search import exhaustive, optimal
 from dppub.dp.errors import InputError
 from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.reference.public_data import folder
-from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
+from tests.dp.anonymity.oracle import Dataset, best_of, run_oracle, small_table
 
 FARS = folder("fars")
 ARX_TESTS = "arx-deidentifier/arx src/test/org/deidentifier/arx/test/"
@@ -110,8 +110,8 @@ def _violating(
         (0.0, 100, [0, 4, 1, 1, 3, 2, 2, 1, 1], 453196.8932458743),
     ],
 )
-def test_adult_k_anonymity_monotone_entropy_matches_arx(  # type: ignore[no-untyped-def]
-    adult, sigma: float, k: int, levels: list[int], value: float
+def test_adult_k_anonymity_monotone_entropy_matches_arx(
+    adult: Dataset, sigma: float, k: int, levels: list[int], value: float
 ) -> None:
     df, hs = adult
     res = anonymize(df, hs, k=k, max_suppression=sigma, metric="entropy_monotone")
@@ -141,8 +141,8 @@ def test_adult_k_anonymity_monotone_entropy_matches_arx(  # type: ignore[no-unty
     ],
 )
 @pytest.mark.slow
-def test_fars_dm_star_matches_arx(  # type: ignore[no-untyped-def]
-    fars, sigma: float, k: int, levels: list[int], value: float
+def test_fars_dm_star_matches_arx(
+    fars: Dataset, sigma: float, k: int, levels: list[int], value: float
 ) -> None:
     df, hs = fars
     res = anonymize(df, hs, k=k, max_suppression=sigma, metric="dm_star")
@@ -165,8 +165,8 @@ def test_fars_dm_star_matches_arx(  # type: ignore[no-untyped-def]
         (0.0, 5, [4, 2, 3, 0, 1, 2, 2, 2], 0.6634710671629722),
     ],
 )
-def test_fars_loss_matches_arx(  # type: ignore[no-untyped-def]
-    fars, sigma: float, k: int, levels: list[int], value: float
+def test_fars_loss_matches_arx(
+    fars: Dataset, sigma: float, k: int, levels: list[int], value: float
 ) -> None:
     df, hs = fars
     res = anonymize(df, hs, k=k, max_suppression=sigma, metric="loss")
@@ -175,7 +175,7 @@ def test_fars_loss_matches_arx(  # type: ignore[no-untyped-def]
 
 
 # ------------------------------------------------------------------------------ Loss, Adult
-def test_adult_loss_rank_matches_arx(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_loss_rank_matches_arx(adult: Dataset) -> None:
     df, hs = adult
     # TestUtilityMetricsLoss.java case 1: create(1.0, createLossMetric()), KAnonymity(5),
     # sensitive "occupation" (not a QI), expected "[0.297248193, 0.29678055, 0.1297659306 x6]"
@@ -194,7 +194,7 @@ def test_adult_loss_rank_matches_arx(adult) -> None:  # type: ignore[no-untyped-
 
 
 @pytest.mark.slow
-def test_loss_rank_search_is_exact_on_the_oracle(small) -> None:  # type: ignore[no-untyped-def]
+def test_loss_rank_search_is_exact_on_the_oracle(small: Dataset) -> None:
     df, hs = small
     table = run_oracle(df, hs, [2, 5])
     for k in (2, 5):
@@ -234,7 +234,7 @@ def test_vector_scores_search_matches_exhaustive_enumeration() -> None:
 
 # ------------------------------------------------------------------------ l-diversity, Adult
 @pytest.mark.slow
-def test_adult_entropy_l_diversity_matches_arx(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_entropy_l_diversity_matches_arx(adult: Dataset) -> None:
     df, hs = adult
     h8 = _without(hs, "occupation")
     ldiv = {"column": "occupation", "l": 5, "kind": "entropy"}
@@ -256,7 +256,7 @@ def test_adult_entropy_l_diversity_matches_arx(adult) -> None:  # type: ignore[n
 
 # ------------------------------------------------------------------------- l-diversity, FARS
 @pytest.mark.slow
-def test_fars_distinct_l_diversity_matches_arx(fars) -> None:  # type: ignore[no-untyped-def]
+def test_fars_distinct_l_diversity_matches_arx(fars: Dataset) -> None:
     df, hs = fars
     h7 = _without(hs, "istatenum")
     ldiv = {"column": "istatenum", "l": 5, "kind": "distinct"}

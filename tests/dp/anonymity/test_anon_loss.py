@@ -21,6 +21,7 @@ from dppub.dp.anonymity import Hierarchy
 from dppub.dp.anonymity.classes import CodedTable
 from dppub.dp.anonymity.metrics import MetricTables
 from dppub.dp.reference.frame_anonymity import anonymize, encode_columns
+from tests.dp.anonymity.oracle import Dataset
 
 # Leaf 4 is listed twice (as FARS's age file lists 99 twice); leaf 6 is absent from the data.
 AGE = "1;1-2;*\n2;1-2;*\n3;3-4;*\n4;3-4;*\n4;3-4;*\n5;5-6;*\n6;5-6;*\n"
@@ -48,7 +49,7 @@ def repeated(tmp_path: Path) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:
     return pd.DataFrame(ROWS, columns=["age", "sex"]), hs
 
 
-def test_hierarchy_counts_a_repeated_row_in_its_domain(repeated) -> None:  # type: ignore[no-untyped-def]
+def test_hierarchy_counts_a_repeated_row_in_its_domain(repeated: Dataset) -> None:
     _, hs = repeated
     age = hs["age"]
     assert age.leaves == ("1", "2", "3", "4", "5", "6")  # encoding sees each leaf once
@@ -69,7 +70,7 @@ def test_hierarchy_counts_a_repeated_row_in_its_domain(repeated) -> None:  # typ
     assert once.digest() != age.digest()
 
 
-def test_loss_per_node_matches_arx(repeated) -> None:  # type: ignore[no-untyped-def]
+def test_loss_per_node_matches_arx(repeated: Dataset) -> None:
     df, hs = repeated
     table = CodedTable.build(encode_columns(df, hs), list(hs.values()), None)
     tables = MetricTables.build(table)
@@ -84,7 +85,9 @@ def test_loss_per_node_matches_arx(repeated) -> None:  # type: ignore[no-untyped
 
 
 @pytest.mark.parametrize(("sigma", "node"), [(0.0, (2, 0)), (0.3, (1, 0)), (1.0, (1, 0))])
-def test_optimum_and_its_loss_match_arx(repeated, sigma: float, node: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+def test_optimum_and_its_loss_match_arx(
+    repeated: Dataset, sigma: float, node: tuple[int, int]
+) -> None:
     # ARX's global optimum for KAnonymity(2) at these suppression limits (same build as above).
     df, hs = repeated
     res = anonymize(df, hs, k=2, max_suppression=sigma, metric="loss")

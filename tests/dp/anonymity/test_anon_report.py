@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -10,15 +11,18 @@ import pytest
 from dppub.dp.anonymity import Hierarchy
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.reference.frame_anonymity import AnonymizationResult, anonymize
+from tests.dp.anonymity.oracle import Dataset
 
 
 @pytest.fixture(scope="module")
-def result(small) -> AnonymizationResult:  # type: ignore[no-untyped-def]
+def result(small: Dataset) -> AnonymizationResult:
     df, hs = small
     return anonymize(df, hs, k=4, max_suppression=0.05, metric="loss")
 
 
-def test_metrics_are_consistent_with_the_released_table(small, result) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_are_consistent_with_the_released_table(
+    small: Dataset, result: AnonymizationResult
+) -> None:
     df, hs = small
     m = result.metrics
     sizes = result.table.groupby(list(hs), observed=True).size()
@@ -49,7 +53,7 @@ def test_metrics_are_consistent_with_the_released_table(small, result) -> None: 
     assert m["hierarchy_sha256"]["zip"] == hs["zip"].digest()
 
 
-def test_input_hash_depends_on_the_data(small) -> None:  # type: ignore[no-untyped-def]
+def test_input_hash_depends_on_the_data(small: Dataset) -> None:
     df, hs = small
     a = anonymize(df, hs, k=2, max_suppression=0.0).metrics["input_sha256"]
     b = anonymize(df, hs, k=2, max_suppression=0.0).metrics["input_sha256"]
@@ -58,7 +62,7 @@ def test_input_hash_depends_on_the_data(small) -> None:  # type: ignore[no-untyp
     assert a == b != c
 
 
-def test_markdown_report_lists_levels_and_says_not_dp(result) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_report_lists_levels_and_says_not_dp(result: AnonymizationResult) -> None:
     md = result.to_markdown()
     assert not md.lstrip().startswith("#")  # no heading of its own: the run report nests it
     assert "Not differentially private" in md
@@ -82,7 +86,9 @@ def test_markdown_report_lists_levels_and_says_not_dp(result) -> None:  # type: 
         ({"l_diversity": {"column": "nope", "l": 2}}, InputError, "'nope' is not in the table"),
     ],
 )
-def test_invalid_arguments_raise_one_line_errors(small, kwargs, exc, msg) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_arguments_raise_one_line_errors(
+    small: Dataset, kwargs: dict[str, Any], exc: type[Exception], msg: str
+) -> None:
     df, hs = small
     args = {"k": 3, "max_suppression": 0.05, **kwargs}
     with pytest.raises(exc, match=msg):
@@ -103,7 +109,7 @@ def test_no_admissible_node_is_a_clear_input_error() -> None:
     assert res.metrics["k_achieved"] == 0
 
 
-def test_empty_table_and_unknown_values_are_input_errors(small) -> None:  # type: ignore[no-untyped-def]
+def test_empty_table_and_unknown_values_are_input_errors(small: Dataset) -> None:
     df, hs = small
     with pytest.raises(InputError, match="empty"):
         anonymize(df.iloc[:0], hs, k=2, max_suppression=0.0)

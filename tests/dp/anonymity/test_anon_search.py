@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +17,9 @@ from dppub.dp.anonymity.metrics import MetricTables
 from dppub.dp.anonymity.search import exhaustive, optimal
 from dppub.dp.errors import InputError
 from dppub.dp.reference.frame_anonymity import anonymize, encode_columns
-from tests.dp.anonymity.oracle import best_of, run_oracle, small_table
+from tests.dp.anonymity.oracle import Dataset, Table, best_of, run_oracle, small_table
+
+Subset = tuple[pd.DataFrame, dict[str, Hierarchy], Table]  # data, hierarchies, its oracle
 
 KS = [2, 3, 5, 10]
 SIGMAS = [0.0, 0.02, 0.05, 0.1, 0.3, 1.0]
@@ -27,14 +30,14 @@ def _qi_sizes(table: pd.DataFrame, qis: list[str]) -> pd.Series:
 
 
 @pytest.fixture(scope="module")
-def small_oracle(small: tuple[pd.DataFrame, dict[str, Hierarchy]]):  # type: ignore[no-untyped-def]
+def small_oracle(small: Dataset) -> Table:
     df, hs = small
     return run_oracle(df, hs, KS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("metric", METRICS)
-def test_search_matches_exhaustive_oracle(small, small_oracle, metric: str) -> None:  # type: ignore[no-untyped-def]
+def test_search_matches_exhaustive_oracle(small: Dataset, small_oracle: Table, metric: str) -> None:
     df, hs = small
     for k in KS:
         for sigma in SIGMAS:
@@ -49,7 +52,7 @@ def test_search_matches_exhaustive_oracle(small, small_oracle, metric: str) -> N
 
 
 @pytest.mark.slow
-def test_l_diversity_matches_oracle_and_holds(small) -> None:  # type: ignore[no-untyped-def]
+def test_l_diversity_matches_oracle_and_holds(small: Dataset) -> None:
     df, hs = small
     table = run_oracle(df, hs, [3], l_div=("disease", 3))
     for sigma in [0.05, 0.2]:
@@ -67,7 +70,7 @@ def test_l_diversity_matches_oracle_and_holds(small) -> None:  # type: ignore[no
         assert _qi_sizes(res.table, list(hs)).min() >= 3
 
 
-def test_entropy_l_diversity_holds_in_every_released_class(small) -> None:  # type: ignore[no-untyped-def]
+def test_entropy_l_diversity_holds_in_every_released_class(small: Dataset) -> None:
     df, hs = small
     res = anonymize(
         df,
@@ -82,7 +85,7 @@ def test_entropy_l_diversity_holds_in_every_released_class(small) -> None:  # ty
     assert res.suppressed <= math.floor(0.1 * len(df))
 
 
-def test_adult_nine_qis_k5_sigma5_loss_is_the_global_optimum(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_nine_qis_k5_sigma5_loss_is_the_global_optimum(adult: Dataset) -> None:
     # Verified once by enumerating all 12,960 nodes with an independent prototype (19 s).
     df, hs = adult
     res = anonymize(df, hs, k=5, max_suppression=0.05, metric="loss")
@@ -104,7 +107,7 @@ def test_adult_nine_qis_k5_sigma5_loss_is_the_global_optimum(adult) -> None:  # 
 
 
 @pytest.fixture(scope="module")
-def adult_subset(adult):  # type: ignore[no-untyped-def]
+def adult_subset(adult: Dataset) -> Subset:
     df, hs = adult
     sub = {c: hs[c] for c in ["age", "education", "marital-status", "race"]}  # 5*4*3*2 = 120 nodes
     data = df[list(sub)].iloc[:6000]
@@ -113,7 +116,7 @@ def adult_subset(adult):  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("metric", METRICS)
-def test_adult_subset_matches_oracle(adult_subset, metric: str) -> None:  # type: ignore[no-untyped-def]
+def test_adult_subset_matches_oracle(adult_subset: Subset, metric: str) -> None:
     data, sub, table = adult_subset
     for sigma in [0.0, 0.04]:
         res = anonymize(data, sub, k=5, max_suppression=sigma, metric=metric)
@@ -121,7 +124,7 @@ def test_adult_subset_matches_oracle(adult_subset, metric: str) -> None:  # type
         assert res.score == pytest.approx(expected, rel=1e-9)
 
 
-def test_released_table_keeps_other_columns_and_drops_suppressed_rows(small) -> None:  # type: ignore[no-untyped-def]
+def test_released_table_keeps_other_columns_and_drops_suppressed_rows(small: Dataset) -> None:
     df, hs = small
     res = anonymize(df, hs, k=5, max_suppression=0.1)
     assert list(res.table.columns) == list(df.columns)
@@ -179,7 +182,9 @@ def test_property_k_anonymous_within_limit_and_optimal(
 @pytest.mark.parametrize(
     ("kind", "sigma"), [("entropy", 0.02), ("entropy", 0.2), ("distinct", 0.05)]
 )
-def test_l_diverse_search_matches_exhaustive_enumeration(adult, kind: str, sigma: float) -> None:  # type: ignore[no-untyped-def]
+def test_l_diverse_search_matches_exhaustive_enumeration(
+    adult: Dataset, kind: str, sigma: float
+) -> None:
     # Entropy-l with suppression is not monotone (a merge can pull a diverse class below l), so
     # the search must not prune by anonymity there; enumerate every node to check it.
     df, hs = adult
@@ -197,7 +202,12 @@ def test_l_diverse_search_matches_exhaustive_enumeration(adult, kind: str, sigma
         return nc.suppressed, tables.score("loss", levels, nc, table.counts) if ok else None
 
     heights = tuple(h.height for h in sub.values())
-    bounds = lambda nodes: tables.lower_bounds("loss", nodes)  # noqa: E731
+
+    def bounds(nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        out = tables.lower_bounds("loss", nodes)
+        assert out is not None  # "loss" has bounds (only DM/DM* have none)
+        return out
+
     fast = optimal(heights, evaluate, bounds, limit=limit, monotone=kind == "distinct")
     slow = exhaustive(heights, evaluate)
     assert fast.score == pytest.approx(slow.score, rel=1e-12)
@@ -213,7 +223,7 @@ def test_l_diverse_search_matches_exhaustive_enumeration(adult, kind: str, sigma
 
 
 @pytest.mark.slow
-def test_adult_nine_qis_search_equals_full_enumeration(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_nine_qis_search_equals_full_enumeration(adult: Dataset) -> None:
     # All 12,960 nodes counted: the pruned search must find the same optimum at full scale.
     df, hs = adult
     table = CodedTable.build(encode_columns(df, hs), list(hs.values()), None)

@@ -21,7 +21,9 @@ from dppub.dp.engine.dask import DaskBackend
 from dppub.dp.errors import InputError
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.regression import LogisticRegression
-from dppub.dp.regression.statistics import Design
+from dppub.dp.regression.logistic import LogisticFit
+from dppub.dp.regression.losssums import LossSums
+from dppub.dp.regression.statistics import Design, SufficientStatistics
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
 
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.slow
 def cluster() -> Iterator[str]:
     from distributed import LocalCluster
 
-    with LocalCluster(
+    with LocalCluster(  # type: ignore[no-untyped-call]
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as c:
         yield c.scheduler_address
@@ -59,17 +61,25 @@ def test_float_statistics_are_bit_identical(partitioned: Path, cluster: str) -> 
         target=TargetDomain(lower=0, upper=250_000),
         fit_intercept=True,
     )
-    kw = {"features": ["age", "hours"], "target": "income", "design": design, "by": "sex"}
-    local = regression_statistics_stream(partitioned, SCHEMA, batch_size=77, **kw)  # type: ignore[arg-type]
-    from distributed import Client
 
-    with Client(cluster):  # the current default client (no address on the backend)
-        remote = regression_statistics_stream(
+    def stats(backend: DaskBackend | None) -> list[SufficientStatistics]:
+        return regression_statistics_stream(
             partitioned,
             SCHEMA,
-            backend=DaskBackend(batch_size=77),
-            **kw,  # type: ignore[arg-type]
+            features=["age", "hours"],
+            target="income",
+            design=design,
+            by="sex",
+            batch_size=77,
+            backend=backend,
         )
+
+    local = stats(None)
+    from distributed import Client
+
+    # The current default client (no address on the backend).
+    with Client(cluster):  # type: ignore[no-untyped-call]
+        remote = stats(DaskBackend(batch_size=77))
     for a, b in zip(local, remote, strict=True):
         assert a.gram.tobytes() == b.gram.tobytes()  # bit for bit, not approximately
         assert a.moment.tobytes() == b.moment.tobytes()
@@ -77,11 +87,11 @@ def test_float_statistics_are_bit_identical(partitioned: Path, cluster: str) -> 
 
 def test_objective_perturbation_is_bit_identical(partitioned: Path, cluster: str) -> None:
     # Every Newton iterate's loss sums are bit-identical, so the whole fit is.
-    def fit(backend: DaskBackend | None) -> LogisticRegression:
+    def fit(backend: DaskBackend | None) -> LogisticFit:
         model = LogisticRegression(0.5, bounds_X=([17, 1], [90, 99]))
         design = model.design(2)
 
-        def sums(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        def sums(w: np.ndarray) -> LossSums:
             return logistic_sums_stream(
                 partitioned,
                 SCHEMA,
@@ -132,7 +142,10 @@ def test_runs_inside_a_worker_task_without_deadlock(partitioned: Path, cluster: 
     expected = histogram_stream(partitioned, SCHEMA, axes, batch_size=50).tobytes()
     from distributed import Client, get_task_stream
 
-    with Client(cluster, set_as_default=False) as client, get_task_stream(client) as stream:
+    with (
+        Client(cluster, set_as_default=False) as client,  # type: ignore[no-untyped-call]
+        get_task_stream(client) as stream,
+    ):
         futures = [
             client.submit(_histogram_on_worker, partitioned, cluster, pure=False) for _ in range(2)
         ]

@@ -159,7 +159,7 @@ def test_leaf_counts_give_the_class_sizes_of_every_node(
 def test_binary_labels_of_a_category_target_match(partitioned: Path) -> None:
     frame = read_table(partitioned, SCHEMA, columns=["age", "hours", "sex"]).frame
     X = frame[["age", "hours"]].to_numpy(dtype=np.float64)
-    labels = (frame["sex"].astype(str) == "Female").to_numpy(dtype=np.float64) - 0.5
+    labels = np.asarray(frame["sex"].astype(str) == "Female", dtype=np.float64) - 0.5
     design = Design(
         features=FeatureDomain.box([17, 1], [90, 99], d=2),
         target=TargetDomain(lower=-0.5, upper=0.5),

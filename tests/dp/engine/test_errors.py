@@ -3,6 +3,7 @@ or map them, and the in-memory frame and the streamed batches see exactly the sa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dppub.dp.axes import category_axis, numeric_axis
+from dppub.dp.axes import Axis, category_axis, numeric_axis
 from dppub.dp.engine import histogram_stream
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.reference.frame import read_table
@@ -28,7 +29,7 @@ def _folder(tmp_path: Path, bad: pd.DataFrame) -> Path:
     return tmp_path
 
 
-def _same_counts(path: Path, schema: TableSchema, axes: list) -> np.ndarray:  # type: ignore[type-arg]
+def _same_counts(path: Path, schema: TableSchema, axes: Sequence[Axis]) -> np.ndarray:
     frame = read_table(path, schema, columns=[a.column for a in axes]).frame
     streamed = histogram_stream(path, schema, axes, batch_size=64)
     np.testing.assert_array_equal(streamed, histogram(frame, axes))

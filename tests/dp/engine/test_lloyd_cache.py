@@ -125,7 +125,10 @@ def test_kmeans_from_the_projection_equals_the_streamed_fit(partitioned: Path, e
     if engine == "memory":
         backend = MemoryBackend.load(partitioned, SCHEMA, FEATURES, batch_size=100)
     projection = backend.run(ProjectionAggregate(columns=FEATURES), partitioned, SCHEMA)
-    make = lambda: KMeans(3, 5.0, bounds_X=([17, 1], [90, 99]), n_iter=4)  # noqa: E731
+
+    def make() -> KMeans:
+        return KMeans(3, 5.0, bounds_X=([17, 1], [90, 99]), n_iter=4)
+
     streamed = make()
     passes: list[int] = []
 

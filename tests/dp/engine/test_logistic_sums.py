@@ -14,7 +14,7 @@ from dppub.dp.engine.dask import DaskBackend
 from dppub.dp.errors import ConfigError
 from dppub.dp.reference.frame import read_table
 from dppub.dp.reference.frame_regression import LogisticRegression
-from dppub.dp.regression.logistic import normalised_rows, row_norm_bound
+from dppub.dp.regression.logistic import LogisticFit, normalised_rows, row_norm_bound
 from dppub.dp.regression.losssums import logistic_sums
 from tests.conftest import generate
 from tests.dp.engine.conftest import SCHEMA, write_part
@@ -45,7 +45,7 @@ def _in_memory(source: Path, target: str, rule: dict[str, Any]) -> tuple[Any, An
 
 def _streamed_fit(
     model: LogisticRegression, source: Path, target: str, rule: dict[str, Any], **kw: Any
-) -> tuple[LogisticRegression, list[int]]:
+) -> tuple[LogisticFit, list[int]]:
     calls: list[int] = []
     design = model.design(len(FEATURES))
 

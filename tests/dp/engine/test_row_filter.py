@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,7 +57,9 @@ def test_a_filter_keeps_the_rows_pandas_keeps(census: Path, where: str, query: s
     # filter reads is never kept.
     frame = read_table(census, SCHEMA, columns=columns, complete=False).frame
     known = frame[list(row_filter.columns)].notna().all(axis=1)
-    expected = known & frame.eval(query).fillna(False).astype(bool)
+    evaluated = frame.eval(query)
+    assert isinstance(evaluated, pd.Series)
+    expected = known & evaluated.fillna(False).astype(bool)
     assert kept.tolist() == expected.tolist()
     assert 0 < kept.sum() < len(kept)
 

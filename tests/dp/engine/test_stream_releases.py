@@ -114,12 +114,13 @@ def test_a_source_changed_between_the_passes_releases_nothing(
     tmp_path: Path, hierarchies: dict[str, Hierarchy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import dppub.dp.engine.folds.k_anonymous_table as module
+    from dppub.dp.engine.folds.anonymity_counts import leaf_counts_stream
 
     folder = tmp_path / "data"
     folder.mkdir()
     frame = generate.make_census(400, 1)
     write_part(folder, "p0.parquet", frame, row_group_size=100)
-    counted = module.leaf_counts_stream
+    counted = leaf_counts_stream  # the function k_anonymous_table.py calls, patched below
 
     def count_then_drop_a_row(*args: Any, **kwargs: Any) -> Any:
         leaf = counted(*args, **kwargs)
@@ -158,7 +159,10 @@ def test_distinct_values_are_the_frames(partitioned: Path) -> None:
 def test_streamed_kmeans_equals_the_in_memory_fit(partitioned: Path) -> None:
     features = ["age", "hours"]
     X = read_table(partitioned, SCHEMA, columns=features).frame.to_numpy(dtype=np.float64)
-    make = lambda: KMeans(3, 5.0, bounds_X=([17, 1], [90, 99]), n_iter=4)  # noqa: E731
+
+    def make() -> KMeans:
+        return KMeans(3, 5.0, bounds_X=([17, 1], [90, 99]), n_iter=4)
+
     want = make().fit(X, rng=np.random.default_rng(11))
     model = make()
     calls: list[int] = []

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ COLUMNS = ("person", "age", "group")
 AXES = (numeric_axis(SCHEMA["age"]), category_axis(SCHEMA["group"]))
 
 
-def _table(rows: list[tuple[str | None, int, str]]) -> pd.DataFrame:
+def _table(rows: Sequence[tuple[str | None, int, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -45,7 +46,9 @@ def _write(tmp: Path, frame: pd.DataFrame, name: str = "t.parquet") -> Path:
     return path
 
 
-def _bounded_rows(path: Path, bound: UnitBound, backend=None) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+def _bounded_rows(
+    path: Path, bound: UnitBound, backend: StreamingBackend | None = None
+) -> pd.DataFrame:
     """The rows a bounded release reads, as (person, age, group) tuples."""
     backend = backend or StreamingBackend(batch_size=5)
     unit_filter = backend.run(BoundingAggregate(bound), path, SCHEMA)
@@ -56,8 +59,8 @@ def _bounded_rows(path: Path, bound: UnitBound, backend=None) -> pd.DataFrame:  
 
 
 def test_each_unit_keeps_at_most_m_rows_and_small_units_keep_all(tmp_path: Path) -> None:
-    rows = [("p1", i % 10, "a") for i in range(9)] + [("p2", 3, "b"), ("p2", 4, "c")]
-    rows += [(None, 5, "a")]  # no unit: never read
+    rows: list[tuple[str | None, int, str]] = [("p1", i % 10, "a") for i in range(9)]
+    rows += [("p2", 3, "b"), ("p2", 4, "c"), (None, 5, "a")]  # no unit: never read
     path = _write(tmp_path, _table(rows))
     kept = _bounded_rows(path, UnitBound(column="person", max_rows=3, content=COLUMNS))
     assert kept.groupby("person").size().to_dict() == {"p1": 3, "p2": 2}
@@ -419,7 +422,7 @@ def test_units_whose_hashes_collide_are_never_merged(
     for name, part in (("full", frame), ("less", frame[people != people[0]])):
         part.to_parquet(path, index=False, row_group_size=7)
         dropped = StreamingBackend(batch_size=11).run(BoundingAggregate(bound), path, schema)
-        rows = part.reset_index(drop=True).drop(index=dropped.dropped)
+        rows = part.reset_index(drop=True).drop(index=pd.Index(dropped.dropped))
         kept[name] = sorted(rows.itertuples(index=False, name=None))
         want = part.groupby("person").size().clip(upper=m).to_dict()
         assert rows.groupby("person").size().to_dict() == want
@@ -459,7 +462,7 @@ def test_labels_whose_hashes_collide_are_two_partitions(
             column="person", max_rows=8, max_partitions=p, partition="group", content=COLUMNS
         )
         dropped = StreamingBackend(batch_size=11).run(BoundingAggregate(bound), path, schema)
-        rows = frame.drop(index=dropped.dropped)
+        rows = frame.drop(index=pd.Index(dropped.dropped))
         assert rows.groupby("person")["group"].nunique().max() == p  # each unit has 12 labels
         assert rows.groupby("person").size().max() <= 8
 

@@ -273,12 +273,13 @@ def test_without_the_c_encoder_rows_use_the_plain_one(monkeypatch: pytest.Monkey
 
 def test_a_head_is_checked_wherever_it_is_in_the_chain() -> None:
     rows = []
+    heads: list[tuple[int, str]] = []
     prev = chain.GENESIS
     for seq in range(1, 6):
         values = [seq, *[None] * (len(chain.FIELDS) - 2), prev]
         prev = chain._hash_values(values)
         rows.append((*values, prev))
-    heads = [(seq, row[-1]) for seq, row in enumerate(rows, start=1)]
+        heads.append((seq, prev))
     assert all(chain.verify_rows(rows, expected_head=h).ok for h in heads)
     assert not chain.verify_rows(rows, expected_head=(3, heads[2][1][::-1])).ok
     assert not chain.verify_rows(rows[:2], expected_head=heads[2]).ok

@@ -4,6 +4,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -43,7 +44,7 @@ def _reserve(
     )
 
 
-def _spending(led: Ledger) -> dict[str, object]:
+def _spending(led: Ledger) -> dict[str, Any]:  # spending_summary's type
     return spending_summary(led)["d"]
 
 
@@ -395,7 +396,8 @@ def test_a_writer_killed_mid_transaction_leaves_no_lock_and_no_row(
         with pytest.raises(LedgerError, match="database is locked|held the write lock for more"):
             _reserve(ledger_factory(timeout=0.5), "r1", 0.25)
     finally:
-        os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        assert writer.pid is not None  # started above
+        os.kill(writer.pid, signal.SIGKILL)
         writer.join(30)
     _reserve(ledger_factory(timeout=10), "r1", 0.25)
     assert led.verify().ok and led.head()[0] == 3

@@ -81,9 +81,9 @@ def test_what_is_not_a_file_path_is_refused_with_one_line(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
-    for attempt in (lambda: Ledger(name), lambda: Ledger(name, create=False)):
+    for create in (True, False):
         with pytest.raises(LedgerError, match="is not a file path: ") as err:
-            attempt()
+            Ledger(name) if create else Ledger(name, create=False)
         assert why in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(LedgerError, match=why):
         ledger_location(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import hashlib
 import multiprocessing
 import os
 import pickle
@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 import dppub.dp.matrix as mx
-from dppub.dp.matrix.select import candidate_strategies
-
-cache = importlib.import_module("dppub.dp.matrix.cache")
+from dppub.dp.matrix import cache
+from dppub.dp.matrix.select import candidate_strategies, select_strategy
 
 W = mx.prefix(48)
 
@@ -25,7 +24,7 @@ W = mx.prefix(48)
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the workloads whose strategy was actually computed (not read from disk)."""
     calls: list[str] = []
-    real = cache.select_strategy
+    real = select_strategy  # what cache.py calls; patched there below
 
     def counting(workload: mx.Workload, **kwargs: Any) -> mx.Strategy:
         calls.append(workload.name)
@@ -92,7 +91,7 @@ def test_a_damaged_entry_is_ignored_recomputed_and_rewritten(
 
     def signed(obj: object) -> bytes:
         data = pickle.dumps(obj)
-        return head + b"\n" + cache.hashlib.sha256(data).hexdigest().encode() + b"\n" + data
+        return head + b"\n" + hashlib.sha256(data).hexdigest().encode() + b"\n" + data
 
     entry.write_bytes(
         {
@@ -125,7 +124,7 @@ def test_a_write_that_dies_before_the_rename_leaves_nothing(
     def crash(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(cache.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)  # the os module cache.py uses
     cache.cached_select_strategy(W, directory=tmp_path)
     assert _entries(tmp_path) == []  # neither an entry nor a temporary file
     monkeypatch.undo()

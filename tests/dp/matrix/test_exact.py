@@ -32,9 +32,10 @@ def _measured(a: mx.Strategy, x: np.ndarray, gaussian: bool) -> tuple[np.ndarray
     seen: dict[str, Any] = {}
 
     def capture(values: Any, **kw: Any) -> np.ndarray:
-        seen["values"] = np.asarray(values, dtype=np.float64)
+        measured = np.asarray(values, dtype=np.float64)
+        seen["values"] = measured
         seen["sensitivity"] = kw.get("sensitivity", kw.get("l2_sensitivity"))
-        return seen["values"]
+        return measured
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(measure_module, "gaussian" if gaussian else "laplace", capture)

@@ -22,7 +22,12 @@ def _dense_factors(w: matrix.Workload, a: matrix.Strategy, power: int = 2) -> np
     return np.asarray(((w.dense() @ np.linalg.pinv(a.dense())) ** power).sum(axis=1))
 
 
-ONE_DIM = [matrix.identity(20), matrix.prefix(20), matrix.all_range(20), matrix.total(20)]
+ONE_DIM: list[matrix.Workload] = [
+    matrix.identity(20),
+    matrix.prefix(20),
+    matrix.all_range(20),
+    matrix.total(20),
+]
 ONE_DIM += [matrix.width_range(20, 4), matrix.union(matrix.prefix(20), matrix.identity(20))]
 STRATEGIES_1D = [
     matrix.identity_strategy(20),

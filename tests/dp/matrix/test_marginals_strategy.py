@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ def _dense_marginals(dims: tuple[int, ...], weights: np.ndarray) -> np.ndarray:
     a = mx.MarginalsStrategy(dims=dims, weights=weights)
     rows = []
     for subset in a.subsets:
-        block = np.ones((1, 1))
+        block: np.ndarray = np.ones((1, 1))
         for i, n in enumerate(dims):
             block = np.kron(block, np.eye(n) if i in subset else np.ones((1, n)))
         rows.append(weights[sum(1 << i for i in subset)] * block)
@@ -262,9 +263,11 @@ def test_least_squares_is_exact_and_cheap_at_72000_cells() -> None:
         (lambda: mx.opt_marginals(mx.marginals((2, 3), 1), restarts=-1), r"restarts must be"),
     ],
 )
-def test_invalid_marginals_strategies_raise_config_error(build: object, message: str) -> None:
+def test_invalid_marginals_strategies_raise_config_error(
+    build: Callable[[], object], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
-        build()  # type: ignore[operator]
+        build()
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def _wnorm(w: mx.Workload, e: np.ndarray) -> float:
 
 
 def _sparse_truth(rng: np.random.Generator, n: int, density: float, scale: float) -> np.ndarray:
-    return rng.poisson(scale, n) * (rng.random(n) < density).astype(float)
+    return np.asarray(rng.poisson(scale, n) * (rng.random(n) < density).astype(float))
 
 
 def _never_worse(w: mx.Workload, est: np.ndarray, x_ls: np.ndarray, truth: np.ndarray) -> bool:

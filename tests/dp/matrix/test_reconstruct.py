@@ -215,13 +215,13 @@ class _Opaque(mx.Strategy):
         return float(np.abs(self.mat).sum(axis=0).max())
 
     def _matmat(self, x: np.ndarray) -> np.ndarray:
-        return self.mat @ x
+        return np.asarray(self.mat @ x)
 
     def _rmatmat(self, y: np.ndarray) -> np.ndarray:
-        return self.mat.T @ y
+        return np.asarray(self.mat.T @ y)
 
     def _lstsq(self, r: np.ndarray) -> np.ndarray:
-        return np.linalg.lstsq(self.mat, r, rcond=None)[0]
+        return np.asarray(np.linalg.lstsq(self.mat, r, rcond=None)[0])
 
 
 @pytest.mark.slow

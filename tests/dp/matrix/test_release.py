@@ -122,10 +122,18 @@ class _Spy(mx.Strategy):
         ({"workload": np.eye(4)}, ConfigError, r"workload must be a dp.matrix workload, got"),
     ],
 )
-def test_bad_arguments_fail_before_measuring(kwargs: dict, error: type, message: str) -> None:
-    args = {"workload": mx.prefix(4), "x": np.ones(4), "epsilon": 1.0, "strategy": _Spy()}
+def test_bad_arguments_fail_before_measuring(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    args: dict[str, object] = {
+        "workload": mx.prefix(4),
+        "x": np.ones(4),
+        "epsilon": 1.0,
+        "strategy": _Spy(),
+    }
     args.update(kwargs)
     before = _Spy.calls
     with pytest.raises(error, match=message):
-        mx.answer(args.pop("workload"), args.pop("x"), rng=np.random.default_rng(0), **args)
+        # Deliberately ill-typed: the point is the run-time check.
+        mx.answer(args.pop("workload"), args.pop("x"), rng=np.random.default_rng(0), **args)  # type: ignore[arg-type]
     assert _Spy.calls == before

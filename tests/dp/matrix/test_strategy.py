@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -128,9 +129,9 @@ def test_workload_strategy_error_factor_is_rank() -> None:
         (lambda: mx.wavelet(0), r"n must be a positive integer, got 0"),
     ],
 )
-def test_invalid_strategies_raise_config_error(build: object, message: str) -> None:
+def test_invalid_strategies_raise_config_error(build: Callable[[], object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        build()  # type: ignore[operator]
+        build()
 
 
 def test_opt0_gradient_matches_finite_differences() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -37,7 +39,8 @@ def _reference(name: str, n: int) -> np.ndarray:
 def _build(name: str, n: int) -> mx.Workload:
     if name == "width_range":
         return mx.width_range(n, min(3, n))
-    return getattr(mx, name)(n)
+    built: mx.Workload = getattr(mx, name)(n)
+    return built
 
 
 NAMES = ["identity", "total", "prefix", "all_range", "width_range"]
@@ -123,7 +126,7 @@ def test_all_range_never_materializes_rows_for_gram() -> None:
     ("build", "message"),
     [
         (lambda: mx.identity(0), r"n must be a positive integer, got 0"),
-        (lambda: mx.prefix(2.5), r"n must be a positive integer, got 2.5"),
+        (lambda: mx.prefix(2.5), r"n must be a positive integer, got 2.5"),  # type: ignore[arg-type]
         (lambda: mx.width_range(5, 6), r"width must be <= n = 5, got 6"),
         (lambda: mx.marginals((2, 3), 3), r"k must be an integer in \[0, 2\], got 3"),
         (lambda: mx.union(mx.prefix(3), mx.prefix(4)), r"union needs one domain shape"),
@@ -132,6 +135,6 @@ def test_all_range_never_materializes_rows_for_gram() -> None:
         (lambda: mx.prefix(3) @ np.ones(4), r"needs an operand with 3 rows, got shape \(4,\)"),
     ],
 )
-def test_invalid_workloads_raise_config_error(build: object, message: str) -> None:
+def test_invalid_workloads_raise_config_error(build: Callable[[], object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        build()  # type: ignore[operator]
+        build()

@@ -44,7 +44,8 @@ def test_exact_products_are_the_integer_products(bits: int) -> None:
     ]
     got = exact_products(a, b, bits=bits)
     assert got.tolist() == want
-    assert all(type(v) is int for v in got.flat)  # Python integers: no int64 wrap-around
+    values: list[object] = list(got.flat)
+    assert all(type(v) is int for v in values)  # Python integers: no int64 wrap-around
     assert exact_sums(a, bits=bits).tolist() == [sum(int(x) for x in a[:, i]) for i in range(3)]
 
 

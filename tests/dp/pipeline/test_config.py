@@ -1,5 +1,6 @@
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -7,18 +8,19 @@ import yaml
 from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.plan import build_plan, load_config, load_plan
 from tests.examples import example
+from tests.values import num, obj, seq
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "demo.yaml"
 
 
-def _write(tmp_path: Path, raw: dict) -> Path:  # type: ignore[type-arg]
+def _write(tmp_path: Path, raw: dict[str, Any]) -> Path:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
-def _demo_raw() -> dict:  # type: ignore[type-arg]
+def _demo_raw() -> dict[str, Any]:
     return example("demo.yaml")
 
 
@@ -128,10 +130,10 @@ def test_plan_reports_expected_error_above_the_svd_bound(tmp_path: Path) -> None
 
     payload = plan(DEMO, ledger=tmp_path / "no-ledger.sqlite").details
     assert not (tmp_path / "no-ledger.sqlite").exists()  # plan never creates a ledger
-    workloads = [r for r in payload["releases"] if r["kind"] == "workload"]
+    workloads = [obj(r) for r in seq(payload["releases"]) if obj(r)["kind"] == "workload"]
     assert [w["name"] for w in workloads] == ["age_cdf", "income_ranges", "age_band_by_sex"]
     for w in workloads:
-        assert w["svd_bound_rmse"] <= w["expected_rmse"] * (1 + 1e-9)
+        assert num(w["svd_bound_rmse"]) <= num(w["expected_rmse"]) * (1 + 1e-9)
     assert workloads[0]["queries"] == 74
     assert payload["remaining_epsilon"] == payload["budget_epsilon"]
 
@@ -194,7 +196,7 @@ def test_task_runner_follows_the_engine(tmp_path: Path) -> None:
     assert remote.config_hash == pandas.config_hash
 
 
-def _marginals(**budget: object) -> dict:  # type: ignore[type-arg]
+def _marginals(**budget: object) -> dict[str, Any]:
     raw = _demo_raw()
     raw["dataset"]["budget"]["delta"] = 1e-5
     raw["workloads"] = [
@@ -242,7 +244,7 @@ def test_a_rho_budget_is_charged_as_its_epsilon_delta_and_measured_with_gaussian
         ({"epsilon": 1.0, "delta": 1e-6}, "only by Gaussian noise"),
     ],
 )
-def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict, message: str) -> None:  # type: ignore[type-arg]
+def test_noise_and_budget_must_agree(tmp_path: Path, budget: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(_write(tmp_path, _marginals(**budget)))
 
@@ -259,10 +261,12 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     assert release.spec.workload.n > result.MAX_INTERVAL_CELLS
     # Decided by the workload's size alone: no estimate is even looked at.
     assert workloads.workload_intervals(release.spec, result=None) is None  # type: ignore[arg-type]
-    released = result.WorkloadResult(
-        workload="marginals", queries=1, cells=2, strategy="s", reconstruction="nonneg-l1",
-        expected_rmse=1.0, svd_bound_rmse=0.5, noise="laplace", noise_scale=1.0,
-        **result.NO_INTERVALS,
+    released = result.WorkloadResult.model_validate(
+        {
+            "workload": "marginals", "queries": 1, "cells": 2, "strategy": "s",
+            "reconstruction": "nonneg-l1", "expected_rmse": 1.0, "svd_bound_rmse": 0.5,
+            "noise": "laplace", "noise_scale": 1.0, **result.NO_INTERVALS,
+        }
     )  # fmt: skip
     summary = ReleaseSummary(
         name="m", release_kind=workloads.WorkloadKind(), mechanism="laplace", cost=release.cost,
@@ -272,7 +276,7 @@ def test_a_workload_over_more_cells_than_intervals_are_computed_for_says_so(
     assert "No intervals (none: intervals are computed for up to 2048 cells)" in line
 
 
-def _with_unit(raw: dict) -> dict:  # type: ignore[type-arg]
+def _with_unit(raw: dict[str, Any]) -> dict[str, Any]:
     raw["dataset"]["columns"]["person"] = {"type": "int", "bounds": [0, 10**6]}
     raw["dataset"].update(privacy_unit="person", max_rows_per_unit=3)
     return raw
@@ -298,15 +302,15 @@ PARAMETERS: dict[str, tuple[str | int, ...]] = {
 }
 
 
-def _set(raw: dict, where: tuple[str | int, ...], value: object) -> dict:  # type: ignore[type-arg]
-    node = raw
+def _set(raw: dict[str, Any], where: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    node: Any = raw  # a mapping or a list, as the YAML nests them
     for key in where[:-1]:
         node = node[key]
     node[where[-1]] = value
     return raw
 
 
-def _privacy_raw() -> dict:  # type: ignore[type-arg]
+def _privacy_raw() -> dict[str, Any]:
     raw = _with_unit(_demo_raw())
     raw["dataset"]["budget"].update(per="month", cap={"epsilon": 2.0})
     raw["dataset"]["max_partitions_per_unit"] = 1
@@ -449,8 +453,8 @@ def test_names_are_at_most_64_characters(tmp_path: Path, section: str) -> None:
 )
 def test_a_schedule_prefect_would_refuse_is_refused_at_load(
     tmp_path: Path,
-    schedule: dict,
-    message: str,  # type: ignore[type-arg]
+    schedule: dict[str, object],
+    message: str,
 ) -> None:
     # An invalid cron was accepted by plan and run; only serve noticed, after 27 s.
     raw = _demo_raw()
@@ -468,7 +472,7 @@ def test_a_schedule_prefect_would_refuse_is_refused_at_load(
         {"interval_seconds": 3600},
     ],
 )
-def test_valid_schedules_load(tmp_path: Path, schedule: dict) -> None:  # type: ignore[type-arg]
+def test_valid_schedules_load(tmp_path: Path, schedule: dict[str, Any]) -> None:
     raw = _demo_raw()
     raw["schedule"] = schedule
     assert load_config(_write(tmp_path, raw)).schedule is not None

@@ -14,6 +14,7 @@ import yaml
 
 import dppub.dp.pipeline.kinds.clustering.kind as clustering_kind
 from dppub.dp.engine import ProjectionAggregate
+from dppub.dp.engine.folds.lloyd_sums import lloyd_statistics_stream
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
 
 
@@ -35,7 +36,7 @@ def test_kmeans_passes_over_the_source(
         small = functools.partial(ProjectionAggregate, max_rows=10)
         monkeypatch.setattr(clustering_kind, "ProjectionAggregate", small)
     passes: list[int] = []
-    streamed = clustering_kind.lloyd_statistics_stream
+    streamed = lloyd_statistics_stream  # the function the kind calls, patched there below
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         passes.append(1)

@@ -3,9 +3,10 @@ whose releases fail is settled by whoever opened it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import pytest
 import yaml
@@ -27,18 +28,28 @@ def _config(tmp_path: Path, data: Path) -> Path:
     return path
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 def _recording(steps: Steps, calls: list[str]) -> Steps:
     """``steps``, noting each step's name as it is called."""
 
-    def noted(name: str, fn):  # type: ignore[no-untyped-def]
-        def call(*args):  # type: ignore[no-untyped-def]
+    def noted(name: str, fn: Callable[P, R]) -> Callable[P, R]:
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
             calls.append(name)
-            return fn(*args)
+            return fn(*args, **kwargs)
 
         return call
 
-    names = ("read", "bound_units", "scan", "releases", "compose")
-    return replace(steps, **{n: noted(n, getattr(steps, n)) for n in names})
+    return replace(
+        steps,
+        read=noted("read", steps.read),
+        bound_units=noted("bound_units", steps.bound_units),
+        scan=noted("scan", steps.scan),
+        releases=noted("releases", steps.releases),
+        compose=noted("compose", steps.compose),
+    )
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ against it; a summary read back from its file writes the same file."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import jsonschema
@@ -12,7 +13,7 @@ import pytest
 
 from dppub.dp.budget import PlannedCost, PrivacyCost
 from dppub.dp.errors import InvariantError
-from dppub.dp.pipeline.kinds import ReleaseSummary
+from dppub.dp.pipeline.kinds import JSON, ReleaseSummary
 from dppub.dp.pipeline.kinds.regression import RegressionKind
 from dppub.dp.pipeline.kinds.regression.result import RegressionResult
 from dppub.dp.pipeline.kinds.workload import WorkloadKind
@@ -72,8 +73,15 @@ def test_a_summary_round_trips_through_its_file() -> None:
     assert ReleaseSummary.from_json(written, RegressionKind()) == summary
     assert read_summary(written) == summary
     assert read_summary(written).to_json() == written
-    assert written["details"]["zcdp_rho"] is None
-    assert "outcome" not in written["details"]  # None: left out
+    assert written_details(written)["zcdp_rho"] is None
+    assert "outcome" not in written_details(written)  # None: left out
+
+
+def written_details(written: Mapping[str, JSON]) -> Mapping[str, JSON]:
+    """The ``details`` object of a written ``release.json``."""
+    details = written["details"]
+    assert isinstance(details, Mapping)
+    return details
 
 
 def test_a_result_is_read_by_its_kinds_model() -> None:
@@ -82,7 +90,7 @@ def test_a_result_is_read_by_its_kinds_model() -> None:
         ReleaseSummary.from_json({**written, "kind": "workload"}, WorkloadKind())
     with pytest.raises(InvariantError, match="has a RegressionResult, not a WorkloadResult"):
         _summary().result_as(WorkloadKind.result)
-    details = dict(written["details"])
+    details: dict[str, JSON] = dict(written_details(written))
     with pytest.raises(ValueError, match="unknown"):
         read_summary({**written, "details": {**details, "unknown": 1}})
 
@@ -117,6 +125,6 @@ def test_the_accounting_a_release_states_is_read_typed() -> None:
     stated = RESULT.model_copy(update={"zcdp_rho": 0.0125, "accounting": "zCDP"})
     summary = read_summary(_summary(result=stated).to_json())
     assert (summary.result.zcdp_rho, summary.result.accounting) == (0.0125, "zCDP")
-    details = dict(_summary().to_json()["details"])
+    details: dict[str, JSON] = dict(written_details(_summary().to_json()))
     with pytest.raises(ValueError, match="zcdp_rho"):
         read_summary({**_summary().to_json(), "details": {**details, "zcdp_rho": "a lot"}})

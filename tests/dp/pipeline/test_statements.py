@@ -49,6 +49,7 @@ def test_the_stated_total_is_the_smaller_of_two_proven_figures() -> None:
     gauss = _summary(0.3, 1e-6, 0.002, "g")
     total = PrivacyCost(epsilon=3.3, delta=1e-6)
     rho, eps, stated = tightest_epsilon([*pure, gauss], total)
+    assert rho is not None and eps is not None
     assert rho == pytest.approx(10 * zcdp_of_pure(0.3) + 0.002)
     assert eps == pytest.approx(zcdp_to_dp(rho, 1e-6)) and eps > 3.3
     assert stated == 3.3

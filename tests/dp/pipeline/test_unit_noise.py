@@ -46,6 +46,7 @@ def test_a_unit_workload_is_measured_at_m_times_its_sensitivity(
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     sens = summary.sensitivity
+    assert sens is not None
     answers = pd.read_csv(published.folder / "age_by_sex" / "answers.csv")
     assert np.isfinite(answers["answer"]).all()
     if noise == "laplace":

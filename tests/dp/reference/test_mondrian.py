@@ -10,6 +10,7 @@ from dppub.dp.anonymity import Hierarchy
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.reference.frame_anonymity import anonymize
 from dppub.dp.reference.mondrian import mondrian
+from tests.dp.anonymity.oracle import Dataset
 
 
 def _released_sizes(table: pd.DataFrame, qis: list[str]) -> pd.Series:
@@ -17,7 +18,7 @@ def _released_sizes(table: pd.DataFrame, qis: list[str]) -> pd.Series:
 
 
 @pytest.mark.parametrize("k", [2, 5, 20])
-def test_every_class_has_k_records_and_cells_are_ancestors(small, k: int) -> None:  # type: ignore[no-untyped-def]
+def test_every_class_has_k_records_and_cells_are_ancestors(small: Dataset, k: int) -> None:
     df, hs = small
     res = mondrian(df, hs, k=k)
     qis = list(hs)
@@ -34,7 +35,7 @@ def test_every_class_has_k_records_and_cells_are_ancestors(small, k: int) -> Non
             assert out in chains[raw] | {raw}
 
 
-def test_cells_are_the_lowest_common_node_of_the_class(small) -> None:  # type: ignore[no-untyped-def]
+def test_cells_are_the_lowest_common_node_of_the_class(small: Dataset) -> None:
     df, hs = small
     res = mondrian(df, hs, k=5)
     tagged = df.assign(**{f"_{c}": res.table[c].to_numpy() for c in hs})
@@ -48,7 +49,7 @@ def test_cells_are_the_lowest_common_node_of_the_class(small) -> None:  # type: 
 
 
 @pytest.mark.slow
-def test_mondrian_beats_the_full_domain_optimum_on_adult(adult) -> None:  # type: ignore[no-untyped-def]
+def test_mondrian_beats_the_full_domain_optimum_on_adult(adult: Dataset) -> None:
     df, hs = adult
     local = mondrian(df, hs, k=5)
     assert _released_sizes(local.table, list(hs)).min() >= 5
@@ -60,7 +61,7 @@ def test_mondrian_beats_the_full_domain_optimum_on_adult(adult) -> None:  # type
     assert local.metrics["dm"] < full0.metrics["dm"]
 
 
-def test_mondrian_rejects_bad_input(small) -> None:  # type: ignore[no-untyped-def]
+def test_mondrian_rejects_bad_input(small: Dataset) -> None:
     df, hs = small
     with pytest.raises(ConfigError, match="k must be an integer >= 1, got 0"):
         mondrian(df, hs, k=0)

@@ -29,7 +29,7 @@ from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.domains import FeatureDomain as _Domain
 from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression import functional as fm
-from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity
+from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity, l1_sensitivity
 from dppub.dp.regression.statistics import Design
 
 pytestmark = pytest.mark.slow  # seeded privacy audits
@@ -110,10 +110,12 @@ def test_release_passes_audit(part: str, intercept: bool, row: tuple[float, floa
 
 
 def test_audit_catches_sensitivity_off_by_two(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fm.l1_sensitivity
+    real = l1_sensitivity  # the function functional.py calls, patched there below
 
-    def halved(*args: object, **kwargs: object) -> BlockSensitivity:
-        s = real(*args, **kwargs)  # type: ignore[arg-type]
+    def halved(
+        dom: FeatureDomain, target: TargetDomain, *, fit_intercept: bool
+    ) -> BlockSensitivity:
+        s = real(dom, target, fit_intercept=fit_intercept)
         return BlockSensitivity(**{k: s.part(k) / 2 for k in PARTS}, norm=s.norm)
 
     monkeypatch.setattr(fm, "l1_sensitivity", halved)

@@ -5,6 +5,7 @@ model."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
@@ -15,6 +16,7 @@ from dppub.dp.regression.auto import (
     choose_release,
     onehot_structure,
 )
+from dppub.dp.regression.linear import LinearFit
 from dppub.dp.regression.statistics import Design, SufficientStatistics
 
 UNIT = TargetDomain(lower=-1.0, upper=1.0)
@@ -48,7 +50,7 @@ def test_fit_reads_data_only_through_the_noisy_releases(
     # the releases (the exact count above all) datasets of different sizes would differ.
     from dppub.dp.regression import adassp, functional
 
-    def blind(value: object, **_: object) -> np.ndarray:
+    def blind(value: npt.ArrayLike, **_: object) -> np.ndarray:
         return np.full(np.shape(value), 7.0)
 
     monkeypatch.setattr(functional, "laplace", blind)
@@ -97,7 +99,7 @@ def test_onehot_structure_uses_what_every_dataset_satisfies() -> None:
     assert out.gram[0, 0] == 5.0 and out.gram[0, 1] == 1.0  # numeric entries untouched
 
 
-def _mse_ratio(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> float:
+def _mse_ratio(model: LinearFit, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean((predict(model, X) - y) ** 2) / np.var(y))
 
 
@@ -112,10 +114,10 @@ def test_noise_alone_is_not_published_as_a_model() -> None:
         rng = np.random.default_rng([seed, 77])
         X = rng.uniform(-1, 1, size=(20_000, 30)) / np.sqrt(30)
         y = np.clip(0.3 + 0.3 * rng.normal(size=20_000), -1, 1)
-        kw = {"data_norm": 1.0, "bounds_y": (-1, 1)}
-        auto.append(_mse_ratio(LinearRegression(0.1, **kw).fit(X, y, rng=rng), X, y))
-        fm = LinearRegression(0.1, method="functional", **kw).fit(X, y, rng=rng)
-        plain.append(_mse_ratio(fm, X, y))
+        model = LinearRegression(0.1, data_norm=1.0, bounds_y=(-1, 1))
+        auto.append(_mse_ratio(model.fit(X, y, rng=rng), X, y))
+        fm = LinearRegression(0.1, method="functional", data_norm=1.0, bounds_y=(-1, 1))
+        plain.append(_mse_ratio(fm.fit(X, y, rng=rng), X, y))
     assert max(auto) < 1.02
     assert np.median(auto) < np.median(plain)
 

@@ -128,8 +128,12 @@ _value = st.one_of(
 )
 
 
+# A design and two neighbouring datasets (X, y): the second drops one row of the first.
+_Neighbours = tuple[Design, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
 @st.composite
-def _neighbours(draw: st.DrawFn):
+def _neighbours(draw: st.DrawFn) -> _Neighbours:
     widths = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
     n_num = draw(st.integers(0, 2))
     lo = draw(st.lists(st.floats(-3.0, 2.0), min_size=n_num, max_size=n_num))
@@ -159,7 +163,7 @@ def _neighbours(draw: st.DrawFn):
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_neighbours())
-def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:
+def test_neighbours_move_each_part_by_at_most_its_sensitivity(case: _Neighbours) -> None:
     dsg, (X, y), (X2, y2) = case
     a = sufficient_statistics(X, y, dsg).parts()
     b = sufficient_statistics(X2, y2, dsg).parts()
@@ -192,8 +196,9 @@ def _census(n: int, seed: int) -> pd.DataFrame:
 def test_linear_auto_recovers_category_effects_and_names_them() -> None:
     frame = _census(20_000, 1)
     enc = FeatureEncoding.from_schema(SCHEMA, ["age", "sex", "edu"], fit_intercept=True)
-    model = LinearRegression(2.0, encoding=enc, bounds_y=(0.0, 10.0))
-    model = model.fit(enc.encode(frame), frame["y"].to_numpy(), rng=np.random.default_rng(2))
+    model = LinearRegression(2.0, encoding=enc, bounds_y=(0.0, 10.0)).fit(
+        enc.encode(frame), frame["y"].to_numpy(), rng=np.random.default_rng(2)
+    )
     # Seeded; truth (1.0, 1.5, 3.0) for sex=M, edu=mid, edu=high and 0.05 per year of age.
     np.testing.assert_allclose(model.coef, [0.05, 1.0, 1.5, 3.0], atol=0.25)
     doc = json.loads(json.dumps(model.to_dict()))
@@ -219,8 +224,7 @@ def test_logistic_and_trace_accept_category_features() -> None:
     # Trace regression has no intercept: sex keeps both levels (they act as an intercept).
     tenc = FeatureEncoding.from_schema(SCHEMA, ["sex", "edu"], fit_intercept=False)
     tasks = (frame["age"].to_numpy() >= 40).astype(np.int64)
-    trace = TraceRegression(2.0, n_tasks=2, encoding=tenc, bounds_y=(-10.0, 10.0))
-    trace = trace.fit(
+    trace = TraceRegression(2.0, n_tasks=2, encoding=tenc, bounds_y=(-10.0, 10.0)).fit(
         tenc.encode(frame), frame["y"].to_numpy(), tasks=tasks, rng=np.random.default_rng(5)
     )
     assert trace.to_dict()["features"] == ["sex=F", "sex=M", "edu=mid", "edu=high"]
@@ -268,7 +272,7 @@ def test_engine_encodes_category_features_as_the_frame_path(
         batch_size=257,
     )
     Z, _ = normalised_rows(enc.encode(frame), logit.design())
-    ref = logistic_sums(Z, (frame["y"] > 4.0).to_numpy(np.float64), w)
+    ref = logistic_sums(Z, np.asarray(frame["y"] > 4.0, dtype=np.float64), w)
     assert (got.loss, got.rows) == (ref.loss, ref.rows)
     assert got.gradient.tobytes() == ref.gradient.tobytes()
     assert got.hessian.tobytes() == ref.hessian.tobytes()

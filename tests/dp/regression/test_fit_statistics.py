@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ def test_trace_needs_one_block_per_task() -> None:
 
 
 BOX = (-1.0, 1.0)
-_ESTIMATORS = {
+_ESTIMATORS: dict[str, Callable[[], LinearRegression | LogisticRegression | TraceRegression]] = {
     "linear": lambda: LinearRegression(1.0, bounds_X=BOX, bounds_y=(-2.0, 2.0)),
     "logistic-objective": lambda: LogisticRegression(1.0, bounds_X=BOX),
     "logistic-functional": lambda: LogisticRegression(1.0, bounds_X=BOX, method="functional"),
@@ -229,7 +230,7 @@ def test_a_fit_leaves_its_estimator_as_configured(
 
     def fit() -> Any:
         extra = tasks if name == "trace" else {}
-        return estimator.fit(X, y, rng=np.random.default_rng(3), **extra)  # type: ignore[arg-type]
+        return estimator.fit(X, y, rng=np.random.default_rng(3), **extra)
 
     configured = pickle.dumps(estimator)
     first = fit()

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from dppub.dp.budget import PrivacyCost
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.reference.frame_regression import LinearRegression, predict
 from dppub.dp.regression.functional import trimmed_solve
+from dppub.dp.regression.linear import LinearFit
 
 
-def _ball_data(rng: np.random.Generator, n: int, d: int, noise: float = 0.1):
+def _ball_data(
+    rng: np.random.Generator, n: int, d: int, noise: float = 0.1
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     z = rng.normal(size=(n, d))
     X = z / np.linalg.norm(z, axis=1, keepdims=True) * rng.random(n)[:, None] ** (1 / d)
     w = np.linspace(-1.0, 1.0, d) / np.sqrt(d)
@@ -86,7 +90,7 @@ def test_rows_are_clipped_with_or_without_intercept(fit_intercept: bool, method:
     y_clip = np.clip(y_out, -1.0, 1.0)
     delta = 1e-6 if method == "adassp" else 0.0
 
-    def fit(Xf: np.ndarray, yf: np.ndarray) -> LinearRegression:
+    def fit(Xf: np.ndarray, yf: np.ndarray) -> LinearFit:
         model = LinearRegression(
             1.0,
             bounds_X=(-1.0, 1.0),
@@ -247,7 +251,7 @@ def test_fit_reads_data_only_through_the_noisy_releases(
     # would give different models; through the releases alone they must give the same one.
     from dppub.dp.regression import adassp, functional
 
-    def blind(value: object, **_: object) -> np.ndarray:
+    def blind(value: npt.ArrayLike, **_: object) -> np.ndarray:
         return np.full(np.shape(value), 7.0)
 
     monkeypatch.setattr(functional, "laplace", blind)

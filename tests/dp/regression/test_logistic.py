@@ -24,7 +24,7 @@ from dppub.dp.reference.frame_regression import (
     predict_proba,
 )
 from dppub.dp.regression import objective as op
-from dppub.dp.regression.logistic import normalised_rows, row_norm_bound
+from dppub.dp.regression.logistic import LogisticFit, normalised_rows, row_norm_bound
 from dppub.dp.regression.losssums import SIGMA_ERROR, LossSums, gradient_error, logistic_sums
 from dppub.dp.regression.statistics import Design
 
@@ -33,10 +33,14 @@ METHODS = ["objective", "functional"]
 
 def _ball(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     z = rng.normal(size=(n, d))
-    return z / np.linalg.norm(z, axis=1, keepdims=True) * rng.random(n)[:, None] ** (1 / d)
+    return np.asarray(
+        z / np.linalg.norm(z, axis=1, keepdims=True) * rng.random(n)[:, None] ** (1 / d)
+    )
 
 
-def _logistic_data(rng: np.random.Generator, n: int, d: int, scale: float = 5.0):
+def _logistic_data(
+    rng: np.random.Generator, n: int, d: int, scale: float = 5.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     w = rng.normal(size=d)
     w *= scale / np.linalg.norm(w)
     X = _ball(rng, n, d)
@@ -74,7 +78,7 @@ def test_rows_are_clipped(method: str, fit_intercept: bool) -> None:
     X_out = X.copy()
     X_out[:10] *= 1e6  # far outside the declared box
 
-    def fit(Xf: np.ndarray) -> LogisticRegression:
+    def fit(Xf: np.ndarray) -> LogisticFit:
         model = LogisticRegression(
             1.0, bounds_X=(-1.0, 1.0), fit_intercept=fit_intercept, method=method
         )
@@ -118,19 +122,29 @@ def _solver_points(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
     points: list[np.ndarray] = []
     real = op.perturb_output
 
-    def spy(point: np.ndarray, *args: object, **kwargs: object) -> np.ndarray:
+    def spy(
+        point: np.ndarray,
+        noise: op.OutputNoise,
+        *,
+        rng: np.random.Generator | None,
+        size: int | None = None,
+    ) -> np.ndarray:
         points.append(np.array(point))
-        return real(point, *args, **kwargs)  # type: ignore[arg-type]
+        return real(point, noise, rng=rng, size=size)
 
     monkeypatch.setattr(op, "perturb_output", spy)
     return points
 
 
-def _true_gradient(Z, y, w, ridge, b):  # plain float64, independent of the exact sums
-    return Z.T @ (expit(Z @ w) - y) + ridge * w + b
+def _true_gradient(  # plain float64, independent of the exact sums
+    Z: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float, b: np.ndarray
+) -> np.ndarray:
+    return np.asarray(Z.T @ (expit(Z @ w) - y) + ridge * w + b)
 
 
-def _solve(monkeypatch: pytest.MonkeyPatch, *, seed: int, n: int, d: int, epsilon: float):
+def _solve(
+    monkeypatch: pytest.MonkeyPatch, *, seed: int, n: int, d: int, epsilon: float
+) -> tuple[np.ndarray, np.ndarray, op.ObjectiveRelease, np.ndarray, np.ndarray]:
     """A release on synthetic rows, the solver's point and the linear noise ``b`` (re-drawn
     from the same seed: it is the first draw)."""
     points = _solver_points(monkeypatch)

@@ -15,7 +15,7 @@ from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
 from dppub.dp.numerics.fixedpoint import CONVERSION_ALLOWANCE as A
 from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression import l1_sensitivity, l2_sensitivity
-from dppub.dp.regression.sensitivity import PARTS
+from dppub.dp.regression.sensitivity import PARTS, BlockSensitivity
 from dppub.dp.regression.statistics import Design
 
 UNIT_Y = TargetDomain(lower=-1.0, upper=1.0)
@@ -23,7 +23,9 @@ UNIT_Y = TargetDomain(lower=-1.0, upper=1.0)
 # A = 2^-16 times the part's bound over the box of group magnitudes (module doc).
 
 
-def _l1(dom: FeatureDomain, *, intercept: bool = False, target: TargetDomain = UNIT_Y):
+def _l1(
+    dom: FeatureDomain, *, intercept: bool = False, target: TargetDomain = UNIT_Y
+) -> BlockSensitivity:
     return l1_sensitivity(dom, target, fit_intercept=intercept)
 
 
@@ -114,8 +116,12 @@ _coord = st.one_of(
 )
 
 
+# A design and two neighbouring datasets (X, y): the second drops one row of the first.
+_Neighbours = tuple[Design, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
 @st.composite
-def _neighbours(draw: st.DrawFn):
+def _neighbours(draw: st.DrawFn) -> _Neighbours:
     d = draw(st.integers(1, 4))
     n = draw(st.integers(0, 4))
     if draw(st.booleans()):
@@ -139,7 +145,7 @@ def _neighbours(draw: st.DrawFn):
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_neighbours())
-def test_neighbours_move_each_part_by_at_most_its_sensitivity(case) -> None:
+def test_neighbours_move_each_part_by_at_most_its_sensitivity(case: _Neighbours) -> None:
     dsg, (X, y), (X2, y2) = case
     a = sufficient_statistics(X, y, dsg).parts()
     b = sufficient_statistics(X2, y2, dsg).parts()  # may be the empty dataset

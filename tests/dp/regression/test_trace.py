@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -20,10 +21,14 @@ from dppub.dp.regression.statistics import Design
 
 def _ball(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     z = rng.normal(size=(n, d))
-    return z / np.linalg.norm(z, axis=1, keepdims=True) * rng.random(n)[:, None] ** (1 / d)
+    return np.asarray(
+        z / np.linalg.norm(z, axis=1, keepdims=True) * rng.random(n)[:, None] ** (1 / d)
+    )
 
 
-def _multitask(rng: np.random.Generator, *, d: int = 10, t: int = 20, n_per: int = 2_000):
+def _multitask(
+    rng: np.random.Generator, *, d: int = 10, t: int = 20, n_per: int = 2_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     u = np.linalg.qr(rng.normal(size=(d, 2)))[0]
     B = u @ rng.normal(size=(2, t))
     B /= np.linalg.norm(B, axis=0, keepdims=True)
@@ -106,8 +111,9 @@ def test_low_rank_beats_independent_per_task_regressions() -> None:
     # had median ~0.5 and maximum < 0.65; threshold 0.75 (seeded, deterministic).
     rng = np.random.default_rng(2)
     X, y, tasks, B = _multitask(rng)
-    model = TraceRegression(1.0, n_tasks=20, data_norm=1.0, bounds_y=(-1, 1))
-    model = model.fit(X, y, tasks=tasks, rng=rng)
+    model = TraceRegression(1.0, n_tasks=20, data_norm=1.0, bounds_y=(-1, 1)).fit(
+        X, y, tasks=tasks, rng=rng
+    )
     err = np.linalg.norm(model.coef - B)
     assert err < 0.75 * np.linalg.norm(model.independent_coef - B)
     assert model.to_dict()["rank"] == 2
@@ -139,8 +145,9 @@ def test_noise_only_selects_rank_zero() -> None:
     # refit), and the estimate falls back to the per-task shrunk solutions.
     rng = np.random.default_rng(4)
     X, y, tasks, _ = _multitask(rng, d=4, t=5, n_per=100)
-    model = TraceRegression(0.05, n_tasks=5, data_norm=1.0, bounds_y=(-1, 1))
-    model = model.fit(X, y, tasks=tasks, rng=rng)
+    model = TraceRegression(0.05, n_tasks=5, data_norm=1.0, bounds_y=(-1, 1)).fit(
+        X, y, tasks=tasks, rng=rng
+    )
     assert model.to_dict()["rank"] == 0
     assert np.array_equal(model.coef, model.independent_coef)
     assert np.all(np.isfinite(model.coef)) and np.any(model.coef != 0.0)
@@ -157,7 +164,7 @@ def test_a_clarabel_stall_is_finished_by_scs(monkeypatch: pytest.MonkeyPatch) ->
     grams = [x.T @ x / 200.0, 2.0 * x.T @ x / 200.0]
     moments = [rng.normal(size=3), rng.normal(size=3)]
     exact = lowrank.solve_nuclear(grams, moments, shape=(3, 2), lam=0.1, per_column=True)
-    original = cp.Problem.solve
+    original: Callable[..., object] = cp.Problem.solve
     used: list[str] = []
 
     def stalling(self: cp.Problem, *args: object, **kwargs: object) -> object:

@@ -53,7 +53,8 @@ def _fit(model: Any, exact: Any, rng: np.random.Generator) -> Any:
     return model.fit_statistics(exact, d=2, rng=rng)
 
 
-LINEAR = {"bounds_X": ([0.0, 10.0], [1.0, 50.0]), "bounds_y": (-5.0, 10.0)}
+BOUNDS_X = ([0.0, 10.0], [1.0, 50.0])
+BOUNDS_Y = (-5.0, 10.0)
 
 
 MODEL_IDS = ["functional", "adassp", "logistic"]
@@ -61,9 +62,9 @@ MODEL_IDS = ["functional", "adassp", "logistic"]
 
 def _models() -> list[tuple[str, Any, Any]]:
     X, y = _data()
-    lin = LinearRegression(1.0, **LINEAR)
-    ada = LinearRegression(1.0, **LINEAR, method="adassp", delta=1e-6)
-    log = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"], method="functional")
+    lin = LinearRegression(1.0, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y)
+    ada = LinearRegression(1.0, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, method="adassp", delta=1e-6)
+    log = LogisticRegression(1.0, bounds_X=BOUNDS_X, method="functional")
     labels = (y > 3.0).astype(float)
     return [
         ("functional", lin, sufficient_statistics(X, y, lin.design(2))),
@@ -135,7 +136,7 @@ def test_linear_intervals_cover() -> None:
 def test_trace_table_lists_every_task() -> None:
     X, y = _data(3000, seed=2)
     tasks = np.random.default_rng(3).integers(0, 3, len(y))
-    model = TraceRegression(2.0, n_tasks=3, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
+    model = TraceRegression(2.0, n_tasks=3, bounds_X=BOUNDS_X, bounds_y=(-5.0, 10.0))
     design = model.design(2)
     exact = [sufficient_statistics(X[tasks == t], y[tasks == t], design) for t in range(3)]
     fitted = _fit(model, exact, np.random.default_rng(4))
@@ -151,7 +152,7 @@ def test_trace_table_lists_every_task() -> None:
 
 def test_objective_perturbation_has_no_post_processing_intervals() -> None:
     X, y = _data(500)
-    model = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"]).fit(
+    model = LogisticRegression(1.0, bounds_X=BOUNDS_X).fit(
         X, (y > 3.0).astype(float), rng=np.random.default_rng(0)
     )
     assert model.released is None  # it released nothing but its minimiser
@@ -210,11 +211,11 @@ def test_every_linear_fit_keeps_what_it_released(
 
 def test_logistic_and_trace_fits_keep_what_they_released(capture: list[Any]) -> None:
     X, y = _data(2000, seed=3)
-    log = LogisticRegression(1.0, bounds_X=LINEAR["bounds_X"], method="functional")
+    log = LogisticRegression(1.0, bounds_X=BOUNDS_X, method="functional")
     exact = sufficient_statistics(X, log.response((y > 3.0).astype(float)), log.design(2))
     capture.clear()
     assert log.fit_statistics(exact, d=2, rng=np.random.default_rng(1)).released is capture[-1]
-    trace = TraceRegression(1.0, n_tasks=2, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
+    trace = TraceRegression(1.0, n_tasks=2, bounds_X=BOUNDS_X, bounds_y=(-5.0, 10.0))
     half = len(y) // 2
     blocks = [
         sufficient_statistics(X[s], y[s], trace.design(2))
@@ -271,7 +272,7 @@ def test_a_replicate_the_solver_cannot_finish_is_dropped_and_counted(
 
     X, y = _data(3000, seed=2)
     tasks = np.random.default_rng(3).integers(0, 3, len(y))
-    model = TraceRegression(2.0, n_tasks=3, bounds_X=LINEAR["bounds_X"], bounds_y=(-5.0, 10.0))
+    model = TraceRegression(2.0, n_tasks=3, bounds_X=BOUNDS_X, bounds_y=(-5.0, 10.0))
     exact = [sufficient_statistics(X[tasks == t], y[tasks == t], model.design(2)) for t in range(3)]
     fitted = _fit(model, exact, np.random.default_rng(4))
     original = unc._refit

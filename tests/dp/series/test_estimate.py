@@ -114,7 +114,8 @@ def test_a_period_without_figures_gets_its_least_squares_estimate() -> None:
     from dppub.dp.series import SeriesWorkload
 
     # Quarterly totals over 6 months: months 0, 1, 3 and 4 publish nothing.
-    quarters = SeriesWorkload(matrix=np.kron(np.eye(2), np.ones((1, 3))), blocks=(("quarter", 2),))
+    months = np.asarray(np.kron(np.eye(2), np.ones((1, 3))), dtype=np.float64)
+    quarters = SeriesWorkload(matrix=months, blocks=(("quarter", 2),))
     tree = BinaryTree(horizon=6)
     _, y = _noisy(tree, seed=4)
     values = causal_estimates(tree, quarters, y)

@@ -25,7 +25,7 @@ from dppub.dp.series import (
     stack,
 )
 from dppub.dp.series.expected_error import Noise
-from dppub.dp.series.period_release import SeriesRelease, certified
+from dppub.dp.series.period_release import Figures, SeriesRelease, certified
 
 
 def _release(
@@ -100,7 +100,9 @@ def test_the_ledger_holds_the_loss_of_what_was_published(kind: str, noise: Noise
         release.charge(4, 4)
 
 
-def _run(release: SeriesRelease, truth: np.ndarray, rng: np.random.Generator) -> list:
+def _run(
+    release: SeriesRelease, truth: np.ndarray, rng: np.random.Generator
+) -> list[tuple[Figures, np.ndarray]]:
     """Every period published in turn: (figures, period values) after each run."""
     measured = np.zeros((0, truth.shape[1]))
     published = np.zeros((0, truth.shape[1]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,6 @@ def test_a_workload_is_frozen() -> None:
         (lambda: per_period(3).block("running_total"), "has no block 'running_total'"),
     ],
 )
-def test_bad_workloads_are_refused(make: object, message: str) -> None:
+def test_bad_workloads_are_refused(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        make()  # type: ignore[operator]
+        make()

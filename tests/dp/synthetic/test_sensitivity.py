@@ -15,6 +15,7 @@ from dppub.dp.synthetic import (
     quality,
     workload_cliques,
 )
+from dppub.dp.synthetic.pgm import Clique
 
 DOMAIN = {"a": 3, "b": 2, "c": 4, "d": 2}
 
@@ -33,7 +34,7 @@ def neighbours(draw: st.DrawFn) -> tuple[dict[str, np.ndarray], np.ndarray, int]
     return codes, keep, m
 
 
-def _answers(codes: dict[str, np.ndarray], rows: np.ndarray, k: int) -> dict:
+def _answers(codes: dict[str, np.ndarray], rows: np.ndarray, k: int) -> dict[Clique, np.ndarray]:
     workload = workload_cliques(list(DOMAIN), k)
     scanned = marginal_answers({c: v[rows] for c, v in codes.items()}, DOMAIN, workload)
     return {cl: project_answer(scanned, DOMAIN, cl) for cl in candidates(workload)}

@@ -84,7 +84,7 @@ def _rank_scores(hist: np.ndarray, p: float, tied: bool) -> tuple[np.ndarray, fl
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(quantiles_module, "noisy_max", capture)
         quantiles_module._exponential(
-            hist[None, :], edges, [p], epsilon=1.0, group=1, rng=None, tied=tied
+            hist[None, :], edges.tolist(), [p], epsilon=1.0, group=1, rng=None, tied=tied
         )
     return seen["scores"], seen["sensitivity"]
 

@@ -47,8 +47,8 @@ def test_every_cell_and_margin_gets_its_own_median_within_two_percentile_points(
     assert (0.02 * n / rank).min() > 7.6
     worst = 0.0
     for seed in range(5):
-        answers = release_table(design, hist, {}, {"w": hist}, rng=np.random.default_rng(seed))
-        answers = answers.answers
+        release = release_table(design, hist, {}, {"w": hist}, rng=np.random.default_rng(seed))
+        answers = release.answers
         assert len(answers) == 9  # 4 cells, 2 + 2 margins, the total
         for _, row in answers.iterrows():
             pooled = np.concatenate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -12,7 +13,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def _generator():  # type: ignore[no-untyped-def]
+def _generator() -> ModuleType:
     name = "dppub_generate_admissions"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(

@@ -12,6 +12,8 @@ import yaml
 from dppub.dp.errors import ConfigError, InputError
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.series_setup import admissions, series_config
+from tests.values import num, obj, seq
+from tests.values import text as as_text
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +81,14 @@ def test_the_plan_states_the_period_the_strategy_and_the_bounds(tmp_path: Path, 
     (release,) = plan.releases
     facts = release.facts
     assert (release.kind, facts["period"], facts["last_published"]) == ("series", "2026-03", None)
-    assert facts["strategy"] in facts["candidates"]  # type: ignore[operator]
-    chosen = facts["candidates"][facts["strategy"]]  # type: ignore[index]
-    assert chosen == min(facts["candidates"].values())  # type: ignore[union-attr]
-    assert chosen >= facts["svd_bound"]  # type: ignore[operator]
-    names = [f["figure"] for f in facts["figures"]]  # type: ignore[union-attr,index]
-    assert names == ["per_period", "running_total", "moving_sum_12"]
-    for f in facts["figures"]:  # type: ignore[union-attr]
-        assert 0 < f["bound_rmse"] <= f["rmse"]  # type: ignore[index,operator]
+    candidates = {k: num(v) for k, v in obj(facts["candidates"]).items()}
+    chosen = candidates[as_text(facts["strategy"])]
+    assert chosen == min(candidates.values())
+    assert chosen >= num(facts["svd_bound"])
+    figures = [obj(f) for f in seq(facts["figures"])]
+    assert [f["figure"] for f in figures] == ["per_period", "running_total", "moving_sum_12"]
+    for f in figures:
+        assert 0 < num(f["bound_rmse"]) <= num(f["rmse"])
     text = release.release_kind.plan_text(facts)
     assert "series period 2026-03" in text and "SVD bound" in text
 

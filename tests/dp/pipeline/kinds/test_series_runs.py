@@ -133,7 +133,7 @@ def _exact(plan: Plan, data: Path) -> SeriesExact:
     """The exact values the plan's release measures, on ``data``."""
     (release,) = plan.releases
     (aggregate,) = release.release_kind.scan(release).aggregates
-    result = StreamingBackend().run(aggregate, data, plan.config.table_schema)  # type: ignore[arg-type]
+    result = StreamingBackend().run(aggregate, data, plan.config.table_schema)  # type: ignore[misc]
     assert isinstance(result, SeriesExact)
     return result
 

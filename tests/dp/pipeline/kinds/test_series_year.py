@@ -35,7 +35,7 @@ def test_a_year_of_monthly_runs_matches_its_plans(tmp_path: Path) -> None:
         (release,) = plan.releases
         spec = release.spec
         (aggregate,) = release.release_kind.scan(release).aggregates
-        exact = StreamingBackend().run(aggregate, data, plan.config.table_schema)  # type: ignore[arg-type]
+        exact = StreamingBackend().run(aggregate, data, plan.config.table_schema)  # type: ignore[misc]
         assert isinstance(exact, SeriesExact)
         run = publish(config, out=out, period=month)
         figures = pd.read_csv(

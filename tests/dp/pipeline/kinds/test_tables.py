@@ -19,6 +19,7 @@ from dppub.dp.pipeline.kinds.tables.result import TableResult
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.tables.quantiles import RANK_ROUNDINGS
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
+from tests.values import num, obj, seq, text
 
 TABLES: list[dict[str, Any]] = [
     {
@@ -281,7 +282,7 @@ def test_an_int_columns_default_grid_scores_its_quantiles_with_ties(
         },
     ]
     plan = load_plan(_config(tmp_path, census_small, tables))
-    grids = [r.spec.design.integer_grids for r in plan.releases]  # type: ignore[attr-defined]
+    grids = [r.spec.design.integer_grids for r in plan.releases]
     assert grids == [frozenset({"age"}), frozenset(), frozenset()]
 
 
@@ -298,8 +299,8 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     }
     config = _config(tmp_path, census_small, [item])
     (plan,) = load_plan(config).releases
-    (error,) = load_plan(config).kind(plan).describe(plan)["measures"]
-    assert "hierarchical CDF of cells and margins jointly" in error["error"]
+    (error,) = seq(load_plan(config).kind(plan).describe(plan)["measures"])
+    assert "hierarchical CDF of cells and margins jointly" in text(obj(error)["error"])
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     answers = pd.read_csv(
         published.folder / "hours_by_sex_marital" / "answers.csv", keep_default_na=False
@@ -321,7 +322,7 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
             assert below - 6 * 44.2 <= len(rows) / 2 <= at_most + 6 * 44.2
     (summary,) = published.summaries
     cdf = summary.result_as(TableResult).components["cdf(hours)"]
-    assert "Kronecker product" in cdf["method"] and cdf["epsilon"] == 1.0
+    assert "Kronecker product" in text(cdf["method"]) and cdf["epsilon"] == 1.0
 
 
 @pytest.mark.slow  # ~3 s: three tables published, the audit page drawn
@@ -387,8 +388,8 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     raw["dataset"]["columns"]["household"] = {"type": "string"}
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     (plan,) = load_plan(config).releases
-    (count, quantile) = kind_of("table").describe(plan)["measures"]  # type: ignore[misc]
-    assert count["expected_rmse"] > 1e6 and quantile["expected_rmse"] > 1e6
+    (count, quantile) = seq(kind_of("table").describe(plan)["measures"])
+    assert num(obj(count)["expected_rmse"]) > 1e6 and num(obj(quantile)["expected_rmse"]) > 1e6
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     assert summary.result_as(TableResult).rows == 4  # two groups, count and one quantile
@@ -420,5 +421,5 @@ def test_an_int_quantile_column_plans_in_memory_independent_of_its_bounds(
         tracemalloc.stop()
     assert peak < 50 * 2**20  # bytes; the old code's arange alone held 2 GB
     (release,) = plan.releases
-    assert release.spec.design.integer_grids == frozenset()  # type: ignore[attr-defined]
-    assert len(release.spec.design.edges["age"]) == 1025  # type: ignore[attr-defined]
+    assert release.spec.design.integer_grids == frozenset()
+    assert len(release.spec.design.edges["age"]) == 1025

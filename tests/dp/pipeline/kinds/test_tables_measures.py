@@ -38,7 +38,7 @@ def _answers(folder: Path, table: str) -> pd.DataFrame:
     return pd.read_csv(folder / table / "answers.csv")
 
 
-def _value(answers: pd.DataFrame, measure: str, **keys: str) -> float:
+def _value(answers: pd.DataFrame, measure: str, **keys: object) -> float:
     rows = answers[answers["measure"] == measure]
     for k, v in keys.items():
         rows = rows[rows[k] == v]

@@ -132,7 +132,7 @@ def test_plan_states_the_rule_and_refuses_what_private_keys_do_not_do(tmp_path: 
     # 2/3 of epsilon, shared; the count read off count(hours) and the rows missing hours
     # (in parallel): as if alone at 2/3 / sqrt(3): RMSE sqrt(2) sqrt(3) / (2/3) = 3.67
     assert "count: epsilon 0.6667, expected RMSE 3.67 rows" in shown
-    bad = [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({"delta": 0.0}, "keys: private needs a delta > 0, got 0.0"),
         ({"by": ["site", "person"]}, "keys: private takes one by column"),
         ({"margins": True}, "publishes count, sum and mean without margins"),
