@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.flows.conftest import ConfigFactory
@@ -32,6 +34,18 @@ def dppub(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Co
         timeout=300,
         env={**os.environ, **(env or {})},
     )
+
+
+def dppub_here(
+    *args: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (typer's CliRunner), where what is checked is the
+    command's answer, not what a process adds (its exit status is covered above and by
+    test_runs_go_on_until_the_budget_refuses): a process costs a second of start-up."""
+    result = CliRunner().invoke(cli.app, [str(a) for a in args], env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(result.output) from result.exception  # not the command's answer
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -105,7 +119,7 @@ def test_bad_input_is_one_line_and_publishes_nothing(
     raw["dataset"]["path"] = str(bogus)
     config.write_text(yaml.safe_dump(raw))
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
-    done = dppub("run", config, "--ledger", ledger, "--out", out)
+    done = dppub_here("run", config, "--ledger", ledger, "--out", out)
     assert done.returncode == 2
     errors = [ln for ln in done.stderr.splitlines() if ln.startswith("dppub: error:")]
     assert len(errors) == 1  # Prefect may log its shutdown after it
@@ -142,7 +156,7 @@ def test_one_bad_record_changes_nothing_on_the_stream_engine(
 def test_config_errors_exit_2_without_starting_prefect(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("dataset: [\n")
-    done = dppub("run", bad, "--ledger", tmp_path / "l.sqlite")
+    done = dppub_here("run", bad, "--ledger", tmp_path / "l.sqlite")
     assert done.returncode == 2
     assert "YAML error" in done.stderr
     assert not (tmp_path / "l.sqlite").exists()
@@ -207,7 +221,9 @@ def test_a_bad_environment_value_is_one_line_before_the_ledger(
     config = config_factory()
     ledger = tmp_path / "ledger.sqlite"
     args = {"run": ("run", config), "plan": ("plan", config), "audit": ("audit",)}[command]
-    done = dppub(*args, "--ledger", ledger, env={name: value})
+    # One case in a real process (its exit status), the others in this one.
+    real = (command, name, value) == ("run", "DPPUB_LEDGER_TIMEOUT", "abc")
+    done = (dppub if real else dppub_here)(*args, "--ledger", ledger, env={name: value})
     assert done.returncode == 2, done.stderr[-3000:]
     assert _one_error_line(done) == (
         f"dppub: error: environment variable {name} must be a number "
@@ -222,13 +238,13 @@ def test_audit_html_that_cannot_be_written_is_one_line(
 ) -> None:
     ledger = tmp_path / "ledger.sqlite"
     assert (
-        dppub(
+        dppub_here(
             "run", config_factory(light=True), "--ledger", ledger, "--out", tmp_path / "o"
         ).returncode
         == 0
     )
     page = target if target.startswith("/") else tmp_path / target
-    done = dppub("audit", "--ledger", ledger, "--html", page)
+    done = dppub_here("audit", "--ledger", ledger, "--html", page)
     assert done.returncode == 2
     line = _one_error_line(done)
     assert line.startswith("dppub: error: I/O error: ") and line.endswith(f"({page})")
@@ -304,15 +320,15 @@ def test_the_configs_ledger_key_decides_and_another_ledger_is_refused(
 ) -> None:
     config = config_factory(ledger="books/shared.sqlite")
     (tmp_path / "books").mkdir()
-    plan = dppub("plan", config, "--json")
+    plan = dppub_here("plan", config, "--json")
     assert plan.returncode == 0, plan.stderr[-2000:]
     other = tmp_path / "mine.sqlite"
-    done = dppub("run", config, "--ledger", other, "--out", tmp_path / "out")
+    done = dppub_here("run", config, "--ledger", other, "--out", tmp_path / "out")
     assert done.returncode == 2
     line = _one_error_line(done)
     assert f"--ledger {other} is not the config's ledger: books/shared.sqlite" in line
     assert not other.exists() and not (tmp_path / "books" / "shared.sqlite").exists()
-    same = dppub("plan", config, "--ledger", tmp_path / "books" / "shared.sqlite")
+    same = dppub_here("plan", config, "--ledger", tmp_path / "books" / "shared.sqlite")
     assert same.returncode == 0, same.stderr[-2000:]  # naming the same ledger is fine
 
 
@@ -330,7 +346,7 @@ def test_audit_table_counts_aborted_runs(tmp_path: Path) -> None:
         )
     book.abort(run_id="r1")
     book.abort(run_id="r2")
-    done = dppub("audit", "--ledger", ledger)
+    done = dppub_here("audit", "--ledger", ledger)
     assert done.returncode == 0, done.stderr[-2000:]
     header, row = done.stdout.splitlines()[:2]
     counts = dict(zip(header.split(), row.split(), strict=True))
@@ -358,16 +374,16 @@ def test_audit_and_recover_read_the_ledger_a_config_spends_in(
         cost=PrivacyCost(epsilon=0.5),
         config_hash="c",
     )
-    audit = dppub("audit", "--config", config, "--json")
+    audit = dppub_here("audit", "--config", config, "--json")
     assert audit.returncode == 0, audit.stderr[-2000:]
     datasets = json.loads(audit.stdout)["datasets"]
     assert datasets[cfg.data_identity.name]["pending_runs"] == 1
-    recover = dppub("recover", "--config", config)
+    recover = dppub_here("recover", "--config", config)
     assert recover.returncode == 0, recover.stderr[-2000:]
     assert recover.stdout.splitlines() == [  # no staging folder to read: left pending
         f"{cfg.data_identity.name} r1: unknown",
         "1 pending run(s) examined",
     ]
-    other = dppub("audit", "--config", config, "--ledger", tmp_path / "other.sqlite")
+    other = dppub_here("audit", "--config", config, "--ledger", tmp_path / "other.sqlite")
     assert other.returncode == 2
     assert "other.sqlite" in _one_error_line(other)

@@ -92,17 +92,18 @@ ONE_RECORD = {
 }
 
 
-@pytest.mark.parametrize("name", list(ONE_RECORD))
+@pytest.mark.parametrize("name", ["clean", *ONE_RECORD])
 def test_one_bad_record_does_not_change_the_outcome(
     tmp_path: Path, census_frame: pd.DataFrame, name: str
 ) -> None:
-    # Neighbouring tables: the clean sample, and the same with one record damaged. Both
-    # publish (exit 0); the damaged value meets its declared policy, nothing names it.
-    for label, frame in (("clean", census_frame), ("damaged", ONE_RECORD[name](census_frame))):
-        case = Case(tmp_path / label, frame)
-        result = case.run()
-        assert result.exit_code == 0, (label, result.output)
-        assert len(case.published()) == 1
+    # Neighbouring tables: the clean sample (once: its outcome is the same for every case),
+    # and the same with one record damaged. Each publishes (exit 0); the damaged value meets
+    # its declared policy, nothing names it.
+    damage = ONE_RECORD.get(name, lambda f: f)
+    case = Case(tmp_path, damage(census_frame))
+    result = case.run()
+    assert result.exit_code == 0, (name, result.output)
+    assert len(case.published()) == 1
 
 
 @pytest.mark.parametrize("rows", [0, 1, 4, 5])

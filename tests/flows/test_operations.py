@@ -1,4 +1,4 @@
-"""Operations under stress: SIGKILL at every step, signals, 20 racing runs, a full disk.
+"""Operations under stress: SIGKILL at every step, signals, 10 racing runs, a full disk.
 
 These run the real ``dppub`` command in subprocesses (no Prefect API is configured: the runs
 publish without Prefect; what Prefect stores is checked in test_prefect_path.py).
@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from dppub import cli
 from dppub.dp.faults import STEPS
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
@@ -113,13 +115,10 @@ def test_kill_at_every_step_never_undercounts(
     spent, _ = _spent(ledger)
     assert spent >= charged - 1e-12  # the ledger never under-counts what was published
 
-    done = subprocess.run(
-        [sys.executable, "-m", "dppub.cli", "recover", "--ledger", ledger],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # The killed run was the real process; what settles it is the command, run in-process
+    # (a process of its own would cost a second of start-up for nothing it tests).
+    done = CliRunner().invoke(cli.app, ["recover", "--ledger", str(ledger)])
+    assert done.exit_code == 0, done.output
     if action is not None:
         assert f": {action}" in done.stdout
     spent, pending = _spent(ledger)
@@ -269,20 +268,22 @@ def test_the_next_run_resolves_a_dead_reservation(tmp_path: Path, census_small: 
     assert spent == pytest.approx(0.5) and pending == 0
 
 
-def test_twenty_concurrent_runs_never_overspend(
+def test_ten_concurrent_runs_never_overspend(
     tmp_path: Path, census_small: Path, ledger_at: str
 ) -> None:
+    # Ten processes (five per core) reach the reservation together; exactly two fit. (Twenty
+    # doubled the cost, ~40 s of CPU time per back end, without racing harder on two cores.)
     config = small_config(
         tmp_path, census_small, budget=1.0, light=True
     )  # 0.5 a run: exactly two fit
     ledger, out = ledger_at, tmp_path / "out"
     Ledger(ledger)
     procs = [
-        _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path) for _ in range(20)
+        _start("run", config, "--ledger", ledger, "--out", out, logs=tmp_path) for _ in range(10)
     ]
     results = [_finish(p) for p in procs]
     codes = sorted(code for code, _, _ in results)
-    assert codes == [0, 0] + [3] * 18
+    assert codes == [0, 0] + [3] * 8
     for code, _, err in results:
         if code == 3:
             assert "budget exceeded for dataset 'census_demo'" in err

@@ -211,6 +211,7 @@ def test_the_dask_engine_on_the_server_and_without_one(
     config = config_factory(budget=10.0)
     raw = yaml.safe_load(config.read_text())
     raw["dataset"]["batch_size"] = 500  # several dask tasks per file
+    raw["dataset"]["workers"] = 1  # one worker process: each costs seconds of imports
     config.write_text(yaml.safe_dump(raw))
     tables = {}
     cases: tuple[tuple[str, dict[str, str]], ...] = (

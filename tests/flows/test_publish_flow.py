@@ -218,6 +218,7 @@ def test_streaming_engines_publish_the_same_statistics(
     raw = yaml.safe_load(config.read_text())
     raw["dataset"]["engine"] = engine
     raw["dataset"]["batch_size"] = 700  # several batches per file
+    raw["dataset"]["workers"] = 1  # engine dask: one worker process (each imports dppub)
     raw["workloads"] = [
         {
             "name": "sex_counts",

@@ -1,9 +1,10 @@
 """``dppub serve``: a short interval schedule fires repeatedly; a per-minute budget refuses
-cleanly inside a minute and resumes when the next minute opens (~1-2 minutes of wall time)."""
+cleanly inside a minute and resumes when the next minute opens (~1-2 minutes of wall time, on
+the Prefect server serve starts for itself); and runs triggered through the API of a configured
+server (the test process's) cannot name another ledger."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.examples import example
+from tests.prefect_server import PrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,17 +93,22 @@ _TRIGGER = """
 import json, sys
 from prefect.deployments import run_deployment
 for params in json.loads(sys.argv[1]):  # one process (Prefect's import is seconds), in turn
-    run = run_deployment("dppub-publish/census_demo", parameters=params, timeout=240)
+    run = run_deployment(
+        "dppub-publish/served_demo", parameters=params, timeout=240, poll_interval=1
+    )
     print(run.state.type.value, flush=True)
 """
 
 
 def test_a_served_run_cannot_be_pointed_at_another_ledger(
-    tmp_path: Path, census_small: Path
+    tmp_path: Path, census_small: Path, prefect_server: PrefectServer
 ) -> None:
     # Anyone who reaches the Prefect API can start a deployment run with parameters: they must
-    # not buy a fresh budget by naming another ledger or output folder.
+    # not buy a fresh budget by naming another ledger or output folder. Served through the
+    # test process's server (PREFECT_API_URL): the test above covers serve's own server. Its
+    # own dataset name: test_deploy.py registers census_demo's deployment on the same server.
     raw = example("demo.yaml")
+    raw["dataset"]["name"] = "served_demo"
     raw["dataset"]["path"] = str(census_small)
     raw["dataset"]["budget"] = {"epsilon": 10.0}
     raw.pop("anonymize")
@@ -113,7 +120,8 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     out, log = tmp_path / "out", tmp_path / "serve.log"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "DPPUB_HOME": str(tmp_path)}
-    env.pop("PREFECT_API_URL", None)
+    env["PREFECT_API_URL"] = prefect_server.url
+    env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"  # a triggered run starts within a second
     with log.open("w") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "dppub.cli", "serve", str(config), "--out", str(out)],
@@ -128,9 +136,8 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
         while "deployment run" not in log.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(1)
-        url = re.search(r"Prefect server for the schedules: (\S+)", log.read_text())
-        assert url is not None, log.read_text()[-3000:]
-        client = {**env, "PREFECT_API_URL": url.group(1) + "/api"}
+        assert "Prefect server for the schedules" not in log.read_text()  # the configured one
+        client = env
 
         other, elsewhere = tmp_path / "other.sqlite", tmp_path / "elsewhere"
         runs = [{"ledger_path": str(other), "out_dir": str(elsewhere)}, {"ledger_path": str(other)}]
@@ -155,6 +162,6 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
     assert "never run parameters" in text
     assert not other.exists() and not elsewhere.exists()  # nothing opened or written there
     # The registered run spent in the config's ledger (ledger.sqlite beside the config).
-    spent = spending_summary(Ledger(tmp_path / "ledger.sqlite"))["census_demo"]
+    spent = spending_summary(Ledger(tmp_path / "ledger.sqlite"))["served_demo"]
     assert spent["lifetime_spent_epsilon"] == 0.5 and spent["runs"] == 1
-    assert len(list((out / "census_demo").glob("2*"))) == 1
+    assert len(list((out / "served_demo").glob("2*"))) == 1

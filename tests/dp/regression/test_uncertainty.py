@@ -117,15 +117,17 @@ def test_bootstrap_spread_matches_the_mechanisms_error(name: str, model: Any, ex
 
 @pytest.mark.slow
 def test_linear_intervals_cover() -> None:
-    # 150 seeded releases x 3 coefficients; per coefficient the coverage's standard error is
-    # 0.018, pooled (correlated) about 0.012: the band [0.90, 0.99] is 4 of them around 0.95.
+    # 100 seeded releases x 3 coefficients; per coefficient the coverage's standard error is
+    # 0.022, pooled (correlated) about 0.015: the band [0.90, 0.99] is over 2.6 of them around
+    # 0.95 (a false failure under 1%). The measurement is bench/coverage.py's linear row
+    # (1,100 runs, bench/RESULTS.md).
     _, model, exact = _models()[0]
     truth = np.linalg.solve(exact.gram, exact.moment)
     coef, intercept = model.design(2).unshift(truth)
     truth = np.r_[coef, intercept]
     rng = np.random.default_rng(5)
     hits = []
-    for _ in range(150):
+    for _ in range(100):
         fitted = _fit(model, exact, rng)
         table = coefficient_table(fitted, features=["a", "b"], replicates=60, rng=rng)
         hits.append((table.ci_low <= truth) & (truth <= table.ci_high))
