@@ -12,8 +12,10 @@ checked by :func:`flows.server.check_served`). Nothing here reads private data.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from dppub.flows.server import check_api, configured_api
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
+    from prefect.runner import Runner
     from prefect.schedules import Schedule
 
     from dppub.dp.pipeline.config import ScheduleModel
@@ -188,13 +191,41 @@ def registered_parameters() -> dict[str, Any]:
         return dict(client.read_deployment(UUID(deployment.id)).parameters)
 
 
+async def _serve_until_ctrl_c(runner: Runner) -> None:
+    """``runner.start()`` until it ends or Ctrl-C, which stops it wherever it is -- also while
+    it is still starting (asyncio's own handler cancelled the main task, which Prefect's
+    start-up could absorb: the first Ctrl-C was lost under load) -- and then raises
+    ``KeyboardInterrupt``. A second Ctrl-C is Python's own."""
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    serving = asyncio.ensure_future(runner.start())
+    waiting = asyncio.ensure_future(interrupted.wait())
+    try:
+        await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if not interrupted.is_set():
+        waiting.cancel()
+        serving.result()  # its own end, or its error
+        return
+    if runner.started:
+        await runner.astop()
+    serving.cancel()
+    await asyncio.wait({serving}, timeout=_STOP_WAIT_SECONDS)
+    raise KeyboardInterrupt
+
+
+_STOP_WAIT_SECONDS = 30.0
+"""How long a Ctrl-C waits for the runner to wind down before ``serve`` exits anyway."""
+
+
 def serve_schedules(
     configs: list[Path], ledger: str | None, out: Path, say: Callable[[str], None]
 ) -> None:
     """Serve each config's schedule until interrupted (``dppub serve``); each deployment's
     config, ledger and output folder are bound here, never run parameters. Ctrl-C comes out
     as ``KeyboardInterrupt`` once the runner has stopped."""
-    import asyncio
 
     from dppub.flows.server import STATE, local_server, register_served, serve_home, stop_server
 
@@ -221,7 +252,7 @@ def serve_schedules(
                 runner.add_deployment(made)  # registered on the server now
                 name = f"{made.flow_name}/{made.name}"
                 say(f"serving {name}; to run it now: {run_command(url, name)}")
-            asyncio.run(runner.start())
+            asyncio.run(_serve_until_ctrl_c(runner))
     finally:
         if server is not None:
             stop_server(server)

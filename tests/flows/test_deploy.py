@@ -237,11 +237,14 @@ def test_deploy_without_a_prefect_server_says_to_set_one(
     assert not (config.parent / "ledger.sqlite").exists()
 
 
+@pytest.mark.parametrize("after", [0.0, 2.0], ids=["starting", "polling"])
 def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
-    server: Server, census_small: Path
+    server: Server, census_small: Path, after: float
 ) -> None:
-    config = _config(server.tmp / "serve", census_small)
-    log = server.tmp / "serve.log"
+    # Ctrl-C while the runner is still starting was lost (asyncio's cancel of the main task
+    # absorbed by Prefect's start-up: serve went on until SIGTERM), and once it polls.
+    config = _config(server.tmp / f"serve-{after}", census_small)
+    log = server.tmp / f"serve-{after}.log"
     env = {**server.env, "PREFECT_API_URL": server.api}
     with log.open("wb") as sink:
         proc = subprocess.Popen(
@@ -266,7 +269,7 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
-        time.sleep(2)  # the runner is polling
+        time.sleep(after)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
         code = proc.wait(timeout=60)
     finally:
