@@ -12,11 +12,12 @@ the held run in-process (:class:`Handed`); a served run opens its own here, thro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import PrefectFuture, wait
-from prefect.runtime import deployment
+from prefect.runtime import deployment, flow_run
 
 from dppub.dp.pipeline.hooks import clear_stop, request_stop
 from dppub.dp.pipeline.kinds import ReleaseSummary
@@ -104,11 +105,20 @@ def publish(
         plan = handed.plan
         done = publication(plan, handed.run, _steps())
     else:
-        plan = load_plan(config_path, engine, ledger=ledger_path)
+        # A served run's series period is the one due at its scheduled time, not when a busy
+        # worker got to it (a backlog of monthly runs publishes each its own month).
+        at = _scheduled_time() if deployment.id is not None else None
+        plan = load_plan(config_path, engine, ledger=ledger_path, at=at)
         with plan.open_run(ledger_for(plan.config, ledger_path), out_dir) as run:
             done = publication(plan, run, _steps())
     _artifacts(done, plan)
     return done.publication(plan)
+
+
+def _scheduled_time() -> datetime:
+    """The running flow run's scheduled start time, in UTC."""
+    when = flow_run.scheduled_start_time
+    return datetime.fromisoformat(when.isoformat()).astimezone(UTC)
 
 
 def _artifacts(done: Published, plan: Plan) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zoneinfo
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -64,7 +65,7 @@ __all__ = [
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 """Dataset and release names become folder names."""
-DERIVED = ("base_dir", "leaves", "dataset_file", "run_period", "run_ledger")
+DERIVED = ("base_dir", "leaves", "dataset_file", "run_period", "run_ledger", "run_time")
 """Fields of :class:`PipelineConfig` the loader sets, never keys of a file."""
 
 
@@ -278,6 +279,9 @@ class PipelineConfig(Model):
     run_ledger: str | None = None
     """The ledger the run spends in, where a series finds what it published (``--ledger``;
     None: the config's). Set by the caller, never a key of the file."""
+    run_time: datetime | None = None
+    """The time a run is due at, which decides a series' period due: a scheduled run's
+    scheduled time (None: now). Set by the caller, never a key of the file."""
 
     @model_validator(mode="after")
     def _budget_rules(self) -> PipelineConfig:

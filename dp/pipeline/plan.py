@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -211,13 +212,18 @@ def load_config(path: str | Path) -> PipelineConfig:
 
 
 def for_run(
-    cfg: PipelineConfig, *, period: str | None = None, ledger: str | None = None
+    cfg: PipelineConfig,
+    *,
+    period: str | None = None,
+    ledger: str | None = None,
+    at: datetime | None = None,
 ) -> PipelineConfig:
-    """``cfg`` as one run plans it: the series period it publishes (None: the one due) and the
-    ledger it spends in (None: the config's), which a series reads what it published from."""
-    if period is None and ledger is None:
+    """``cfg`` as one run plans it: the series period it publishes (None: the one due at
+    ``at``, a scheduled run's time, or now) and the ledger it spends in (None: the config's),
+    which a series reads what it published from."""
+    if period is None and ledger is None and at is None:
         return cfg
-    return cfg.model_copy(update={"run_period": period, "run_ledger": ledger})
+    return cfg.model_copy(update={"run_period": period, "run_ledger": ledger, "run_time": at})
 
 
 def completed(cfg: PipelineConfig) -> PipelineConfig:
@@ -236,15 +242,16 @@ def load_plan(
     *,
     period: str | None = None,
     ledger: str | None = None,
+    at: datetime | None = None,
 ) -> Plan:
-    """:func:`load_config` then :func:`build_plan`; ``period`` and ``ledger``: the run's
-    (:func:`for_run`)."""
+    """:func:`load_config` then :func:`build_plan`; ``period``, ``ledger`` and ``at``: the
+    run's (:func:`for_run`)."""
     p = Path(path).resolve()
     try:
         p.stat()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    cfg = for_run(load_config(p), period=period, ledger=ledger)
+    cfg = for_run(load_config(p), period=period, ledger=ledger, at=at)
     try:
         return build_plan(cfg, engine)
     except ConfigError as exc:

@@ -1,37 +1,63 @@
-"""A monthly series under ``dppub serve``: the eleven months before the one due now are
-published by one run by hand (``--period``, catching up), then the scheduler's own run
-publishes the month due by the clock -- the twelfth of the horizon -- and its next firings are
-refused with one line, charging nothing (a minute or more of wall time: a Prefect server
-starts; tests/dp/pipeline/kinds/test_series_year.py runs the twelve months one by one)."""
+"""A monthly series under ``dppub serve``: twelve scheduled runs, each scheduled on the first of
+the month after its period (the shipped cron, ``0 3 1 * *``), are executed by serve's runner one
+after another -- the path every scheduled run takes -- and each publishes the month due at its
+scheduled time; a run scheduled now, with everything published, is refused with one line and
+charges nothing. (A Prefect server starts: a minute or two of wall time.
+tests/dp/pipeline/kinds/test_series_year.py runs the twelve months by hand, with ``--period``.)
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 import yaml
 
-from dppub.api import publish
 from dppub.dp.budget import zcdp_to_dp
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.dp.pipeline.kinds.series.series_calendar import due_label, label_of, ordinal
 from tests.dp.pipeline.kinds.series_setup import _generator, series_config
 
-ROOT = Path(__file__).resolve().parents[2]
+SERVING = re.compile(r"to run it now: PREFECT_API_URL=(\S+) prefect deployment run (\S+)")
 
 
-def _where(ledger: Path, out: Path) -> list[str]:
-    return ["--ledger", str(ledger), "--out", str(out)]
+def _scheduled_on_the_first_after(month: int) -> datetime:
+    """03:00 UTC on the first day of the month after ``month`` (an ordinal): when the cron
+    ``0 3 1 * *`` fires to publish it."""
+    after = month + 1
+    return datetime(after // 12, after % 12 + 1, 1, 3, 0, tzinfo=UTC)
 
 
-def test_the_scheduler_publishes_the_month_due_and_refuses_it_twice(tmp_path: Path) -> None:
+def _run_scheduled_at(url: str, deployment: str, when: datetime, log: Path) -> str:
+    """One flow run of the served deployment, scheduled at ``when`` (in the past: the runner
+    takes it at its next poll), waited for; its final state's type."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Scheduled
+
+    with temporary_settings(updates={PREFECT_API_URL: url}), get_client(sync_client=True) as c:
+        served = c.read_deployment_by_name(deployment)
+        run = c.create_flow_run_from_deployment(served.id, state=Scheduled(scheduled_time=when))
+        deadline = time.monotonic() + 120
+        while True:
+            state = c.read_flow_run(UUID(str(run.id))).state
+            if state is not None and state.is_final():
+                return state.type.value
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+
+
+def test_served_runs_publish_the_month_due_at_their_scheduled_time(tmp_path: Path) -> None:
     due = due_label("month")
     first = ordinal(due, "month") - 11
     start = label_of(first, "month")
@@ -42,21 +68,20 @@ def test_the_scheduler_publishes_the_month_due_and_refuses_it_twice(tmp_path: Pa
     frame.to_parquet(data, index=False)
     config = series_config(tmp_path, data, start=start)
     raw = yaml.safe_load(config.read_text())
-    raw["schedule"] = {"interval_seconds": 5}  # the shipped config's cron fires monthly
+    raw["schedule"] = {"cron": "0 3 1 * *"}  # the shipped config's: next firing next month
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     ledger, out, log = tmp_path / "ledger.sqlite", tmp_path / "out", tmp_path / "serve.log"
-    caught = publish(config, ledger=ledger, out=out, period=label_of(first + 10, "month"))
-    assert caught.cost.epsilon > 0  # by hand, up to the month before the one due
     env = {
         **os.environ,
         "PREFECT_HOME": str(tmp_path / "prefect"),
-        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",
-        "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
     }
     env.pop("PREFECT_API_URL", None)
+    where = ["--ledger", str(ledger), "--out", str(out)]
+    states: list[str] = []
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dppub.cli", "serve", str(config), *_where(ledger, out)],
+            [sys.executable, "-m", "dppub.cli", "serve", str(config), *where],
             cwd=tmp_path,
             env=env,
             stdout=sink,
@@ -65,11 +90,14 @@ def test_the_scheduler_publishes_the_month_due_and_refuses_it_twice(tmp_path: Pa
         )
         try:
             deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                runs = sorted(p for p in (out / "admissions").glob("2*") if p.is_dir())
-                if len(runs) == 2 and "a period is published once" in log.read_text():
-                    break
-                time.sleep(1)
+            while (serving := SERVING.search(log.read_text())) is None:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            url, deployment = serving.groups()
+            for month in range(first, first + 12):
+                when = _scheduled_on_the_first_after(month)
+                states.append(_run_scheduled_at(url, deployment, when, log))
+            states.append(_run_scheduled_at(url, deployment, datetime.now(UTC), log))
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -77,15 +105,16 @@ def test_the_scheduler_publishes_the_month_due_and_refuses_it_twice(tmp_path: Pa
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text()
+    assert states[:12] == ["COMPLETED"] * 12, text[-3000:]
+    assert states[12] != "COMPLETED"  # refused: nothing left to publish
     runs = sorted(p for p in (out / "admissions").glob("2*") if (p / "manifest.json").exists())
-    assert len(runs) == 2, text[-3000:]
-    served = json.loads((runs[-1] / "admissions_monthly" / "release.json").read_text())
-    assert served["details"]["period"] == due
-    assert served["details"]["periods"][0] == start and len(served["details"]["periods"]) == 12
+    periods = [
+        json.loads((r / "admissions_monthly" / "release.json").read_text())["details"]["period"]
+        for r in runs
+    ]
+    assert periods == [label_of(m, "month") for m in range(first, first + 12)], text[-3000:]
     assert f"period {due} was published (up to {due}); a period is published once" in text
     (summary,) = spending_summary(Ledger(str(ledger))).values()
-    # Firings with nothing due, and firings the server started at once (a backlog) that found
-    # each other pending, were aborted at no cost: nothing but the 12 months is spent, and 12
-    # of 12 months add up to the horizon's rho exactly.
-    assert (summary["runs"], summary["charged_runs"]) == (2, 0)
+    # 13 runs, the last aborted at no cost; 12 of 12 months add up to the horizon's rho.
+    assert summary["runs"] == 12
     assert summary["spent_epsilon"] == pytest.approx(zcdp_to_dp(0.1, 1e-7), rel=1e-9)

@@ -226,7 +226,7 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
     relation = relation_of(cfg, item)
     choice, release = _choice(item, relation)
     per = item.period.per
-    label = cfg.run_period or due_label(per)
+    label = cfg.run_period or due_label(per, cfg.run_time)
     period = ordinal(label, per) - ordinal(item.start, per)
     refusal = None
     if not 0 <= period < item.horizon:

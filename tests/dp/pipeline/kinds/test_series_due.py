@@ -4,6 +4,7 @@ revised quarterly series without a privacy unit."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ def test_a_run_publishes_the_period_due_by_its_date(
 ) -> None:
     config = series_config(tmp_path, admissions(tmp_path, patients=200))
     out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"
-    monkeypatch.setattr(planning, "due_label", lambda per: "2026-03")  # a run on 1 April 2026
+    monkeypatch.setattr(planning, "due_label", lambda per, now: "2026-03")  # on 1 April 2026
     run = publish(config, out=out)
     details = json.loads((run.path / "admissions_monthly" / "release.json").read_text())
     assert details["details"]["published"] == ["2026-01", "2026-02", "2026-03"]
@@ -38,10 +39,23 @@ def test_a_run_publishes_the_period_due_by_its_date(
         publish(config, out=out)
     (summary,) = spending_summary(Ledger(str(ledger), create=False)).values()
     assert (summary["runs"], summary["aborted_runs"], summary["charged_runs"]) == (1, 1, 0)
-    monkeypatch.setattr(planning, "due_label", lambda per: "2027-02")  # past the horizon
+    monkeypatch.setattr(planning, "due_label", lambda per, now: "2027-02")  # past the horizon
     assert load_plan(config).total.epsilon == 0.0
     with pytest.raises(InputError, match=r"period 2027-02 is outside its horizon"):
         publish(config, out=out)
+
+
+def test_a_run_due_at_a_scheduled_time_plans_the_period_before_it(tmp_path: Path) -> None:
+    """A served run plans the period due at its scheduled time (``at``), not at the clock's:
+    a monthly run scheduled on 1 April publishes March whenever a worker starts it."""
+    config = series_config(tmp_path, admissions(tmp_path, patients=200))
+    for at, period in [
+        (datetime(2026, 4, 1, 3, 0, tzinfo=UTC), "2026-03"),
+        (datetime(2026, 3, 31, 23, 59, tzinfo=UTC), "2026-02"),
+    ]:
+        plan = load_plan(config, at=at)
+        assert plan.releases[0].facts["period"] == period
+        assert plan.total.epsilon > 0
 
 
 def test_a_revised_quarterly_series_without_a_unit(tmp_path: Path) -> None:
