@@ -22,7 +22,7 @@ import pandas as pd
 from dppub.dp.engine.batches import Batch
 from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.engine.key_weights import key_labels
-from dppub.dp.engine.row_filter import RowFilter
+from dppub.dp.engine.row_filter import RowFilter, rows_kept
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.numerics.fixedpoint import FRACTION_BITS, ONE, check_rows, quantise, to_float
 
@@ -86,11 +86,7 @@ class KeyedSumsAggregate:
     def update(self, acc: _Acc, batch: Batch) -> _Acc:
         if batch.num_rows > _EXACT_ROWS:
             raise InvariantError(f"a batch of {batch.num_rows} rows is too large to sum exactly")
-        keep = batch.present(self.by)
-        if self.where is not None:
-            keep &= self.where.keep(batch)
-        if not keep.all():
-            batch = batch.take(keep)
+        batch = rows_kept(batch, self.by, self.where)
         if batch.num_rows == 0:
             return acc
         codes, uniques = pd.factorize(key_labels(batch, self.by), sort=False)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,15 @@ class RowFilter:
     def keep(self, batch: Batch) -> Mask:
         """Where the filter holds for the rows of ``batch`` (a missing value: false)."""
         return _known(self._root, batch) & _eval(self._root, batch)
+
+
+def rows_kept(batch: Batch, columns: Sequence[str], where: RowFilter | None) -> Batch:
+    """The rows of ``batch`` present in every one of ``columns`` that ``where`` keeps (all of
+    them: ``batch`` itself)."""
+    keep = batch.present(columns)
+    if where is not None:
+        keep &= where.keep(batch)
+    return batch if keep.all() else batch.take(keep)
 
 
 def parse_filter(text: str, schema: TableSchema) -> RowFilter:

@@ -33,7 +33,7 @@ import pandas as pd
 from dppub.dp.axes import Axis
 from dppub.dp.engine.batches import Batch
 from dppub.dp.engine.folds.histogram_counts import axis_codes
-from dppub.dp.engine.row_filter import RowFilter
+from dppub.dp.engine.row_filter import RowFilter, rows_kept
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.numerics.fixedpoint import (
     FRACTION_BITS,
@@ -155,11 +155,7 @@ class TableSumsAggregate:
         if batch.num_rows > _EXACT_ROWS:
             raise InvariantError(f"a batch of {batch.num_rows} rows is too large to sum exactly")
         keys = [a.column for a in self.axes]
-        keep = batch.present([*keys, *(() if self.unit is None else (self.unit,))])
-        if self.where is not None:
-            keep &= self.where.keep(batch)
-        if not keep.all():
-            batch = batch.take(keep)
+        batch = rows_kept(batch, [*keys, *(() if self.unit is None else (self.unit,))], self.where)
         if batch.num_rows == 0:
             return acc
         shape = tuple(a.size for a in self.axes)
