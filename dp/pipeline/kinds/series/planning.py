@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from dppub.dp.budget import PrivacyCost, zcdp_to_dp
 from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.ledger import PERIOD_FIELD
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.kinds.series.item import MovingModel, SeriesModel, SumModel
 from dppub.dp.pipeline.kinds.series.series_calendar import due_label, label_of, ordinal
@@ -222,6 +223,12 @@ def plan_series(cfg: PipelineConfig, item: SeriesModel) -> tuple[SeriesSpec, Pri
     from dppub.dp.pipeline.plan import ledger_for  # the plan module imports the registry
 
     where = f"series {item.name!r}"
+    if cfg.dataset.budget.renew:
+        raise ConfigError(
+            f"{where}: the dataset path names {PERIOD_FIELD}, so a run reads one period's file "
+            f"and its budget renews each period; a series reads every period so far from its "
+            f"date column {item.period.column!r} in one dataset under one budget"
+        )
     keys, groups, scales = _columns(cfg, item)
     relation = relation_of(cfg, item)
     choice, release = _choice(item, relation)

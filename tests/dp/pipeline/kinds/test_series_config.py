@@ -117,3 +117,22 @@ def test_the_shipped_monthly_series_fits_its_budget_on_a_monthly_cron(
     assert plan.config.schedule is not None and plan.config.schedule.cron == "0 3 1 * *"
     assert plan.total.epsilon == pytest.approx(zcdp_to_dp(0.1, 1e-7), rel=1e-12)
     assert plan.total.epsilon <= plan.config.budget.epsilon
+
+
+def test_a_dataset_whose_path_names_its_period_is_refused(tmp_path: Path, data: Path) -> None:
+    """A series reads every period so far from its date column. A dataset path naming
+    ``{period}`` (its budget renewing per period) reads only the current period's file: the
+    past periods' rows would be missing and each period's budget spent anew. Old code planned it
+    on the current file alone."""
+    monthly = tmp_path / "2026-01.parquet"
+    monthly.write_bytes(data.read_bytes())
+    config = series_config(tmp_path, data)
+    raw = yaml.safe_load(config.read_text())
+    raw["dataset"]["path"] = str(tmp_path / "{period}.parquet")
+    raw["dataset"]["budget"] |= {"per": "month", "renew": True}
+    del raw["dataset"]["privacy_unit"], raw["dataset"]["max_rows_per_unit"]
+    del raw["series"][0]["max_periods_per_unit"]
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"names \{period\}") as caught:
+        load_plan(config, period="2026-01")
+    assert "\n" not in str(caught.value)
