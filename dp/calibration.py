@@ -24,9 +24,15 @@ import math
 from scipy.special import log_ndtr
 
 from dppub.dp.errors import ConfigError, InvariantError
-from dppub.dp.validation import check_delta, check_epsilon, check_positive
+from dppub.dp.validation import check_delta, check_epsilon, check_level, check_positive
 
-__all__ = ["gaussian_delta", "gaussian_sigma", "laplace_scale", "zcdp_gaussian_sigma"]
+__all__ = [
+    "gaussian_delta",
+    "gaussian_sigma",
+    "laplace_half_width",
+    "laplace_scale",
+    "zcdp_gaussian_sigma",
+]
 
 
 def laplace_scale(*, sensitivity: float, epsilon: float) -> float:
@@ -36,6 +42,16 @@ def laplace_scale(*, sensitivity: float, epsilon: float) -> float:
     4.0
     """
     return check_positive(sensitivity, name="sensitivity") / check_epsilon(epsilon)
+
+
+def laplace_half_width(scale: float, level: float) -> float:
+    """Half-width of the central ``level`` interval of Laplace noise of ``scale``:
+    ``P(|X| > t) = exp(-t / scale)``, so ``t = scale ln(1 / (1 - level))``.
+
+    >>> round(laplace_half_width(1.0, 0.95), 6)
+    2.995732
+    """
+    return check_positive(scale, name="scale") * math.log(1.0 / (1.0 - check_level(level)))
 
 
 def zcdp_gaussian_sigma(*, l2_sensitivity: float, rho: float) -> float:

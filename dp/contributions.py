@@ -41,7 +41,6 @@ nothing and needs to) for each share's 95% range.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -61,7 +60,6 @@ __all__ = [
     "default_edges",
     "dropped_shares",
     "histogram_sensitivity",
-    "laplace_half_width",
     "noise_range",
 ]
 
@@ -142,12 +140,6 @@ def bin_counts(rows_per_unit: npt.ArrayLike, edges: Sequence[int], cap: int) -> 
     rows = np.asarray(rows_per_unit, dtype=np.int64)
     at = np.searchsorted(np.asarray([*edges, cap], dtype=np.int64), rows, side="right") - 1
     return np.bincount(np.maximum(at, 0), minlength=len(edges) + 1).astype(np.int64)
-
-
-def laplace_half_width(scale: float, level: float = INTERVAL_LEVEL) -> float:
-    """Half-width of the central ``level`` interval of Laplace noise of ``scale``:
-    ``P(|X| > t) = exp(-t / scale)``, so ``t = scale ln(1 / (1 - level))``."""
-    return scale * math.log(1.0 / (1.0 - level))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dppub.dp.calibration import laplace_half_width
 from dppub.dp.errors import ConfigError, InputError, SolverError
 from dppub.dp.regression.linear import LinearFit
 from dppub.dp.regression.logistic import LogisticFit
@@ -347,7 +348,7 @@ def cluster_table(
             f"centres must be k x {len(features)} and sizes length k, got {c.shape}, {s.shape}"
         )
     b = check_positive(size_scale, name="size_scale")
-    half = b * math.log(1.0 / (1.0 - check_level(level)))
+    half = laplace_half_width(b, level)
     frame = pd.DataFrame({"cluster": np.arange(c.shape[0])})
     for j, f in enumerate(features):
         frame[f] = c[:, j]

@@ -27,14 +27,15 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dppub.dp.calibration import laplace_half_width
 from dppub.dp.contributions import (
+    INTERVAL_LEVEL,
     Relation,
     bin_labels,
     check_edges,
     default_edges,
     dropped_shares,
     histogram_sensitivity,
-    laplace_half_width,
     noise_range,
 )
 from dppub.dp.engine.folds.unit_rows import UnitRowsAggregate
@@ -186,7 +187,7 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
         noisy = laplace(exact.astype(np.float64), sensitivity=spec.sensitivity, epsilon=eps)
         # post-processing: integers; a negative count is kept (noise around an empty bin:
         # clamping would bias the shares upwards), its interval cut at 0 (a count is not)
-        half = laplace_half_width(scale)
+        half = laplace_half_width(scale, INTERVAL_LEVEL)
         units = np.rint(noisy)
         std = math.sqrt(2.0) * scale
         e = exponents(np.full(len(units), std), counts=np.ones(len(units), dtype=bool))
