@@ -25,6 +25,7 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.examples import example
+from tests.flows.serving import start_serve, stop_group
 from tests.prefect_server import PrefectServer
 
 pytestmark = pytest.mark.slow
@@ -54,16 +55,6 @@ def _post(url: str, body: dict[str, Any]) -> Any:
     )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.load(resp)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +92,7 @@ def server(
     try:
         yield Server(api, tmp, env)
     finally:
-        _stop(worker)
+        stop_group(worker)
 
 
 def _config(directory: Path, data: Path) -> Path:
@@ -246,23 +237,7 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
     config = _config(server.tmp / f"serve-{after}", census_small)
     log = server.tmp / f"serve-{after}.log"
     env = {**server.env, "PREFECT_API_URL": server.api}
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dppub.cli",
-                "serve",
-                str(config),
-                "--out",
-                str(server.tmp),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_serve([str(config), "--out", str(server.tmp)], cwd=ROOT, env=env, log=log)
     try:
         deadline = time.monotonic() + 240
         while "deployment run" not in log.read_text():  # serving (old or new message)
@@ -273,7 +248,7 @@ def test_serve_prints_its_run_command_and_ctrl_c_exits_130(
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
         code = proc.wait(timeout=60)
     finally:
-        _stop(proc)
+        stop_group(proc)
     text = log.read_text()
     assert code == 130, text[-3000:]
     assert text.splitlines()[-1] == "dppub: error: interrupted by SIGINT; serve stopped"

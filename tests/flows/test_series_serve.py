@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +24,7 @@ from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from dppub.dp.pipeline.kinds.series.series_calendar import due_label, label_of, ordinal
 from tests.dp.pipeline.kinds.series_setup import _generator, series_config
+from tests.flows.serving import start_serve, stop_group
 
 SERVING = re.compile(r"to run it now: PREFECT_API_URL=(\S+) prefect deployment run (\S+)")
 
@@ -79,31 +77,19 @@ def test_served_runs_publish_the_month_due_at_their_scheduled_time(tmp_path: Pat
     env.pop("PREFECT_API_URL", None)
     where = ["--ledger", str(ledger), "--out", str(out)]
     states: list[str] = []
-    with log.open("w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dppub.cli", "serve", str(config), *where],
-            cwd=tmp_path,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 240
-            while (serving := SERVING.search(log.read_text())) is None:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-            url, deployment = serving.groups()
-            for month in range(first, first + 12):
-                when = _scheduled_on_the_first_after(month)
-                states.append(_run_scheduled_at(url, deployment, when, log))
-            states.append(_run_scheduled_at(url, deployment, datetime.now(UTC), log))
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+    proc = start_serve([str(config), *where], cwd=tmp_path, env=env, log=log)
+    try:
+        deadline = time.monotonic() + 240
+        while (serving := SERVING.search(log.read_text())) is None:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        url, deployment = serving.groups()
+        for month in range(first, first + 12):
+            when = _scheduled_on_the_first_after(month)
+            states.append(_run_scheduled_at(url, deployment, when, log))
+        states.append(_run_scheduled_at(url, deployment, datetime.now(UTC), log))
+    finally:
+        stop_group(proc)
     text = log.read_text()
     assert states[:12] == ["COMPLETED"] * 12, text[-3000:]
     assert states[12] != "COMPLETED"  # refused: nothing left to publish

@@ -5,7 +5,6 @@ server (the test process's) cannot name another ledger."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import yaml
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
 from tests.examples import example
+from tests.flows.serving import start_serve, stop_group
 from tests.prefect_server import PrefectServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,40 +43,19 @@ def test_schedule_fires_refuses_and_resumes_with_the_next_period(
         "PREFECT_RUNNER_POLL_FREQUENCY": "2",
     }
     env.pop("PREFECT_API_URL", None)
-    with log.open("w") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dppub.cli",
-                "serve",
-                str(config),
-                "--ledger",
-                str(ledger),
-                "--out",
-                str(out),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        runs: list[Path] = []
-        try:
-            deadline = time.monotonic() + 360  # generous: the suite loads both cores
-            while time.monotonic() < deadline:
-                d = out / "census_demo"
-                runs = sorted(p for p in d.glob("2*") if (p / "manifest.json").exists())
-                if len(runs) >= 2 and "the next period opens" in log.read_text():
-                    break
-                time.sleep(1)
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+    args = [str(config), "--ledger", str(ledger), "--out", str(out)]
+    proc = start_serve(args, cwd=tmp_path, env=env, log=log)
+    runs: list[Path] = []
+    try:
+        deadline = time.monotonic() + 360  # generous: the suite loads both cores
+        while time.monotonic() < deadline:
+            d = out / "census_demo"
+            runs = sorted(p for p in d.glob("2*") if (p / "manifest.json").exists())
+            if len(runs) >= 2 and "the next period opens" in log.read_text():
+                break
+            time.sleep(1)
+    finally:
+        stop_group(proc)
     text = log.read_text()
     assert len(runs) >= 2, text[-3000:]
     periods = [json.loads((r / "manifest.json").read_text())["budget_period"] for r in runs]
@@ -122,15 +101,7 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "DPPUB_HOME": str(tmp_path)}
     env["PREFECT_API_URL"] = prefect_server.url
     env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"  # a triggered run starts within a second
-    with log.open("w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dppub.cli", "serve", str(config), "--out", str(out)],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_serve([str(config), "--out", str(out)], cwd=ROOT, env=env, log=log)
     try:
         deadline = time.monotonic() + 240
         while "deployment run" not in log.read_text() and time.monotonic() < deadline:
@@ -153,11 +124,7 @@ def test_a_served_run_cannot_be_pointed_at_another_ledger(
         # Refused, refused, and the registered run still works.
         assert done.stdout.split()[-3:] == ["FAILED", "FAILED", "COMPLETED"], done.stdout
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
     text = log.read_text()
     assert "never run parameters" in text
     assert not other.exists() and not elsewhere.exists()  # nothing opened or written there
