@@ -17,19 +17,14 @@ folder, so a late writer cannot resurrect a discarded run.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,26 +92,19 @@ class Staging:
         return self
 
     def release_dir(self, name: str) -> Path:
-        d = self.dir / name
-        d.mkdir(exist_ok=True)  # not parents: a discarded staging folder stays discarded
+        """The folder of release ``name`` (``group/table``: a folder within a release's),
+        created inside the staging folder, which must exist: a discarded staging folder stays
+        discarded."""
+        d = self.dir
+        for part in PurePosixPath(name).parts:
+            d = d / part
+            d.mkdir(exist_ok=True)  # never parents
         return d
 
-    def attempt(
-        self,
-        name: str,
-        cost: PrivacyCost,
-        *,
-        is_dp: bool = True,
-        joint: Sequence[tuple[str, PrivacyCost]] = (),
-    ) -> dict[str, Any] | None:
+    def attempt(self, name: str, cost: PrivacyCost, *, is_dp: bool = True) -> dict[str, Any] | None:
         """Start an attempt at release ``name``: the stored summary if an earlier attempt
         completed it (reuse it, draw nothing), else None once the ledger has recorded that this
         attempt is about to draw noise (at ``cost``) -- call it before any noise is drawn.
-
-        ``joint``: the releases (this one among them) whose noise is drawn once, together
-        (:meth:`shared`): the first of them to arrive records every one's draw, so the ledger
-        holds the whole measurement's cost before any of its noise; the others find theirs
-        recorded (and read the same stored measurement, never a second one).
 
         Raises:
             InvariantError: another attempt drew this release, or the staging folder is gone.
@@ -129,72 +117,10 @@ class Staging:
             raise InvariantError(f"the staging folder of run {self.run_id} is gone")
         if self.ledger is None:
             raise InvariantError(f"run {self.run_id} has no ledger to record its draws in")
-        if joint:
-            with self._joint() as folder:
-                for member, member_cost in joint:
-                    marker = folder / f"{member}.drawn"
-                    if not marker.exists():
-                        self.ledger.draw(
-                            run_id=self.run_id, release=member, cost=member_cost, is_dp=is_dp
-                        )
-                        marker.touch()
-        else:
-            self.ledger.draw(run_id=self.run_id, release=name, cost=cost, is_dp=is_dp)
+        self.ledger.draw(run_id=self.run_id, release=name, cost=cost, is_dp=is_dp)
         if is_dp:
             fault_point("drawn")
         return None
-
-    @contextmanager
-    def _joint(self) -> Iterator[Path]:
-        """The run's private store of jointly drawn measurements (beside the staging folder,
-        never published), held under an exclusive lock (threads and processes alike)."""
-        if not self.dir.is_dir():  # a late member of a settled run stores nothing
-            raise InvariantError(f"the staging folder of run {self.run_id} is gone")
-        folder = self.dir.parent / f"{self.run_id}.joint"
-        folder.mkdir(exist_ok=True)
-        with (folder / "lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield folder
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def shared(
-        self, key: str, draw: Callable[[], Mapping[str, npt.NDArray[np.float64]]]
-    ) -> dict[str, npt.NDArray[np.float64]]:
-        """The measurement ``key`` of releases drawn together: ``draw()`` (noisy values only)
-        by the first caller, stored, and the same stored values for every later one.
-
-        At most one ``draw()`` per run, whatever happens: a marker is created exclusively
-        before it, so if that draw failed (its noise may have been drawn) no later member
-        draws again -- it fails; and the values are linked into place, never over another's.
-
-        Raises:
-            InvariantError: an earlier draw of ``key`` did not finish, or the staging folder
-                is gone.
-        """
-        with self._joint() as folder:
-            path = folder / f"{key}.npz"
-            if not path.exists():
-                try:
-                    os.close(os.open(folder / f"{key}.drawing", os.O_CREAT | os.O_EXCL))
-                except FileExistsError:
-                    raise InvariantError(
-                        f"the joint measurement {key} of run {self.run_id} was begun by an "
-                        "attempt that did not finish; it is not drawn again"
-                    ) from None
-                values = {k: np.asarray(v, dtype=np.float64) for k, v in draw().items()}
-                tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.npz"
-                np.savez(tmp, **values)  # type: ignore[arg-type]
-                try:
-                    os.link(tmp, path)  # fails if another's values are in place
-                    return values
-                except FileExistsError:
-                    pass  # ours is discarded unused; every member reads the one in place
-                finally:
-                    tmp.unlink()
-            with np.load(path) as stored:
-                return {k: np.asarray(stored[k], dtype=np.float64) for k in stored.files}
 
     def completed(self, name: str) -> dict[str, Any] | None:
         """The stored summary of release ``name`` if an earlier attempt completed it."""
@@ -263,7 +189,11 @@ class Staging:
     def complete(self, name: str, summary: Mapping[str, Any]) -> dict[str, Any]:
         """Mark release ``name`` complete; return the summary with its files and output hash."""
         d = self.release_dir(name)
-        files = sorted(p.name for p in d.iterdir() if p.is_file() and p.name != RELEASE_MARKER)
+        files = sorted(
+            p.relative_to(d).as_posix()
+            for p in d.rglob("*")
+            if p.is_file() and p != d / RELEASE_MARKER
+        )
         done = {**summary, "files": [f"{name}/{f}" for f in files], "output_hash": sha256_files(d)}
         tmp = d / (RELEASE_MARKER + ".tmp")
         tmp.write_text(json.dumps(done, indent=2, sort_keys=True, allow_nan=False) + "\n")
@@ -286,16 +216,9 @@ class Staging:
             raise InvariantError(f"run folder {self.final} appeared during the run")
         os.rename(self.dir, self.final)
         fault_point("renamed")
-        self.drop_joint()
         _fsync_dir(self.dataset_dir)
         return self.final
 
     def discard(self) -> None:
         """Remove the staging folder (nothing of it was published)."""
         shutil.rmtree(self.dir, ignore_errors=True)
-        self.drop_joint()
-
-    def drop_joint(self) -> None:
-        """Remove the run's store of jointly drawn measurements (:meth:`shared`): once the run
-        is published or discarded nothing reads it, and it is never published."""
-        shutil.rmtree(self.dir.parent / f"{self.run_id}.joint", ignore_errors=True)

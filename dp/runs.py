@@ -247,7 +247,6 @@ def settle(ledger: Ledger, staging: Staging) -> str:
         fault_point("settling")
         if staging.published:
             ledger.commit(run_id=staging.run_id, output_hash=sha256_files(staging.final))
-            staging.drop_joint()  # a fault right after the rename can leave it behind
             return "committed"
         staging.discard()
         if ledger.drew(staging.run_id):

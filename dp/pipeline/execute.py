@@ -63,8 +63,7 @@ def compute_release(
     """Compute one release into ``staging`` (see the module docstring); its kind's
     ``execute`` receives the step's ``hooks`` (:mod:`dp.pipeline.hooks`) in its
     :class:`~dp.pipeline.kinds.base.ExecuteContext`."""
-    joint = [(p.name, p.cost) for p in release.joint]
-    done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp, joint=joint)
+    done = staging.attempt(release.name, release.composed_cost, is_dp=release.is_dp)
     if done is not None:
         return ReleaseSummary.from_json(done, release.release_kind)
     step = hooks or Hooks()

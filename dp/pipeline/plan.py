@@ -159,15 +159,17 @@ def build_plan(cfg: PipelineConfig, engine: str | None = None) -> Plan:
     """
     releases: list[ReleasePlan[Any]] = []
     for kind in registered():
-        for item in cfg.section(kind.section):
-            if getattr(item, "publish", True):
-                releases.append(kind.plan(cfg, item))
+        items = [i for i in cfg.section(kind.section) if getattr(i, "publish", True)]
+        releases += kind.plan_section(cfg, items)
     if not releases:
         raise ConfigError("the config declares no release")
-    names = [r.name for r in releases]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"release names must be unique, got {dupes} more than once")
+    for what, names in (
+        ("release names", [r.name for r in releases]),  # folders
+        ("the ledger's release names", [p.name for r in releases for p in r.parts or (r,)]),
+    ):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"{what} must be unique, got {dupes} more than once")
     if cfg.budget.delta == 0.0:
         with_delta = [r.name for r in releases if r.cost.delta > 0]
         if with_delta:

@@ -41,8 +41,12 @@ class ReleaseResult:
     @property
     def answers(self) -> dict[str, pd.DataFrame]:
         """Its published tables by file stem (``answers``, ``coefficients``, ``clusters``,
-        ``synthetic``...), read from their Parquet files now."""
-        return {p.stem: pd.read_parquet(p) for p in sorted(self.path.glob("*.parquet"))}
+        ``synthetic``...; a joint group's tables: ``<table>/answers``), read from their Parquet
+        files now."""
+        files = sorted(self.path.rglob("*.parquet"))
+        return {
+            p.relative_to(self.path).with_suffix("").as_posix(): pd.read_parquet(p) for p in files
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,9 +28,9 @@ ledger charges each member its own ``epsilon_k``, so the run's total is unchange
 answers use every block, so a member on its own is *not* an ``epsilon_k``-DP release: on its
 own it is ``epsilon``-DP, and the members together are ``epsilon``-DP. ``release.json`` says so.
 
-The noisy measurement is drawn once per run (whichever member computes first, after the ledger
-recorded every member's draw), kept in the run's staging area, and every member reads the
-same reconstructed estimate off it.
+The group is one release (:mod:`dp.pipeline.kinds.tables.group`): its noisy measurement is
+drawn once, in that release's one execution, after the ledger recorded its draw at the group's
+epsilon, and every member's rows are read off the same reconstructed estimate.
 """
 
 from __future__ import annotations

@@ -22,6 +22,24 @@ def test_publish_is_a_single_rename(tmp_path: Path) -> None:
     assert not st.dir.exists()
 
 
+def test_a_release_with_folders_lists_and_hashes_every_file_and_stays_in_its_staging(
+    tmp_path: Path,
+) -> None:
+    # A joint group publishes each table in its own folder within the group's.
+    st = Staging(tmp_path, dataset="d", run_id="r1").create()
+    st.write_csv("g/a", "answers.csv", pd.DataFrame({"x": [1]}))
+    st.write_csv("g/b", "answers.csv", pd.DataFrame({"x": [2]}))
+    done = st.complete("g", {"name": "g"})
+    assert done["files"] == ["g/a/answers.csv", "g/b/answers.csv"]
+    before = done["output_hash"]
+    (st.dir / "g" / "b" / "answers.csv").write_text("x\n3\n")
+    assert sha256_files(st.dir / "g") != before  # a table's bytes are in the group's hash
+    st.discard()
+    with pytest.raises(FileNotFoundError):  # a late writer resurrects no discarded run
+        st.release_dir("g/c")
+    assert not st.dir.exists()
+
+
 def test_completed_release_is_reused_not_recomputed(tmp_path: Path) -> None:
     st = reserved_staging(tmp_path, budget=1.0, cost=0.5)
     assert st.attempt("q", PrivacyCost(epsilon=0.1)) is None

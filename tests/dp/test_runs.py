@@ -5,7 +5,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import dppub.dp.publication
@@ -86,30 +85,6 @@ def test_a_fault_after_the_rename_commits_never_refunds(
     assert run.staging.published
     assert led.reservation(run.run_id).state == "committed"
     assert _spent(led) == pytest.approx(0.6)
-
-
-def test_a_fault_after_the_rename_leaves_no_joint_measurement_behind(
-    tmp_path: Path, ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Joint tables keep their group's noisy measurement beside the staging folder; the rename
-    # published the run, and settling it must not leave that private store behind.
-    def fail_after_rename(step: str) -> None:
-        if step == "renamed":
-            raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(dppub.dp.publication, "fault_point", fail_after_rename)
-    led = ledger_factory()
-    run = Run.open(led, tmp_path / "out", _plan())
-
-    def publish() -> None:
-        with run:
-            run.staging.shared("group", lambda: {"count": np.zeros(2)})
-            _publish(run, [_record(run, "a", 0.6)])
-
-    with pytest.raises(OSError, match="Input/output error"):
-        publish()
-    assert led.reservation(run.run_id).state == "committed"
-    assert not (run.staging.dir.parent / f"{run.run_id}.joint").exists()
 
 
 def _flaky(led: Ledger, out: Path, draws: dict[str, float]) -> Run:

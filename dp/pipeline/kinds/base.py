@@ -82,13 +82,12 @@ class ReleasePlan(Generic[SpecT]):
     columns: tuple[str, ...]
     """The declared columns it reads (a row missing one of them is not read)."""
     parts: tuple[PlannedCost, ...] = ()
-    """Its costs as composition sees them: one per disjoint partition it spans (a trace
-    regression's tasks, named ``release[label]``), or empty for one whole-table part."""
+    """Its costs as composition sees them, one ledger row each: one per disjoint partition it
+    spans (a trace regression's tasks, named ``release[label]``), or one per table of a group
+    measured together (a joint group's, whole-table parts: they add up); empty for one
+    whole-table part."""
     bounding: Bounding = field(default_factory=Bounding)
     """Its privacy unit and contribution bound (default: neighbours differ by one row)."""
-    joint: tuple[PlannedCost, ...] = ()
-    """The releases (itself among them) whose noise is one measurement drawn together: the
-    ledger records all their draws before any of it (:meth:`dp.publication.Staging.attempt`)."""
     spec: SpecT = field(compare=False, repr=False)
     """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
     facts: Mapping[str, JSON] = field(default_factory=dict)
@@ -160,7 +159,7 @@ class ReleaseSummary:
         return self.result
 
     def records(self) -> list[ReleaseRecord]:
-        """Its ledger rows: one, or one per disjoint partition."""
+        """Its ledger rows: one, or one per part (:attr:`ReleasePlan.parts`)."""
         parts = self.parts or (PlannedCost(name=self.name, cost=self.cost),)
         return [
             ReleaseRecord(
@@ -339,6 +338,12 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     def plan(self, cfg: PipelineConfig, item: ItemT) -> ReleasePlan[SpecT]:
         """The release an item declares. Raises ConfigError for what the config gets wrong."""
         raise NotImplementedError
+
+    def plan_section(self, cfg: PipelineConfig, items: Sequence[ItemT]) -> list[ReleasePlan[SpecT]]:
+        """The releases its section's published ``items`` declare, in order: by default one
+        per item (:meth:`plan`); a kind may plan several items as one release (a joint group
+        of tables)."""
+        return [self.plan(cfg, item) for item in items]
 
     def scan(self, plan: ReleasePlan[SpecT]) -> Scan[ExactT]:
         """The exact aggregates it needs from the run's one shared scan (may be none)."""

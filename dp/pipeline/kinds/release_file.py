@@ -9,7 +9,7 @@ every release may state); the schema's ``details`` is their union, told apart by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, Union
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -168,9 +168,10 @@ def release_file_schema(results: Mapping[str, type[Result]]) -> dict[str, Any]:
     files: list[Any] = []
     for label, model in results.items():
         kind: Any = Literal[label]  # one label per kind: what tells the files apart
+        named = getattr(model, "__name__", None) or "Or".join(m.__name__ for m in get_args(model))
         files.append(
             create_model(
-                f"{model.__name__}File",
+                f"{named}File",
                 __base__=ReleaseFile[model],  # type: ignore[valid-type]
                 kind=(kind, Field(description="Its kind's label.")),
             )

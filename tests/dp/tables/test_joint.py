@@ -4,17 +4,12 @@ and one draw per group in the staging area."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dppub.dp.axes import Axis
-from dppub.dp.budget import PrivacyCost
-from dppub.dp.errors import InvariantError
 from dppub.dp.matrix.exact import certified_sensitivity
 from dppub.dp.tables.joint import (
     Joint,
@@ -28,7 +23,6 @@ from dppub.dp.tables.joint import (
 from dppub.dp.tables.margins import Dimension, published_rows
 from dppub.dp.tables.split import Measure, split_epsilon
 from dppub.dp.tables.table import TableDesign, table_strategy
-from tests.dp.conftest import reserved_staging
 
 REGION = Axis(column="region", labels=("n", "s", "e"))
 MONTH = Axis(column="month", labels=("jan", "feb", "mar", "apr"))
@@ -166,61 +160,3 @@ def test_published_members_add_up_to_each_other(name: str) -> None:
         for vector in ("count", "centred_sum(x)"):
             assert np.allclose(rows[vector].answers, to_k @ fine[vector].answers, atol=1e-9)
         assert (rows["count"].answers >= -1e-9).all()
-
-
-def test_a_group_is_recorded_whole_before_its_one_draw_and_drawn_once(tmp_path: Path) -> None:
-    st = reserved_staging(tmp_path)
-    group = [("a", PrivacyCost(epsilon=0.6)), ("b", PrivacyCost(epsilon=0.4))]
-    draws: list[int] = []
-
-    def draw() -> dict[str, np.ndarray]:
-        draws.append(1)
-        return {"count": np.random.default_rng().normal(size=4)}
-
-    seen: dict[str, np.ndarray] = {}
-
-    def member(name: str) -> None:
-        assert st.attempt(name, dict(group)[name], joint=group) is None
-        seen[name] = st.shared("table-g", draw)["count"]
-
-    threads = [threading.Thread(target=member, args=(n,)) for n, _ in group]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(draws) == 1 and np.array_equal(seen["a"], seen["b"])
-    history = st.ledger.history() if st.ledger is not None else []
-    recorded = sorted((r["release"], r["epsilon"]) for r in history if r["event"] == "draw")
-    assert recorded == [("a", 0.6), ("b", 0.4)]  # each member once, at its own epsilon
-    st.discard()
-    assert not (st.dir.parent / "r1.joint").exists()
-
-
-def test_a_group_measurement_whose_drawer_failed_is_never_drawn_again(tmp_path: Path) -> None:
-    """The first member's draw can fail after its noise was drawn (a solver error in the
-    reconstruction): a second member then drew fresh noise, and the group's members could
-    rest on two draws while the ledger holds one. Now the second is refused."""
-    st = reserved_staging(tmp_path)
-    group = [("a", PrivacyCost(epsilon=0.6)), ("b", PrivacyCost(epsilon=0.4))]
-    draws: list[int] = []
-
-    def failing() -> dict[str, np.ndarray]:
-        draws.append(1)
-        np.random.default_rng().normal(size=4)  # noise drawn, then the caller fails
-        raise RuntimeError("reconstruction failed")
-
-    assert st.attempt("a", group[0][1], joint=group) is None
-    with pytest.raises(RuntimeError, match="reconstruction failed"):
-        st.shared("table-g", failing)
-    assert st.attempt("b", group[1][1], joint=group) is None
-    with pytest.raises(InvariantError, match="table-g .* not drawn again"):
-        st.shared("table-g", failing)
-    assert len(draws) == 1
-
-
-def test_a_late_member_after_discard_stores_nothing(tmp_path: Path) -> None:
-    st = reserved_staging(tmp_path)
-    st.discard()
-    with pytest.raises(InvariantError, match="staging folder"):
-        st.shared("table-g", lambda: {"count": np.zeros(2)})
-    assert not (st.dir.parent / "r1.joint").exists()  # no noisy values left behind

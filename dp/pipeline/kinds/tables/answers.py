@@ -1,26 +1,100 @@
-"""A table's published files: ``answers.parquet``, ``answers.csv``, ``answers_wide.csv`` and
-``answers.xlsx``.
+"""A table's result and published files: ``answers.parquet``, ``answers.csv``,
+``answers_wide.csv`` and ``answers.xlsx``.
 """
 
 from __future__ import annotations
 
 import json
+from typing import cast
+
+import numpy as np
+from pydantic import JsonValue
 
 from dppub.dp.pipeline.kinds.base import (
+    JSON,
     ReleasePlan,
     as_object,
     as_str,
 )
-from dppub.dp.pipeline.kinds.tables.planning import TableSpec
-from dppub.dp.pipeline.kinds.tables.result import INTERVAL_METHOD, SPLIT_RULE, TableResult
+from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
+from dppub.dp.pipeline.kinds.tables.joint_planning import joint_facts
+from dppub.dp.pipeline.kinds.tables.planning import TableSpec, counted_rows, unit_statement
+from dppub.dp.pipeline.kinds.tables.result import (
+    INTERVAL_METHOD,
+    SPLIT_RULE,
+    JointFacts,
+    TableResult,
+    rounding_note,
+    suppression_note,
+)
 from dppub.dp.publication import Staging
-from dppub.dp.tables.office import OfficeTable
+from dppub.dp.tables.office import OfficeTable, office_table
+from dppub.dp.tables.precision import PRECISION_RULE
+from dppub.dp.tables.quality import quality_rule
+from dppub.dp.tables.split import MISSING_RULE
 from dppub.dp.tables.table import (
     INTERVAL_LEVEL,
     TableDesign,
+    TableRelease,
 )
 from dppub.dp.tables.wide import wide_blocks, wide_csv
 from dppub.dp.tables.workbook import write_workbook
+
+
+def publish_table(
+    out: Staging,
+    plan: ReleasePlan[TableSpec],
+    design: TableDesign,
+    released: TableRelease,
+    selection: dict[str, JSON] | None = None,
+    *,
+    folder: str,
+) -> TableResult:
+    """Write table ``plan``'s ``released`` rows as published (:mod:`dp.tables.office`) into
+    the release folder ``folder`` (its name; a joint group's table: ``group/table``) and
+    return its result. ``design``: the one its rows were read with (keys selected from the
+    data: the selected); ``selection``: the key selection's facts."""
+    spec, joint = plan.spec, plan.spec.joint
+    published = office_table(released.answers, design, spec.presentation)
+    unit = unit_statement(plan.bounding, joint)
+    result = TableResult(
+        keys=design.keys,
+        key_policy=spec.keys,
+        dimensions=len(design.dims),
+        groups=int(np.prod(design.shape)),
+        rows=len(released.answers),
+        measures=tuple(label for m in design.measures for label in m.labels()),
+        split={c.name: c.epsilon for c in (design if joint is None else joint).components},
+        split_rule=SPLIT_RULE,
+        components=cast(
+            "dict[str, dict[str, JsonValue]]", released.facts
+        ),  # numbers and strings only
+        bounds={c: list(b) for c, b in design.bounds.items()},
+        margins=design.margins,
+        rounding=rounding_note(design, released.answers),
+        interval_method=INTERVAL_METHOD,
+        interval_level=INTERVAL_LEVEL,
+        privacy_unit=None if unit is None else PrivacyUnit.model_validate(unit),
+        key_selection=cast("dict[str, JsonValue] | None", selection),
+        joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
+        precision=PRECISION_RULE,
+        quality=quality_rule(spec.presentation.caution, spec.presentation.unreliable),
+        suppression=suppression_note(spec.presentation),
+        missing_values=MISSING_RULE,
+        where=None if plan.bounding.where is None else plan.bounding.where.text,
+        counted_rows=counted_rows(plan.bounding),
+    )
+    write_answers(out, plan, design, published, result, folder=folder)
+    return result
+
+
+def table_sensitivity(released: TableRelease) -> float | None:
+    """The one number that says a table's sensitivity: a one-component table's (else None:
+    ``release.json`` has each component's)."""
+    facts = [as_object(cast(JSON, f)) for f in released.facts.values()]
+    if len(facts) == 1 and "missing" not in facts[0]:
+        return float(cast(float, facts[0]["sensitivity"]))
+    return None
 
 
 def write_answers(
@@ -29,15 +103,18 @@ def write_answers(
     design: TableDesign,
     published: OfficeTable,
     result: TableResult,
+    *,
+    folder: str,
 ) -> None:
-    """The published files: ``answers.parquet`` (rounded floats), ``answers.csv`` (the same
-    digits as text), ``answers_wide.csv`` and ``answers.xlsx`` (:mod:`dp.tables.wide`)."""
-    out.write_frame(plan.name, "answers.parquet", published.answers)
-    folder = out.release_dir(plan.name)
+    """The published files in the release folder ``folder``: ``answers.parquet`` (rounded
+    floats), ``answers.csv`` (the same digits as text), ``answers_wide.csv`` and
+    ``answers.xlsx`` (:mod:`dp.tables.wide`)."""
+    out.write_frame(folder, "answers.parquet", published.answers)
+    path = out.release_dir(folder)
     # "\r\n" line ends: the csv module then quotes a label holding "\r" (RFC 4180).
-    out.write_csv(plan.name, "answers.csv", published.text(), lineterminator="\r\n")
+    out.write_csv(folder, "answers.csv", published.text(), lineterminator="\r\n")
     blocks = wide_blocks(published, design.keys)
-    (folder / "answers_wide.csv").write_bytes(wide_csv(blocks).encode("utf-8"))
+    (path / "answers_wide.csv").write_bytes(wide_csv(blocks).encode("utf-8"))
     cost = plan.cost
     guarantee = f"epsilon {cost.epsilon:g}, delta {cost.delta:g}: differential privacy"
     if result.joint is not None:  # not claimed at its own epsilon (joint_facts)
@@ -66,4 +143,4 @@ def write_answers(
         notes.append(("Keys", f"selected from the data: {json.dumps(result.key_selection)}"))
     if result.suppression is not None:
         notes.append(("Suppression", result.suppression))
-    write_workbook(folder / "answers.xlsx", blocks, notes)
+    write_workbook(path / "answers.xlsx", blocks, notes)

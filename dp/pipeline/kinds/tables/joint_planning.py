@@ -122,6 +122,18 @@ def joint_facts(joint: Joint) -> dict[str, JSON]:
     }
 
 
+def group_guarantee(joint: Joint) -> str:
+    """What the group's ``release.json`` states of it (module doc of :mod:`dp.tables.joint`)."""
+    eps = joint.epsilon
+    return (
+        f"Its tables ({', '.join(joint.members)}) are estimated from one measurement at "
+        f"epsilon {eps:g}, the sum of their epsilons; the ledger charges each table its own, so "
+        f"the run's total is unchanged. Together they are {eps:g}-DP. A table alone is not "
+        f"claimed DP at its own epsilon: its answers use the whole measurement, so on its own it "
+        f"is {eps:g}-DP."
+    )
+
+
 def runs_at(design: TableDesign) -> dict[str, float]:
     """Every epsilon a mechanism of the table runs at, by what runs at it: each component's,
     and a quantile drawn by the exponential mechanism's per probability (``epsilon / len(at)``,

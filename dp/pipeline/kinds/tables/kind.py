@@ -19,9 +19,9 @@ groups present in the data, selected under ``(epsilon_select, delta)`` by
 measures share the rest and are read off per-key exact sums (:mod:`dp.engine.keyed_sums`),
 all in the same shared scan and on the same rows (those with all the table's columns).
 
-Joint tables: declared-key tables naming the same ``joint`` group are measured once over their
-finest cells and each publishes its rows of the one estimate (:mod:`dp.tables.joint`); the
-ledger records every member's draw before the group's one draw (``ReleasePlan.joint``).
+Joint tables: declared-key tables naming the same ``joint`` group are one release, measured
+once over their finest cells, each table publishing its rows of the one estimate in
+``<group>/<table>/`` (:mod:`dp.pipeline.kinds.tables.group`, :mod:`dp.tables.joint`).
 
 Published: ``answers.parquet`` and ``answers.csv`` (one column per key, ``*`` where a margin
 sums it out, then ``measure``, ``answer``, ``std_error``, ``ci_low``, ``ci_high``, ``quality``),
@@ -35,11 +35,9 @@ the key policy, the interval method and the rounding, precision and quality rule
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import cast
-
-import numpy as np
-from pydantic import JsonValue
 
 from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.errors import ConfigError
@@ -57,24 +55,29 @@ from dppub.dp.pipeline.kinds.base import (
     as_float,
     as_list,
     as_object,
-    as_strs,
     scan_one,
 )
-from dppub.dp.pipeline.kinds.previews import Preview
-from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
-from dppub.dp.pipeline.kinds.tables.answers import write_answers
+from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
+from dppub.dp.pipeline.kinds.tables.answers import publish_table, table_sensitivity
+from dppub.dp.pipeline.kinds.tables.group import (
+    TablesSpec,
+    describe_group,
+    execute_group,
+    group_plan,
+    group_text,
+    is_group,
+    one_table,
+    scan_group,
+)
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import (
     check_floor,
-    joint_costs,
-    joint_facts,
     plan_joint_group,
     runs_at,
 )
 from dppub.dp.pipeline.kinds.tables.planning import (
     TableSpec,
     column_grid,
-    counted_rows,
     distinct_group,
     measure_bounds,
     never_missing,
@@ -83,7 +86,6 @@ from dppub.dp.pipeline.kinds.tables.planning import (
     table_groups,
     table_partition,
     table_sums,
-    unit_statement,
 )
 from dppub.dp.pipeline.kinds.tables.private_keys import (
     PrivateExact,
@@ -93,31 +95,17 @@ from dppub.dp.pipeline.kinds.tables.private_keys import (
     scan_private,
 )
 from dppub.dp.pipeline.kinds.tables.result import (
-    INTERVAL_METHOD,
-    SPLIT_RULE,
-    JointFacts,
+    JointResult,
     TableResult,
     expected_errors,
-    rounding_note,
-    suppression_note,
 )
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import bounding_for
-from dppub.dp.tables.joint import (
-    measure_group,
-    member_rows,
-    row_variances,
-)
 from dppub.dp.tables.margins import published_rows
-from dppub.dp.tables.office import office_table
-from dppub.dp.tables.precision import PRECISION_RULE
-from dppub.dp.tables.quality import quality_rule
 from dppub.dp.tables.rounding import MAX_ROUNDED_CELLS
-from dppub.dp.tables.split import MISSING_RULE, split_epsilon
+from dppub.dp.tables.split import split_epsilon
 from dppub.dp.tables.table import (
-    INTERVAL_LEVEL,
     TableDesign,
-    component_facts,
     release_table,
     table_mechanism,
 )
@@ -125,18 +113,22 @@ from dppub.dp.tables.table import (
 __all__ = ["TableKind"]
 
 
-class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
+class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
     """See the module docstring."""
 
     section = "tables"
     label = "table"
     many = True
     model = TableModel
-    result = TableResult
+    result = TableResult | JointResult
     plots = "table_plot"
     previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
-    def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+    def plan(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TablesSpec]:
+        return cast("ReleasePlan[TablesSpec]", self.plan_table(cfg, item))
+
+    def plan_table(self, cfg: PipelineConfig, item: TableModel) -> ReleasePlan[TableSpec]:
+        """One table's release (a joint group's table: as planned alone, with its group)."""
         if item.key_policy == "private":
             return plan_private(self, cfg, item)
         groups = table_groups(cfg, item)
@@ -182,7 +174,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         )
         # a joint group's components are at the sum of its members' epsilons: above these
         check_floor(f"table {item.name!r}", item.epsilon, runs_at(design))
-        return ReleasePlan(
+        plan: ReleasePlan[TablesSpec] = ReleasePlan(
             name=item.name,
             release_kind=self,
             mechanism=table_mechanism(design),
@@ -197,7 +189,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                     *(row_filter.columns if row_filter else ()),
                 ],
             ),
-            joint=() if joint is None else joint_costs(joint),
             spec=TableSpec(
                 design=design,
                 axes=axes,
@@ -212,29 +203,45 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 **({"where": row_filter.text} if row_filter else {}),
             },
         )
+        return one_table(plan)
 
-    def scan(self, plan: ReleasePlan[TableSpec]) -> Scan[GroupSums | PrivateExact]:
-        spec = plan.spec
+    def plan_section(
+        self, cfg: PipelineConfig, items: Sequence[TableModel]
+    ) -> list[ReleasePlan[TablesSpec]]:
+        """One release per table, but one per joint group: its tables planned together, at
+        the position of its first (:mod:`dp.pipeline.kinds.tables.group`)."""
+        out: list[ReleasePlan[TablesSpec]] = []
+        for item in items:
+            if item.joint is None:
+                out.append(self.plan(cfg, item))
+            elif item.joint not in {r.name for r in out if is_group(r)}:
+                tables = [self.plan_table(cfg, t) for t in items if t.joint == item.joint]
+                out.append(group_plan(self, item.joint, tables))
+        return out
+
+    def scan(self, plan: ReleasePlan[TablesSpec]) -> Scan[GroupSums | PrivateExact]:
+        if is_group(plan):
+            return cast("Scan[GroupSums | PrivateExact]", scan_group(plan))
+        table = one_table(plan)
+        spec = table.spec
         if spec.selection is not None:
-            return scan_private(plan)
-        components = spec.design.components if spec.joint is None else spec.joint.components
-        axes = spec.axes if spec.joint is None else spec.joint.axes
-        return scan_one(table_sums(components, spec.design.bounds, axes, spec.grids, plan.bounding))
+            return scan_private(table)
+        design = spec.design
+        sums = table_sums(design.components, design.bounds, spec.axes, spec.grids, plan.bounding)
+        return scan_one(sums)
 
-    def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
-        measures = expected_errors(plan.spec.design)
-        joint = plan.spec.joint
-        if joint is None:
-            return {**plan.facts, "measures": measures}
-        together, alone = row_variances(joint, joint.index)
-        ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
-        for m in measures:
-            separately = as_float(m["expected_rmse"])
-            m["separate_rmse"], m["expected_rmse"] = separately, separately * ratio
-            m["error"] = f"{m['error']} separately; jointly {ratio:.3g} x that"
-        return {**plan.facts, "measures": measures, "joint": joint_facts(joint)}
+    def describe(self, plan: ReleasePlan[TablesSpec]) -> dict[str, JSON]:
+        if is_group(plan):
+            return describe_group(plan)
+        return {**plan.facts, "measures": expected_errors(one_table(plan).spec.design)}
 
     def plan_text(self, described: Mapping[str, JSON]) -> str:
+        if "tables" in described:  # a joint group
+            texts = {
+                str(as_object(t)["name"]): self.plan_text(as_object(t))
+                for t in as_list(described["tables"])
+            }
+            return group_text(described, texts)
         lines = [f"  {described['groups']} groups, keys {described['keys']}"]
         if "where" in described:
             lines.append(f"    where {described['where']} (each row, before any bound)")
@@ -244,13 +251,6 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
                 f"  groups selected from the data (keys private: {rule['rule']} rule at "
                 f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
             )
-        if "joint" in described:
-            joint = as_object(described["joint"])
-            tables = ", ".join(as_strs(joint["tables"]))
-            lines.append(
-                f"    estimated jointly (group {joint['group']}: {tables}; epsilon "
-                f"{as_float(joint['epsilon']):.4g} together)"
-            )
         for measure in as_list(described["measures"]):
             m = as_object(measure)
             lines.append(
@@ -259,100 +259,86 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         return "\n".join(lines)
 
     def execute(
-        self, plan: ReleasePlan[TableSpec], exact: GroupSums | PrivateExact, context: ExecuteContext
+        self,
+        plan: ReleasePlan[TablesSpec],
+        exact: GroupSums | PrivateExact,
+        context: ExecuteContext,
     ) -> Executed:
-        out = context.out
-        design = plan.spec.design
+        if is_group(plan):
+            assert isinstance(exact, GroupSums)
+            return execute_group(plan, exact, context.out)
+        table = one_table(plan)
+        design = table.spec.design
         selection = None
         if isinstance(exact, PrivateExact):
-            design, exact, selection = choose_keys(plan.spec, exact)
-        joint = plan.spec.joint
+            design, exact, selection = choose_keys(table.spec, exact)
         if design.shape == (0,):  # no key selected: nothing to measure, an empty table
             released = no_groups(design)
-        elif joint is not None:
-            sums = exact
-            estimates = out.shared(
-                f"table-{joint.group}",
-                lambda: measure_group(joint, sums.counts, sums.centred, extra=sums.vectors()),
-            )
-            rows = member_rows(joint, estimates)
-            measured = (rows, component_facts(joint.components, rows))
-            released = release_table(design, (), {}, {}, measured=measured)
         else:
             released = release_table(
                 design, exact.counts, exact.centred, exact.histograms, extra=exact.vectors()
             )
-        published = office_table(released.answers, design, plan.spec.presentation)
-        unit = unit_statement(plan.bounding, joint)
-        result = TableResult(
-            keys=design.keys,
-            key_policy=plan.spec.keys,
-            dimensions=len(design.dims),
-            groups=int(np.prod(design.shape)),
-            rows=len(released.answers),
-            measures=tuple(label for m in design.measures for label in m.labels()),
-            split={c.name: c.epsilon for c in (design if joint is None else joint).components},
-            split_rule=SPLIT_RULE,
-            components=cast(
-                "dict[str, dict[str, JsonValue]]", released.facts
-            ),  # numbers and strings only
-            bounds={c: list(b) for c, b in design.bounds.items()},
-            margins=design.margins,
-            rounding=rounding_note(design, released.answers),
-            interval_method=INTERVAL_METHOD,
-            interval_level=INTERVAL_LEVEL,
-            privacy_unit=None if unit is None else PrivacyUnit.model_validate(unit),
-            key_selection=cast("dict[str, JsonValue] | None", selection),
-            joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
-            precision=PRECISION_RULE,
-            quality=quality_rule(plan.spec.presentation.caution, plan.spec.presentation.unreliable),
-            suppression=suppression_note(plan.spec.presentation),
-            missing_values=MISSING_RULE,
-            where=None if plan.bounding.where is None else plan.bounding.where.text,
-            counted_rows=counted_rows(plan.bounding),
-        )
-        write_answers(out, plan, design, published, result)
-        # One number says the sensitivity only for a one-component table (release.json has each).
-        facts = list(released.facts.values())
-        sens = [float(f["sensitivity"]) for f in facts]  # type: ignore[index]
-        one = len(sens) == 1 and "missing" not in facts[0]  # type: ignore[operator]
-        return Executed(result=result, sensitivity=sens[0] if one else None)
+        result = publish_table(context.out, table, design, released, selection, folder=plan.name)
+        return Executed(result=result, sensitivity=table_sensitivity(released))
 
     def guarantee(self, summary: ReleaseSummary) -> str:
-        joint = summary.result_as(TableResult).joint
-        if joint is None:
+        if not isinstance(summary.result, JointResult):
             return super().guarantee(summary)
+        r = summary.result
         return (
-            f"differential privacy, jointly: epsilon {joint.epsilon:g} with "
-            f"{', '.join(t for t in joint.tables if t != summary.name)}"
+            f"differential privacy, jointly: epsilon {r.epsilon:g} for "
+            f"{', '.join(t.name for t in r.tables)}"
         )
 
     def report(self, summary: ReleaseSummary) -> list[str]:
-        r = summary.result_as(TableResult)
-        split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
-        extra = ""
-        if r.margins:
-            extra += " Every margin down to the grand total is estimated jointly with the cells."
-        if r.rounding != "none":
-            extra += (
-                " Counts and sums are rounded under control: every margin is the sum of its "
-                "published cells (`release.json` states each base)."
-            )
-        if r.joint is not None:
-            extra += f" {r.joint.guarantee}"
-        withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
-        rows = f"Rows: those where `{r.where}` holds. " if r.where else ""
-        if r.counted_rows is not None:
-            rows += f"{r.counted_rows}. "
-        return [
-            f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
-            f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
-            f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
-            f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
-            "`release.json` states the rule).",
-            f"{rows}Missing values: {r.missing_values}.",
-            f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
-            "Every value carries only the digits its noise supports (rounded to the power of "
-            "ten at or below a tenth of its standard error, counts to integers; post-processing, "
-            f"no privacy cost). `quality`: {r.quality}.{withheld}",
+        if not isinstance(summary.result, JointResult):
+            return table_report(summary.result_as(TableResult))
+        r = summary.result
+        lines = [
+            f"A joint group of {len(r.tables)} tables measured once, each in its own folder "
+            f"`{summary.name}/<table>/`. {r.guarantee}"
         ]
+        for t in r.tables:
+            first, *rest = table_report(t.table)
+            lines += ["", f"**{t.name}**: {first}", *rest]
+        return lines
+
+    def results(self, summary: ReleaseSummary, folder: Path) -> list[str]:
+        if not isinstance(summary.result, JointResult):
+            return super().results(summary, folder)
+        lines: list[str] = []
+        for t in summary.result.tables:
+            shown = preview_lines(f"{summary.name}/{t.name}", folder, self.previews)
+            lines += [*([""] if lines else []), f"**{t.name}**", "", *shown]
+        return lines
+
+
+def table_report(r: TableResult) -> list[str]:
+    """A table's lines in ``report.md`` (a joint group's: each table's)."""
+    split = ", ".join(f"{k} {v:.4g}" for k, v in r.split.items())
+    extra = ""
+    if r.margins:
+        extra += " Every margin down to the grand total is estimated jointly with the cells."
+    if r.rounding != "none":
+        extra += (
+            " Counts and sums are rounded under control: every margin is the sum of its "
+            "published cells (`release.json` states each base)."
+        )
+    if r.joint is not None:
+        extra += f" {r.joint.guarantee}"
+    withheld = f" {r.suppression[0].upper()}{r.suppression[1:]}." if r.suppression else ""
+    rows = f"Rows: those where `{r.where}` holds. " if r.where else ""
+    if r.counted_rows is not None:
+        rows += f"{r.counted_rows}. "
+    return [
+        f"A table of {', '.join(r.measures)} by {', '.join(f'`{k}`' for k in r.key_columns)} "
+        f"({r.groups} groups, keys {r.key_policy}, {r.rows} rows in `answers.csv`; wide "
+        f"in `answers_wide.csv` and `answers.xlsx`).{extra}",
+        f"Epsilon split: {split} (it minimises the measures' summed noise variance; "
+        "`release.json` states the rule).",
+        f"{rows}Missing values: {r.missing_values}.",
+        f"{100 * r.interval_level:g}% intervals: {r.interval_method}.",
+        "Every value carries only the digits its noise supports (rounded to the power of "
+        "ten at or below a tenth of its standard error, counts to integers; post-processing, "
+        f"no privacy cost). `quality`: {r.quality}.{withheld}",
+    ]

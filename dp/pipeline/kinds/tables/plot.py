@@ -29,7 +29,7 @@ import pandas as pd
 from dppub.dp.pipeline.html.figures import INK, MUTED, label_inches, new_figure, to_svg
 from dppub.dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
 from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_object
-from dppub.dp.pipeline.kinds.tables.result import TableResult
+from dppub.dp.pipeline.kinds.tables.result import JointResult, TableResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -118,14 +118,14 @@ def measure_figure(
     return fig, _caption(measure, keys, drawn, len(rows), _rank_bound(result, measure))
 
 
-def _published_text(folder: Path, summary: ReleaseSummary, answers: pd.DataFrame) -> pd.Series:
+def _published_text(folder: Path, name: str, answers: pd.DataFrame) -> pd.Series:
     """Each answer as ``answers.csv`` publishes it (its digits), aligned with ``answers``;
     formatted here if the CSV is not there or does not line up."""
     fallback = pd.Series(
         ["" if not np.isfinite(v) else f"{v:.6g}" for v in answers["answer"].to_numpy(float)],
         index=answers.index,
     )
-    path = folder / summary.name / "answers.csv"
+    path = folder / name / "answers.csv"
     if not path.is_file():
         return fallback
     text = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -244,30 +244,47 @@ def _heatmap_caption(
     return text + ". Intervals are in the table below."
 
 
-def table_plot(summary: ReleaseSummary, result: TableResult, folder: Path) -> Section:
-    """See the module docstring."""
-    answers = pd.read_parquet(folder / summary.name / "answers.parquet")
+def table_plot(summary: ReleaseSummary, result: TableResult | JointResult, folder: Path) -> Section:
+    """See the module docstring; a joint group's: each table's, from ``<group>/<table>/``."""
+    if isinstance(result, TableResult):
+        return _table_section(summary.name, result, folder)
+    sections = [
+        _table_section(f"{summary.name}/{t.name}", t.table, folder, f"Released table {t.name}")
+        for t in result.tables
+    ]
+    return Section(
+        figures=tuple(f for s in sections for f in s.figures),
+        captions=tuple(c for s in sections for c in s.captions),
+        tables=tuple(t for s in sections for t in s.tables),
+    )
+
+
+def _table_section(
+    name: str, result: TableResult, folder: Path, title: str = "Released table"
+) -> Section:
+    """The section of the table published in ``folder / name``."""
+    answers = pd.read_parquet(folder / name / "answers.parquet")
     keys = list(result.key_columns)
     margins = (answers[keys] == "*").any(axis=1)
     cells = answers[~margins]
-    text = _published_text(folder, summary, answers) if len(keys) == 2 else None
+    text = _published_text(folder, name, answers) if len(keys) == 2 else None
     figures: list[Any] = []
     captions: list[str] = []
     for measure in list(dict.fromkeys(cells["measure"]))[:_MAX_MEASURES]:
-        key = f"{summary.name}-{measure}"
+        key = f"{name.replace('/', '-')}-{measure}"
         quantile = str(measure).startswith("quantile(")
         if text is not None and result.dimensions == 2 and not quantile:
             values, words = heatmap_grid(answers[answers["measure"] == measure], keys, text)
             figures.append(
-                to_svg(_heatmap(summary.name, measure, values, words, keys), key=f"{key}-heatmap")
+                to_svg(_heatmap(name, measure, values, words, keys), key=f"{key}-heatmap")
             )
             captions.append(_heatmap_caption(measure, keys, values, words))
             continue
         rows = cells[cells["measure"] == measure]
         if len(rows) <= _MAX_BARS:
-            fig, caption = measure_figure(summary.name, measure, rows, keys, result)
+            fig, caption = measure_figure(name, measure, rows, keys, result)
             figures.append(to_svg(fig, key=key))
             captions.append(caption)
     columns = [*keys, "measure", "answer", "std_error", *INTERVAL_COLUMNS]
-    table = frame_table(answers, caption="Released table", columns=columns)
+    table = frame_table(answers, caption=title, columns=columns)
     return Section(figures=tuple(figures), captions=tuple(captions), tables=(table,))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,7 @@ PRIVATE_PLACEHOLDER = "(selected from the data)"
 
 
 def plan_private(
-    kind: ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact],
+    kind: ReleaseKind[TableModel, Any, GroupSums | PrivateExact],
     cfg: PipelineConfig,
     item: TableModel,
 ) -> ReleasePlan[TableSpec]:

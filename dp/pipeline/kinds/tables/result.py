@@ -99,6 +99,28 @@ class TableResult(Result):
     """Under a privacy unit: which rows a count counts (those contribution bounding kept)."""
 
 
+class JointTable(Stated):
+    """One table of a joint group, as the group's ``release.json`` states it: its name (its
+    folder within the group's) and what it would state published alone (with ``joint``)."""
+
+    name: str
+    table: TableResult
+
+
+class JointResult(Result):
+    """A joint group of tables published as one release: the group's ``release.json``
+    details (:mod:`dp.pipeline.kinds.tables.group`)."""
+
+    group: str
+    epsilon: float
+    """The group's epsilon: the sum of its tables' (each charged its own in the ledger)."""
+    strategy: str
+    guarantee: str
+    """What is proven of the group, and of a table alone, in words."""
+    tables: tuple[JointTable, ...]
+    """Its tables in config order, each published in ``<group>/<table>/``."""
+
+
 def rounding_note(design: TableDesign, answers: pd.DataFrame) -> str:
     """What ``release.json`` says of ``round:``: each rounded measure's base (a sum's from its
     standard errors, public: :func:`dp.tables.rounding.sum_base`)."""

@@ -218,8 +218,9 @@ def test_the_example_config_plans(tmp_path: Path) -> None:
     from tests.dp.pipeline.published_run import ROOT
 
     plan = load_plan(ROOT / "configs" / "tables.yaml")
-    assert [r.kind for r in plan.releases] == ["table"] * 7
-    assert [p.name for p in plan.releases[6].joint] == ["hours_by_sex_marital", "hours_by_marital"]
+    assert [r.kind for r in plan.releases] == ["table"] * 6  # a joint group is one release
+    assert plan.releases[5].name == "hours"
+    assert [p.name for p in plan.releases[5].parts] == ["hours_by_sex_marital", "hours_by_marital"]
     assert plan.releases[2].spec.design.margins and plan.releases[2].spec.design.integer
     assert plan.releases[4].spec.keys == "private" and plan.releases[4].cost.delta == 1e-6
 

@@ -268,7 +268,7 @@ def test_joint_and_private_key_tables_count_missing_values_alike(
     ]
     config = _config(tmp_path, data, tables, **{"budget": {"epsilon": 1000.0, "delta": 1e-5}})
     folder = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out").folder
-    b, c = _answers(folder, "b"), pd.read_csv(folder / "c" / "answers.csv")
+    b, c = _answers(folder / "g", "b"), pd.read_csv(folder / "c" / "answers.csv")
     for sex, group in frame.groupby("sex"):
         assert _value(b, "count", sex=sex) == len(group)
         assert _value(b, "count(hours)", sex=sex) == group["hours"].notna().sum()
