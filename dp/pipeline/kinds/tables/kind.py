@@ -35,7 +35,6 @@ the key policy, the interval method and the rounding, precision and quality rule
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import cast
 
 import numpy as np
@@ -47,22 +46,25 @@ from dppub.dp.matrix.reconstruct import check_reconstruction
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import declared_columns
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float,
-    as_list,
-    as_object,
-    as_strs,
+    facts_as,
     scan_one,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.kinds.tables.answers import write_answers
+from dppub.dp.pipeline.kinds.tables.facts import (
+    KeySelectionFacts,
+    MeasureFacts,
+    TableFacts,
+    expected_errors,
+)
 from dppub.dp.pipeline.kinds.tables.item import TableModel
 from dppub.dp.pipeline.kinds.tables.joint_planning import (
     check_floor,
@@ -97,7 +99,6 @@ from dppub.dp.pipeline.kinds.tables.result import (
     SPLIT_RULE,
     JointFacts,
     TableResult,
-    expected_errors,
     rounding_note,
     suppression_note,
 )
@@ -133,6 +134,7 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
     many = True
     model = TableModel
     result = TableResult
+    facts = TableFacts
     plots = "table_plot"
     previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
@@ -221,41 +223,53 @@ class TableKind(ReleaseKind[TableModel, TableSpec, GroupSums | PrivateExact]):
         axes = spec.axes if spec.joint is None else spec.joint.axes
         return scan_one(table_sums(components, spec.design.bounds, axes, spec.grids, plan.bounding))
 
-    def describe(self, plan: ReleasePlan[TableSpec]) -> dict[str, JSON]:
-        measures = expected_errors(plan.spec.design)
-        joint = plan.spec.joint
-        if joint is None:
-            return {**plan.facts, "measures": measures}
-        together, alone = row_variances(joint, joint.index)
-        ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
-        for m in measures:
-            separately = as_float(m["expected_rmse"])
-            m["separate_rmse"], m["expected_rmse"] = separately, separately * ratio
-            m["error"] = f"{m['error']} separately; jointly {ratio:.3g} x that"
-        return {**plan.facts, "measures": measures, "joint": joint_facts(joint)}
+    def describe(self, plan: ReleasePlan[TableSpec]) -> TableFacts:
+        spec = plan.spec
+        measures = expected_errors(spec.design)
+        joint = spec.joint
+        if joint is not None:
+            together, alone = row_variances(joint, joint.index)
+            ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
+            measures = tuple(
+                MeasureFacts(
+                    measure=m.measure,
+                    epsilon=m.epsilon,
+                    expected_rmse=m.expected_rmse * ratio,
+                    error=f"{m.error} separately; jointly {ratio:.3g} x that",
+                    separate_rmse=m.expected_rmse,
+                )
+                for m in measures
+            )
+        where = plan.bounding.where
+        return TableFacts(
+            groups="private" if spec.keys == "private" else math.prod(a.size for a in spec.axes),
+            keys=spec.keys,
+            selection=None
+            if spec.selection is None
+            else KeySelectionFacts.model_validate(spec.selection.describe()),
+            where=None if where is None else where.text,
+            measures=measures,
+            joint=None if joint is None else JointFacts.model_validate(joint_facts(joint)),
+        )
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        lines = [f"  {described['groups']} groups, keys {described['keys']}"]
-        if "where" in described:
-            lines.append(f"    where {described['where']} (each row, before any bound)")
-        if "selection" in described:
-            rule = as_object(described["selection"])
+    def plan_text(self, facts: PlanFacts) -> str:
+        f = facts_as(facts, TableFacts)
+        lines = [f"  {f.groups} groups, keys {f.keys}"]
+        if f.where is not None:
+            lines.append(f"    where {f.where} (each row, before any bound)")
+        if f.selection is not None:
+            rule = f.selection
             lines[0] = (
-                f"  groups selected from the data (keys private: {rule['rule']} rule at "
-                f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
+                f"  groups selected from the data (keys private: {rule.rule} rule at "
+                f"epsilon {rule.epsilon:.4g}, delta {rule.delta:.3g})"
             )
-        if "joint" in described:
-            joint = as_object(described["joint"])
-            tables = ", ".join(as_strs(joint["tables"]))
+        if f.joint is not None:
             lines.append(
-                f"    estimated jointly (group {joint['group']}: {tables}; epsilon "
-                f"{as_float(joint['epsilon']):.4g} together)"
+                f"    estimated jointly (group {f.joint.group}: {', '.join(f.joint.tables)}; "
+                f"epsilon {f.joint.epsilon:.4g} together)"
             )
-        for measure in as_list(described["measures"]):
-            m = as_object(measure)
-            lines.append(
-                f"    {m['measure']}: epsilon {as_float(m['epsilon']):.4g}, expected {m['error']}"
-            )
+        for m in f.measures:
+            lines.append(f"    {m.measure}: epsilon {m.epsilon:.4g}, expected {m.error}")
         return "\n".join(lines)
 
     def execute(

@@ -14,11 +14,12 @@ import pytest
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
+from dppub.dp.pipeline.kinds.tables.facts import TableFacts
 from dppub.dp.pipeline.kinds.tables.result import TableResult
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.test_tables import _config
 from tests.dp.pipeline.published_run import publish_in_process
-from tests.values import num, obj, seq
 
 GROUP: list[dict[str, Any]] = [
     {
@@ -58,9 +59,10 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
     plan = load_plan(config)
     assert plan.total.epsilon == pytest.approx(1.0)  # the members' epsilons, unchanged
     for release in plan.releases:
-        described = plan.kind(release).describe(release)
-        for m in map(obj, seq(described["measures"])):  # never worse than measured alone
-            assert num(m["expected_rmse"]) <= num(m["separate_rmse"]) * (1 + 1e-9)  # exact
+        described = facts_as(plan.kind(release).describe(release), TableFacts)
+        for m in described.measures:  # never worse than measured alone
+            assert m.separate_rmse is not None
+            assert m.expected_rmse <= m.separate_rmse * (1 + 1e-9)  # exact
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "estimated jointly (group people: by_sex_marital, by_marital, by_sex; epsilon 1" in (
