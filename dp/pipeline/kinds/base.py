@@ -25,7 +25,7 @@ from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
-from dppub.dp.pipeline.kinds.json_values import JSON, as_float, as_list, as_object, as_str, as_strs
+from dppub.dp.pipeline.kinds.json_values import JSON, as_object, as_str, as_strs
 from dppub.dp.pipeline.kinds.plan_facts import PlanFacts, facts_as
 from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
 from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, Result
@@ -48,8 +48,6 @@ __all__ = [
     "Result",
     "Scan",
     "ScanAggregate",
-    "as_float",
-    "as_list",
     "as_object",
     "as_str",
     "as_strs",
