@@ -27,6 +27,7 @@ from dppub.dp.errors import DPPubError
 if TYPE_CHECKING:
     from dppub.dp.pipeline.config import PipelineConfig
     from dppub.dp.pipeline.kinds import JSON, ReleasePlan
+    from dppub.dp.pipeline.kinds.plan_facts import PlanFacts
     from dppub.dp.pipeline.plan import Plan
     from dppub.dp.pipeline.published import Publication
 
@@ -46,8 +47,13 @@ class PlannedRelease:
     """Its label (``workload``, ``k-anonymity``...)."""
     cost: PrivacyCost
     """What it spends (epsilon 0 for a release that is not differentially private)."""
+    facts: PlanFacts
+    """What its kind says of it beyond its cost (strategy, expected errors...): the kind's own
+    model (its ``facts``, e.g. a table's
+    :class:`~dp.pipeline.kinds.tables.facts.TableFacts`)."""
     details: dict[str, JSON]
-    """What ``dppub plan --json`` shows of it (its kind's strategy, expected errors...)."""
+    """What ``dppub plan --json`` shows of it: its name, kind and cost, :attr:`facts` as JSON
+    and, for a DP release, its neighbours."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,10 +129,7 @@ def plan(
     if declared is not None:
         policy = declared.policy  # the budget in force is the recorded one, until amended
     remaining = policy.total if book is None else book.remaining(data=data, policy=policy)
-    releases = tuple(
-        PlannedRelease(name=r.name, kind=r.kind, cost=r.cost, details=_described(planned, r))
-        for r in planned.releases
-    )
+    releases = tuple(_planned(planned, r) for r in planned.releases)
     ds = cfg.dataset
     details: dict[str, JSON] = {
         "dataset": ds.name,
@@ -156,18 +159,21 @@ def plan(
     )
 
 
-def _described(planned: Plan, release: ReleasePlan[object]) -> dict[str, JSON]:
-    """A release as ``dppub plan --json`` shows it."""
+def _planned(planned: Plan, release: ReleasePlan[object]) -> PlannedRelease:
+    """A release as ``dppub plan`` shows it: its kind's facts, and its JSON."""
+    facts = planned.kind(release).describe(release)
     entry: dict[str, JSON] = {
         "name": release.name,
         "kind": release.kind,
         "epsilon": release.cost.epsilon,
         "delta": release.cost.delta,
-        **planned.kind(release).describe(release),
+        **facts.to_json(),
     }
     if release.is_dp:
         entry["neighbours"] = release.bounding.neighbours
-    return entry
+    return PlannedRelease(
+        name=release.name, kind=release.kind, cost=release.cost, facts=facts, details=entry
+    )
 
 
 def _text(
@@ -194,7 +200,7 @@ def _text(
             line += f"epsilon={r.cost.epsilon:<6g} delta={r.cost.delta:g}"
         else:  # its epsilon of 0 is what the ledger charges, not a guarantee: it has none
             line += "not differentially private (no epsilon bounds what it reveals)"
-        lines.append(line + release.release_kind.plan_text(r.details))
+        lines.append(line + release.release_kind.plan_text(r.facts))
     lines.append(
         f"total epsilon={total.epsilon:g} delta={total.delta:g}; "
         f"remaining before this run: epsilon={remaining.epsilon:g} "

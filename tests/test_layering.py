@@ -196,7 +196,7 @@ def test_own_modules_are_imported_through_the_installed_package() -> None:
 
 
 KINDS = ROOT / "dp" / "pipeline" / "kinds"
-KIND_ROLES = frozenset({"item", "kind", "result", "plot", "planning"})
+KIND_ROLES = frozenset({"item", "kind", "result", "facts", "plot", "planning"})
 """The role modules of a kind package: the same name in every kind, on purpose."""
 MAX_LINES = 450
 

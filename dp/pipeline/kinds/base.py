@@ -25,7 +25,8 @@ from dppub.dp.engine import TableSource
 from dppub.dp.engine.batches import Batch
 from dppub.dp.errors import InvariantError
 from dppub.dp.ledger import ReleaseRecord
-from dppub.dp.pipeline.kinds.json_values import JSON, as_float, as_list, as_object, as_str, as_strs
+from dppub.dp.pipeline.kinds.json_values import JSON, as_object, as_str, as_strs
+from dppub.dp.pipeline.kinds.plan_facts import PlanFacts, facts_as
 from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
 from dppub.dp.pipeline.kinds.release_file import PartFile, ReleaseFile, Result
 from dppub.dp.pipeline.units import Bounding
@@ -40,17 +41,17 @@ __all__ = [
     "EstimatorSpec",
     "ExecuteContext",
     "Executed",
+    "PlanFacts",
     "ReleaseKind",
     "ReleasePlan",
     "ReleaseSummary",
     "Result",
     "Scan",
     "ScanAggregate",
-    "as_float",
-    "as_list",
     "as_object",
     "as_str",
     "as_strs",
+    "facts_as",
     "scan_each",
     "scan_one",
 ]
@@ -90,8 +91,6 @@ class ReleasePlan(Generic[SpecT]):
     """Its privacy unit and contribution bound (default: neighbours differ by one row)."""
     spec: SpecT = field(compare=False, repr=False)
     """Kind-specific, frozen: what :meth:`ReleaseKind.execute` needs (axes, estimator...)."""
-    facts: Mapping[str, JSON] = field(default_factory=dict)
-    """Plan-time facts shown by ``dppub plan`` (e.g. the chosen method)."""
 
     @property
     def kind(self) -> str:
@@ -321,6 +320,8 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
     """The pydantic model of one item."""
     result: type[Result]
     """The pydantic model of its releases' results (``release.json``'s ``details``)."""
+    facts: type[PlanFacts] = PlanFacts
+    """The pydantic model of what ``dppub plan`` shows of its releases (:meth:`describe`)."""
     previews: tuple[Preview, ...] = ()
     """The published CSV files whose first rows ``report.md`` shows (:meth:`results`)."""
     plots: str | None = None
@@ -366,12 +367,14 @@ class ReleaseKind(Generic[ItemT, SpecT, ExactT]):
         :attr:`previews`."""
         return preview_lines(summary.name, folder, self.previews)
 
-    def describe(self, plan: ReleasePlan[SpecT]) -> Mapping[str, JSON]:
-        """What ``dppub plan --json`` shows about it beyond its cost (data-independent)."""
-        return plan.facts
+    def describe(self, plan: ReleasePlan[SpecT]) -> PlanFacts:
+        """What ``dppub plan`` shows about it beyond its cost (data-independent): its
+        :attr:`facts` model, whose JSON ``dppub plan --json`` writes. By default, nothing."""
+        return PlanFacts()
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        """What ``dppub plan`` prints after a release's cost, from :meth:`describe`'s facts."""
+    def plan_text(self, facts: PlanFacts) -> str:
+        """What ``dppub plan`` prints after a release's cost, from :meth:`describe`'s facts
+        (the kind's :attr:`facts` model: :func:`facts_as` reads them as it)."""
         return ""
 
     def guarantee(self, summary: ReleaseSummary) -> str:

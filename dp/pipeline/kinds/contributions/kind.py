@@ -19,7 +19,6 @@ sensitivity and the shares in ``release.json``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,17 +43,17 @@ from dppub.dp.mechanisms import laplace
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import declared_columns
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float,
-    as_strs,
+    facts_as,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.contributions.facts import ContributionsFacts
 from dppub.dp.pipeline.kinds.contributions.item import ContributionsModel
 from dppub.dp.pipeline.kinds.contributions.result import Candidate, ContributionsResult
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, check_at_most
@@ -120,6 +119,7 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
     many = True
     model = ContributionsModel
     result = ContributionsResult
+    facts = ContributionsFacts
     plots = "contributions_plot"
 
     def plan(self, cfg: PipelineConfig, item: ContributionsModel) -> ReleasePlan[ContributionsSpec]:
@@ -159,24 +159,26 @@ class ContributionsKind(ReleaseKind[ContributionsModel, ContributionsSpec, IntAr
             # every row read: a unit counts once whatever its rows (no bound to apply)
             bounding=Bounding(unit=unit, bounded=False) if per_unit else Bounding(),
             spec=spec,
-            facts={
-                "column": column,
-                "bins": bin_labels(edges, item.cap),
-                "sensitivity": spec.sensitivity,
-                "noise_scale": spec.sensitivity / item.epsilon,
-            },
         )
 
     def scan(self, plan: ReleasePlan[ContributionsSpec]) -> Scan[IntArray]:
         spec = plan.spec
         return scan_one(UnitRowsAggregate(spec.column, spec.edges, spec.cap))
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        bins = as_strs(described["bins"])
+    def describe(self, plan: ReleasePlan[ContributionsSpec]) -> ContributionsFacts:
+        spec = plan.spec
+        return ContributionsFacts(
+            column=spec.column,
+            bins=tuple(bin_labels(spec.edges, spec.cap)),
+            sensitivity=spec.sensitivity,
+            noise_scale=spec.sensitivity / plan.cost.epsilon,
+        )
+
+    def plan_text(self, facts: PlanFacts) -> str:
+        f = facts_as(facts, ContributionsFacts)
         return (
-            f"  {described['column']} by rows: {len(bins)} bins ({', '.join(map(str, bins))}); "
-            f"L1 sensitivity {described['sensitivity']}, Laplace scale "
-            f"{as_float(described['noise_scale']):.4g} per bin"
+            f"  {f.column} by rows: {len(f.bins)} bins ({', '.join(f.bins)}); "
+            f"L1 sensitivity {f.sensitivity}, Laplace scale {f.noise_scale:.4g} per bin"
         )
 
     def execute(

@@ -17,7 +17,6 @@ and the release details say why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -33,15 +32,18 @@ from dppub.dp.pipeline.kinds.base import (
     EstimatorSpec,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
     as_str,
     as_strs,
+    facts_as,
     scan_each,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.regression.facts import RegressionFacts
 from dppub.dp.pipeline.kinds.regression.item import RegressionModel
 from dppub.dp.pipeline.kinds.regression.result import RegressionResult
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
@@ -145,6 +147,7 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
     many = True
     model = RegressionModel
     result = RegressionResult
+    facts = RegressionFacts
     plots = "regression_plot"
     previews = (
         Preview(
@@ -172,7 +175,6 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
                 PlannedCost(name=f"{item.name}[{t}]", cost=item.cost, partition=(item.tasks, t))
                 for t in _task_labels(cfg, item)
             )
-        facts = estimator.plan() if isinstance(estimator, LinearRegression) else {}
         return ReleasePlan(
             name=item.name,
             release_kind=self,
@@ -183,11 +185,17 @@ class RegressionKind(ReleaseKind[RegressionModel, RegressionSpec, Statistics]):
             columns=declared_columns(cfg, [*item.features, item.target, item.tasks]),
             parts=parts,
             spec=RegressionSpec(item=item, estimator=estimator),
-            facts=facts,
         )
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        return f"  method {described['method']}" if "method" in described else ""
+    def describe(self, plan: ReleasePlan[RegressionSpec]) -> RegressionFacts:
+        estimator = plan.spec.estimator
+        if not isinstance(estimator, LinearRegression):
+            return RegressionFacts()
+        return RegressionFacts.model_validate(estimator.plan())
+
+    def plan_text(self, facts: PlanFacts) -> str:
+        method = facts_as(facts, RegressionFacts).method
+        return "" if method is None else f"  method {method}"
 
     def scan(self, plan: ReleasePlan[RegressionSpec]) -> Scan[Statistics]:
         item, estimator = plan.spec.item, plan.spec.estimator

@@ -12,7 +12,6 @@ increase of the series' loss (:mod:`.planning`) and seals the state (:mod:`.seri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,17 +22,17 @@ from dppub.dp.budget import PlannedCost
 from dppub.dp.errors import InputError
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_list,
-    as_object,
+    facts_as,
     scan_one,
 )
+from dppub.dp.pipeline.kinds.series.facts import FigureFacts, SeriesFacts
 from dppub.dp.pipeline.kinds.series.item import SeriesModel
 from dppub.dp.pipeline.kinds.series.planning import (
     SeriesSpec,
@@ -76,6 +75,7 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
     many = True
     model = SeriesModel
     result = SeriesResult
+    facts = SeriesFacts
     plots = "series_plot"
 
     def plan(self, cfg: PipelineConfig, item: SeriesModel) -> ReleasePlan[SeriesSpec]:
@@ -103,7 +103,6 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
             parts=(PlannedCost(name=record_name(item.name, spec.label(spec.period)), cost=cost),),
             bounding=SeriesBounding(relation=said),
             spec=spec,
-            facts=_facts(spec, cost.epsilon),
         )
 
     def scan(self, plan: ReleasePlan[SeriesSpec]) -> Scan[SeriesExact]:
@@ -195,55 +194,51 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
             "`figures.csv`, every figure published so far in `history.csv`."
         ]
 
-    def describe(self, plan: ReleasePlan[SeriesSpec]) -> Mapping[str, JSON]:
-        return plan.facts
+    def describe(self, plan: ReleasePlan[SeriesSpec]) -> SeriesFacts:
+        spec = plan.spec
+        item = spec.item
+        workload = spec.release.workload
+        rmse = expected_rmse(spec.choice, spec.release, item)
+        bounds = block_bounds(item, spec.release.relation)
+        share = item.budget / len(item.measures)
+        unit = 1.0 / (2.0 * share) if item.noise == "gaussian" else 1.0 / share**2
+        figures = []
+        for name, _ in workload.blocks:
+            rows = rmse[workload.block(name)]
+            figures.append(
+                FigureFacts(
+                    figure=name,
+                    rmse=float(np.sqrt(np.mean(rows**2))),
+                    bound_rmse=float(np.sqrt(bounds[name] * unit / len(rows))),
+                )
+            )
+        return SeriesFacts(
+            nothing_due=spec.refusal,
+            series=item.name,
+            period=spec.label(spec.period),
+            last_published=None if spec.after is None else spec.label(spec.after),
+            horizon=item.horizon,
+            relation=spec.release.relation.describe,
+            strategy=spec.choice.strategy.name,
+            candidates={row.strategy: row.total for row in spec.choice.table},
+            svd_bound=spec.choice.bound,
+            budget=item.budget,
+            spent_after=spec.cumulative,
+            charge_epsilon=plan.cost.epsilon,
+            figures=tuple(figures),
+        )
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        if described.get("nothing_due"):
-            return f"  nothing due: {described['nothing_due']}"
+    def plan_text(self, facts: PlanFacts) -> str:
+        f = facts_as(facts, SeriesFacts)
+        if f.nothing_due:
+            return f"  nothing due: {f.nothing_due}"
         lines = [
-            f"  series period {described['period']} ({described['relation']}), strategy "
-            f"{described['strategy']} chosen by expected error; after it the series has spent "
-            f"{described['spent_after']:.4g} of {described['budget']:g}"
+            f"  series period {f.period} ({f.relation}), strategy {f.strategy} chosen by "
+            f"expected error; after it the series has spent {f.spent_after:.4g} of {f.budget:g}"
         ]
-        for row in as_list(described["figures"]):
-            f = as_object(row)
+        for figure in f.figures:
             lines.append(
-                f"    {f['figure']}: expected RMSE {f['rmse']:.4g} over the horizon "
-                f"(SVD bound {f['bound_rmse']:.4g})"
+                f"    {figure.figure}: expected RMSE {figure.rmse:.4g} over the horizon "
+                f"(SVD bound {figure.bound_rmse:.4g})"
             )
         return "\n".join(lines)
-
-
-def _facts(spec: SeriesSpec, charge: float) -> dict[str, JSON]:
-    item = spec.item
-    workload = spec.release.workload
-    rmse = expected_rmse(spec.choice, spec.release, item)
-    bounds = block_bounds(item, spec.release.relation)
-    share = item.budget / len(item.measures)
-    unit = 1.0 / (2.0 * share) if item.noise == "gaussian" else 1.0 / share**2
-    figures: list[JSON] = []
-    for name, _ in workload.blocks:
-        rows = rmse[workload.block(name)]
-        figures.append(
-            {
-                "figure": name,
-                "rmse": float(np.sqrt(np.mean(rows**2))),
-                "bound_rmse": float(np.sqrt(bounds[name] * unit / len(rows))),
-            }
-        )
-    return {
-        "nothing_due": spec.refusal,
-        "series": item.name,
-        "period": spec.label(spec.period),
-        "last_published": None if spec.after is None else spec.label(spec.after),
-        "horizon": item.horizon,
-        "relation": spec.release.relation.describe,
-        "strategy": spec.choice.strategy.name,
-        "candidates": {row.strategy: row.total for row in spec.choice.table},
-        "svd_bound": spec.choice.bound,
-        "budget": item.budget,
-        "spent_after": spec.cumulative,
-        "charge_epsilon": charge,
-        "figures": figures,
-    }

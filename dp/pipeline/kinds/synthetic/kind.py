@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,16 +35,14 @@ from dppub.dp.errors import ConfigError
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import declared_columns, histogram_axis
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float,
-    as_list,
-    as_strs,
+    facts_as,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
 from dppub.dp.pipeline.kinds.release_file import UnitGuarantee
@@ -56,6 +54,7 @@ from dppub.dp.pipeline.kinds.synthetic.error_estimates import (
     marginal_label,
     utility_frame,
 )
+from dppub.dp.pipeline.kinds.synthetic.facts import SyntheticFacts
 from dppub.dp.pipeline.kinds.synthetic.item import (
     DEFAULT_MAX_ROWS,
     MarginalsWorkload,
@@ -123,6 +122,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
     many = True
     model = SyntheticModel
     result = SyntheticResult
+    facts = SyntheticFacts
     plots = "synthetic_plot"
     previews = (
         Preview(
@@ -189,11 +189,6 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
             bounding=bounding,
             columns=columns,
             spec=spec,
-            facts={
-                "workload": [list(cl) for cl in workload],
-                "candidates": len(candidates(workload)),
-                "rho": rho,
-            },
         )
 
     def scan(self, plan: ReleasePlan[SyntheticSpec]) -> Scan[Exact]:
@@ -210,7 +205,7 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
 
         return Scan((agg,), assemble)
 
-    def describe(self, plan: ReleasePlan[SyntheticSpec]) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan[SyntheticSpec]) -> SyntheticFacts:
         """Data-independent: the workload and the noise part of its expected L1 error per
         marginal (in rows), from all of rho on one marginal to rho split evenly over every
         workload marginal; the model's own error comes on top."""
@@ -221,30 +216,28 @@ class SyntheticKind(ReleaseKind[SyntheticModel, SyntheticSpec, Exact]):
         sigma_one = m / math.sqrt(2.0 * spec.rho)
         low = BIAS * sigma_one * mean_cells
         high = low * math.sqrt(len(spec.workload))
-        out: dict[str, JSON] = {
-            **plan.facts,
-            "expected_l1_low": low,
-            "expected_l1_high": high,
-        }
-        if spec.item.rows is not None:
-            out["rows"] = spec.item.rows
-        return out
+        return SyntheticFacts(
+            workload=spec.workload,
+            candidates=len(candidates(spec.workload)),
+            rho=spec.rho,
+            expected_l1_low=low,
+            expected_l1_high=high,
+            rows=spec.item.rows,
+        )
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        r = described
-        cliques = [as_strs(c) for c in as_list(r["workload"])]
-        shown = [marginal_label(cl) for cl in cliques[:3]]
-        more = len(cliques) - len(shown)
+    def plan_text(self, facts: PlanFacts) -> str:
+        f = facts_as(facts, SyntheticFacts)
+        shown = [marginal_label(cl) for cl in f.workload[:3]]
+        more = len(f.workload) - len(shown)
         workload = ", ".join(shown) + (f", ... ({more} more)" if more else "")
-        low, high = as_float(r["expected_l1_low"]), as_float(r["expected_l1_high"])
+        low, high = f.expected_l1_low, f.expected_l1_high
         text = (
-            f"  AIM at rho {as_float(r['rho']):.4g} over {len(cliques)} workload marginal(s) "
-            f"({workload}); {r['candidates']} candidates. Expected noise L1 per marginal: "
+            f"  AIM at rho {f.rho:.4g} over {len(f.workload)} workload marginal(s) "
+            f"({workload}); {f.candidates} candidates. Expected noise L1 per marginal: "
             f"{low:.4g} to {high:.4g} rows"
         )
-        if "rows" in r:
-            n = as_float(r["rows"])
-            text += f" ({low / n:.3g} to {high / n:.3g} of {int(n)} rows)"
+        if f.rows is not None:
+            text += f" ({low / f.rows:.3g} to {high / f.rows:.3g} of {f.rows} rows)"
         return text
 
     def execute(

@@ -26,20 +26,22 @@ from dppub.dp.budget import sequential
 from dppub.dp.engine.folds.table_sums import GroupSums
 from dppub.dp.errors import ConfigError, InvariantError
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     Executed,
     ReleaseKind,
     ReleasePlan,
     Scan,
-    as_float,
-    as_list,
-    as_object,
     scan_one,
 )
 from dppub.dp.pipeline.kinds.tables.answers import publish_table, table_sensitivity
+from dppub.dp.pipeline.kinds.tables.facts import (
+    JointGroupFacts,
+    JointTableFacts,
+    TableFacts,
+    expected_errors,
+)
 from dppub.dp.pipeline.kinds.tables.joint_planning import group_guarantee, joint_costs
 from dppub.dp.pipeline.kinds.tables.planning import TableSpec, table_sums
-from dppub.dp.pipeline.kinds.tables.result import JointResult, JointTable, expected_errors
+from dppub.dp.pipeline.kinds.tables.result import JointResult, JointTable
 from dppub.dp.publication import Staging
 from dppub.dp.tables.joint import Joint, measure_group, member_rows, row_variances
 from dppub.dp.tables.table import component_facts, release_table
@@ -106,7 +108,6 @@ def group_plan(
         parts=joint_costs(joint),
         bounding=first.bounding,
         spec=GroupSpec(joint=joint, tables=tuple(tables)),
-        facts={"group": group, "tables": [t.name for t in tables]},
     )
     return plan
 
@@ -118,36 +119,43 @@ def scan_group(plan: ReleasePlan[GroupSpec]) -> Scan[GroupSums]:
     return scan_one(table_sums(joint.components, bounds, joint.axes, (), plan.bounding))
 
 
-def describe_group(plan: ReleasePlan[GroupSpec]) -> dict[str, JSON]:
+def describe_group(plan: ReleasePlan[GroupSpec]) -> JointGroupFacts:
     """What ``dppub plan`` shows of the group: each table's facts with its expected errors
     measured jointly beside those measured alone (exact: :func:`row_variances`)."""
     joint = plan.spec.joint
-    tables: list[JSON] = []
+    tables: list[JointTableFacts] = []
     for k, table in enumerate(plan.spec.tables):
         together, alone = row_variances(joint, k)
         ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
-        measures = expected_errors(table.spec.design)
-        for m in measures:
-            separately = as_float(m["expected_rmse"])
-            m["separate_rmse"], m["expected_rmse"] = separately, separately * ratio
-            m["error"] = f"{m['error']} separately; jointly {ratio:.3g} x that"
-        tables.append(
-            {"name": table.name, "epsilon": table.cost.epsilon, **table.facts, "measures": measures}
+        measures = tuple(
+            m.model_copy(
+                update={
+                    "expected_rmse": m.expected_rmse * ratio,
+                    "error": f"{m.error} separately; jointly {ratio:.3g} x that",
+                    "separate_rmse": m.expected_rmse,
+                }
+            )
+            for m in expected_errors(table.spec.design)
         )
-    return {**plan.facts, "strategy": joint.strategy.name, "tables": tables}
+        facts = TableFacts(
+            groups=math.prod(a.size for a in table.spec.axes),
+            keys=table.spec.keys,
+            measures=measures,
+        )
+        tables.append(JointTableFacts(name=table.name, epsilon=table.cost.epsilon, facts=facts))
+    return JointGroupFacts(group=plan.name, strategy=joint.strategy.name, tables=tuple(tables))
 
 
-def group_text(described: Mapping[str, JSON], table_text: Mapping[str, str]) -> str:
+def group_text(facts: JointGroupFacts, table_text: Mapping[str, str]) -> str:
     """``dppub plan``'s lines for the group: a first line, then each table's (``table_text``:
     by name, as a table alone prints them), indented under its name and epsilon."""
-    tables = [as_object(t) for t in as_list(described["tables"])]
     lines = [
-        f"  joint group of {len(tables)} tables measured once; the ledger charges each its own"
+        f"  joint group of {len(facts.tables)} tables measured once; the ledger charges each "
+        "its own"
     ]
-    for t in tables:
-        name = str(t["name"])
-        first, *rest = table_text[name].split("\n")
-        lines.append(f"    {name}: epsilon {as_float(t['epsilon']):.4g},{first[1:]}")
+    for t in facts.tables:
+        first, *rest = table_text[t.name].split("\n")
+        lines.append(f"    {t.name}: epsilon {t.epsilon:.4g},{first[1:]}")
         lines += [f"  {line}" for line in rest]
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ the key policy, the interval method and the rounding, precision and quality rule
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
@@ -45,20 +45,24 @@ from dppub.dp.matrix.reconstruct import check_reconstruction
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import declared_columns
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
-    as_float,
-    as_list,
-    as_object,
+    facts_as,
     scan_one,
 )
 from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
 from dppub.dp.pipeline.kinds.tables.answers import publish_table, table_sensitivity
+from dppub.dp.pipeline.kinds.tables.facts import (
+    JointGroupFacts,
+    KeySelectionFacts,
+    TableFacts,
+    expected_errors,
+)
 from dppub.dp.pipeline.kinds.tables.group import (
     TablesSpec,
     describe_group,
@@ -97,7 +101,6 @@ from dppub.dp.pipeline.kinds.tables.private_keys import (
 from dppub.dp.pipeline.kinds.tables.result import (
     JointResult,
     TableResult,
-    expected_errors,
 )
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_TABLE_ANSWERS, check_at_most
 from dppub.dp.pipeline.units import bounding_for
@@ -121,6 +124,7 @@ class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
     many = True
     model = TableModel
     result = TableResult | JointResult
+    facts = TableFacts | JointGroupFacts
     plots = "table_plot"
     previews = (Preview(file="answers.csv", rows=8, what=": the published cells"),)
 
@@ -197,11 +201,6 @@ class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
                 joint=joint,
                 presentation=item.presentation(),
             ),
-            facts={
-                "groups": cells,
-                "keys": item.key_policy,
-                **({"where": row_filter.text} if row_filter else {}),
-            },
         )
         return one_table(plan)
 
@@ -230,32 +229,36 @@ class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
         sums = table_sums(design.components, design.bounds, spec.axes, spec.grids, plan.bounding)
         return scan_one(sums)
 
-    def describe(self, plan: ReleasePlan[TablesSpec]) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan[TablesSpec]) -> TableFacts | JointGroupFacts:
         if is_group(plan):
             return describe_group(plan)
-        return {**plan.facts, "measures": expected_errors(one_table(plan).spec.design)}
+        table = one_table(plan)
+        spec, where = table.spec, plan.bounding.where
+        return TableFacts(
+            groups="private" if spec.keys == "private" else math.prod(a.size for a in spec.axes),
+            keys=spec.keys,
+            selection=None
+            if spec.selection is None
+            else KeySelectionFacts.model_validate(spec.selection.describe()),
+            where=None if where is None else where.text,
+            measures=expected_errors(spec.design),
+        )
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        if "tables" in described:  # a joint group
-            texts = {
-                str(as_object(t)["name"]): self.plan_text(as_object(t))
-                for t in as_list(described["tables"])
-            }
-            return group_text(described, texts)
-        lines = [f"  {described['groups']} groups, keys {described['keys']}"]
-        if "where" in described:
-            lines.append(f"    where {described['where']} (each row, before any bound)")
-        if "selection" in described:
-            rule = as_object(described["selection"])
+    def plan_text(self, facts: PlanFacts) -> str:
+        if isinstance(facts, JointGroupFacts):
+            return group_text(facts, {t.name: self.plan_text(t.facts) for t in facts.tables})
+        f = facts_as(facts, TableFacts)
+        lines = [f"  {f.groups} groups, keys {f.keys}"]
+        if f.where is not None:
+            lines.append(f"    where {f.where} (each row, before any bound)")
+        if f.selection is not None:
+            rule = f.selection
             lines[0] = (
-                f"  groups selected from the data (keys private: {rule['rule']} rule at "
-                f"epsilon {as_float(rule['epsilon']):.4g}, delta {as_float(rule['delta']):.3g})"
+                f"  groups selected from the data (keys private: {rule.rule} rule at "
+                f"epsilon {rule.epsilon:.4g}, delta {rule.delta:.3g})"
             )
-        for measure in as_list(described["measures"]):
-            m = as_object(measure)
-            lines.append(
-                f"    {m['measure']}: epsilon {as_float(m['epsilon']):.4g}, expected {m['error']}"
-            )
+        for m in f.measures:
+            lines.append(f"    {m.measure}: epsilon {m.epsilon:.4g}, expected {m.error}")
         return "\n".join(lines)
 
     def execute(

@@ -121,12 +121,6 @@ def plan_private(
             selection=rule,
             presentation=item.presentation(),
         ),
-        facts={
-            "groups": "private",
-            "keys": "private",
-            "selection": rule.describe(),
-            **({"where": row_filter.text} if row_filter else {}),
-        },
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,16 +35,18 @@ from dppub.dp.matrix.reconstruct import check_reconstruction
 from dppub.dp.pipeline.config import PipelineConfig
 from dppub.dp.pipeline.declared_domains import histogram_axis
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Scan,
+    facts_as,
     scan_one,
 )
 from dppub.dp.pipeline.kinds.previews import Preview
+from dppub.dp.pipeline.kinds.workload.facts import WorkloadFacts
 from dppub.dp.pipeline.kinds.workload.item import WorkloadModel
 from dppub.dp.pipeline.kinds.workload.result import MAX_INTERVAL_CELLS, NO_INTERVALS, WorkloadResult
 from dppub.dp.pipeline.limits import MAX_DOMAIN_CELLS, MAX_QUERIES, check_at_most
@@ -159,6 +161,7 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
     many = True
     model = WorkloadModel
     result = WorkloadResult
+    facts = WorkloadFacts
     plots = "workload_plot"
     previews = (
         Preview(
@@ -199,37 +202,38 @@ class WorkloadKind(ReleaseKind[WorkloadModel, WorkloadSpec, Histogram]):
             bounding=bounding_for(cfg),
             columns=tuple(a.column for a in axes),
             spec=spec,
-            facts={"queries": int(W.shape[0]), "cells": int(W.shape[1])},
         )
 
     def scan(self, plan: ReleasePlan[WorkloadSpec]) -> Scan[Histogram]:
         return scan_one(HistogramAggregate(tuple(plan.spec.axes)))
 
-    def describe(self, plan: ReleasePlan[WorkloadSpec]) -> dict[str, JSON]:
+    def describe(self, plan: ReleasePlan[WorkloadSpec]) -> WorkloadFacts:
         """Data-independent accuracy: the strategy, the expected per-query RMSE of the
         least-squares answers, and the SVD lower bound for any strategy."""
         spec = plan.spec
         m = plan.bounding.rows_per_unit
         strategy = spec.chosen()
-        out: dict[str, JSON] = {
-            **plan.facts,
-            "strategy": strategy.name,
-            "noise": spec.noise,
-            "expected_rmse": spec.expected_rmse(plan.cost, strategy, group=m),
-            "svd_bound_rmse": matrix.svd_bound_rmse(spec.workload, plan.cost.epsilon / m),
-        }
-        if plan.bounding.unit is not None:
-            out["expected_rmse_one_row"] = spec.expected_rmse(plan.cost, strategy)
-        return out
-
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        r = described
-        text = (
-            f"  {r['queries']} queries, {r['strategy']}, {r['noise']} noise: expected RMSE "
-            f"{r['expected_rmse']:.4g} (SVD bound {r['svd_bound_rmse']:.4g})"
+        queries, cells = spec.workload.shape
+        return WorkloadFacts(
+            queries=int(queries),
+            cells=int(cells),
+            strategy=strategy.name,
+            noise=spec.noise,
+            expected_rmse=spec.expected_rmse(plan.cost, strategy, group=m),
+            svd_bound_rmse=matrix.svd_bound_rmse(spec.workload, plan.cost.epsilon / m),
+            expected_rmse_one_row=None
+            if plan.bounding.unit is None
+            else spec.expected_rmse(plan.cost, strategy),
         )
-        if "expected_rmse_one_row" in r:
-            text += f"; {r['expected_rmse_one_row']:.4g} if no unit had more than one row"
+
+    def plan_text(self, facts: PlanFacts) -> str:
+        f = facts_as(facts, WorkloadFacts)
+        text = (
+            f"  {f.queries} queries, {f.strategy}, {f.noise} noise: expected RMSE "
+            f"{f.expected_rmse:.4g} (SVD bound {f.svd_bound_rmse:.4g})"
+        )
+        if f.expected_rmse_one_row is not None:
+            text += f"; {f.expected_rmse_one_row:.4g} if no unit had more than one row"
         return text
 
     def execute(

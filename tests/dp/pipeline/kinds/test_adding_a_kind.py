@@ -10,7 +10,6 @@ shown by ``dppub plan``, run, recorded in the ledger and reported in ``report.md
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,14 +29,15 @@ from dppub.dp.pipeline.config import Cost, Name, PipelineConfig
 from dppub.dp.pipeline.declared_domains import histogram_axis
 from dppub.dp.pipeline.html.sections import Section, Table
 from dppub.dp.pipeline.kinds.base import (
-    JSON,
     ExecuteContext,
     Executed,
+    PlanFacts,
     ReleaseKind,
     ReleasePlan,
     ReleaseSummary,
     Result,
     Scan,
+    facts_as,
     scan_one,
 )
 from dppub.dp.pipeline.plan import load_plan
@@ -65,6 +65,12 @@ class CountResult(Result):
     count: float
 
 
+class CountFacts(PlanFacts):
+    """What ``dppub plan`` shows of a planned count."""
+
+    column: str
+
+
 Counts = npt.NDArray[np.float64]
 
 
@@ -74,6 +80,7 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
     many = True
     model = CountModel
     result = CountResult
+    facts = CountFacts
 
     def plan(self, cfg: PipelineConfig, item: CountModel) -> ReleasePlan[CountSpec]:
         axis = histogram_axis(cfg, item.name, item.column, bins=None, level=None)
@@ -86,7 +93,6 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
             columns=(item.column,),
             bounding=bounding_for(cfg),
             spec=CountSpec(axis=axis),
-            facts={"column": item.column},
         )
 
     def scan(self, plan: ReleasePlan[CountSpec]) -> Scan[Counts]:
@@ -104,8 +110,11 @@ class CountKind(ReleaseKind[CountModel, CountSpec, Counts]):
     def report(self, summary: ReleaseSummary) -> list[str]:
         return [f"A noisy row count: {summary.result_as(CountResult).count:.1f} (in `count.json`)."]
 
-    def plan_text(self, described: Mapping[str, JSON]) -> str:
-        return f"  rows that have {described['column']}"
+    def describe(self, plan: ReleasePlan[CountSpec]) -> CountFacts:
+        return CountFacts(column=plan.spec.axis.column)
+
+    def plan_text(self, facts: PlanFacts) -> str:
+        return f"  rows that have {facts_as(facts, CountFacts).column}"
 
     def plot(self, summary: ReleaseSummary, folder: Path) -> Section:
         count = json.loads((folder / summary.name / "count.json").read_text())["count"]
@@ -142,6 +151,10 @@ def test_a_kind_needs_its_module_and_one_registry_line(
     shown = CliRunner().invoke(app, ["plan", str(count_config)])
     assert shown.exit_code == 0, shown.output
     assert "rows that have sex" in shown.output
+    shown = CliRunner().invoke(app, ["plan", "--json", str(count_config)])
+    assert shown.exit_code == 0, shown.output
+    (planned,) = json.loads(shown.output)["releases"]
+    assert planned["column"] == "sex"
 
     ledger = tmp_path / "ledger.sqlite"
     published = publish_in_process(count_config, ledger, tmp_path / "out")

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from dppub.dp.errors import ConfigError, InputError
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
+from dppub.dp.pipeline.kinds.series.facts import SeriesFacts
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.series_setup import admissions, series_config
-from tests.values import num, obj, seq
-from tests.values import text as as_text
 
 
 @pytest.fixture(scope="module")
@@ -79,17 +79,17 @@ def test_a_period_outside_the_horizon_is_refused(tmp_path: Path, data: Path) -> 
 def test_the_plan_states_the_period_the_strategy_and_the_bounds(tmp_path: Path, data: Path) -> None:
     plan = load_plan(series_config(tmp_path, data), period="2026-03")
     (release,) = plan.releases
-    facts = release.facts
-    assert (release.kind, facts["period"], facts["last_published"]) == ("series", "2026-03", None)
-    candidates = {k: num(v) for k, v in obj(facts["candidates"]).items()}
-    chosen = candidates[as_text(facts["strategy"])]
-    assert chosen == min(candidates.values())
-    assert chosen >= num(facts["svd_bound"])
-    figures = [obj(f) for f in seq(facts["figures"])]
-    assert [f["figure"] for f in figures] == ["per_period", "running_total", "moving_sum_12"]
+    described = release.release_kind.describe(release)
+    facts = facts_as(described, SeriesFacts)
+    assert (release.kind, facts.period, facts.last_published) == ("series", "2026-03", None)
+    chosen = facts.candidates[facts.strategy]
+    assert chosen == min(facts.candidates.values())
+    assert chosen >= facts.svd_bound
+    figures = facts.figures
+    assert [f.figure for f in figures] == ["per_period", "running_total", "moving_sum_12"]
     for f in figures:
-        assert 0 < num(f["bound_rmse"]) <= num(f["rmse"])
-    text = release.release_kind.plan_text(facts)
+        assert 0 < f.bound_rmse <= f.rmse
+    text = release.release_kind.plan_text(described)
     assert "series period 2026-03" in text and "SVD bound" in text
 
 

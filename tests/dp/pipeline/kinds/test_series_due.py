@@ -16,7 +16,9 @@ from dppub.api import publish
 from dppub.dp.errors import InputError
 from dppub.dp.ledger import Ledger
 from dppub.dp.ledger.summary import spending_summary
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
 from dppub.dp.pipeline.kinds.series import planning
+from dppub.dp.pipeline.kinds.series.facts import SeriesFacts
 from dppub.dp.pipeline.plan import load_plan
 from tests.dp.pipeline.kinds.series_setup import admissions, series_config
 
@@ -34,7 +36,8 @@ def test_a_run_publishes_the_period_due_by_its_date(
     # run is refused with one line once it holds its empty reservation, nothing spent.
     plan = load_plan(config)
     assert plan.total.epsilon == 0.0
-    assert "nothing due" in plan.releases[0].release_kind.plan_text(plan.releases[0].facts)
+    (release,) = plan.releases
+    assert "nothing due" in release.release_kind.plan_text(release.release_kind.describe(release))
     with pytest.raises(InputError, match="period 2026-03 was published .* aborted, nothing"):
         publish(config, out=out)
     (summary,) = spending_summary(Ledger(str(ledger), create=False)).values()
@@ -54,7 +57,8 @@ def test_a_run_due_at_a_scheduled_time_plans_the_period_before_it(tmp_path: Path
         (datetime(2026, 3, 31, 23, 59, tzinfo=UTC), "2026-02"),
     ]:
         plan = load_plan(config, at=at)
-        assert plan.releases[0].facts["period"] == period
+        (release,) = plan.releases
+        assert facts_as(release.release_kind.describe(release), SeriesFacts).period == period
         assert plan.total.epsilon > 0
 
 

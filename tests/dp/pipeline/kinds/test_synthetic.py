@@ -15,12 +15,13 @@ import yaml
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
+from dppub.dp.pipeline.kinds.synthetic.facts import SyntheticFacts
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.registry import kind_of
 from dppub.dp.synthetic.accounting import cdp_epsilon
 from tests.dp.pipeline.published_run import publish_in_process
 from tests.examples import example
-from tests.values import num, seq
 
 
 def _config(directory: Path, data: Path, **synthetic: Any) -> Path:
@@ -43,10 +44,10 @@ def test_the_plan_shows_the_workload_and_its_error_range(
     config = _config(tmp_path, census_small)
     (release,) = [r for r in load_plan(config).releases if r.kind == "synthetic"]
     assert (release.cost.epsilon, release.cost.delta) == (1.0, 1e-9)
-    described = kind_of("synthetic").describe(release)
-    assert len(seq(described["workload"])) == math.comb(6, 3)
-    assert described["candidates"] == 6 + 15 + 20
-    assert 0 < num(described["expected_l1_low"]) < num(described["expected_l1_high"])
+    described = facts_as(kind_of("synthetic").describe(release), SyntheticFacts)
+    assert len(described.workload) == math.comb(6, 3)
+    assert described.candidates == 6 + 15 + 20
+    assert 0 < described.expected_l1_low < described.expected_l1_high
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "AIM at rho 0.01497 over 20 workload marginal(s) (age x sex x race," in shown.output
@@ -63,8 +64,8 @@ def test_a_privacy_unit_multiplies_the_noise(tmp_path: Path, census_small: Path)
     )
     assert per_unit.bounding.rows_per_unit == 4
     kind = kind_of("synthetic")
-    low = num(kind.describe(per_unit)["expected_l1_low"])
-    ratio = low / num(kind.describe(row)["expected_l1_low"])
+    low = facts_as(kind.describe(per_unit), SyntheticFacts).expected_l1_low
+    ratio = low / facts_as(kind.describe(row), SyntheticFacts).expected_l1_low
     assert math.isclose(ratio, 4.0)
 
 

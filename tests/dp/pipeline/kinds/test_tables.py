@@ -15,11 +15,13 @@ import yaml
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
 from dppub.dp.numerics.fixedpoint import float_allowance
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
+from dppub.dp.pipeline.kinds.tables.facts import TableFacts
 from dppub.dp.pipeline.kinds.tables.result import TableResult
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.tables.quantiles import RANK_ROUNDINGS
 from tests.dp.pipeline.published_run import demo_config, publish_in_process
-from tests.values import num, obj, seq, text
+from tests.values import text
 
 TABLES: list[dict[str, Any]] = [
     {
@@ -300,8 +302,8 @@ def test_quantiles_with_margins_give_every_cell_and_margin_its_own(
     }
     config = _config(tmp_path, census_small, [item])
     (plan,) = load_plan(config).releases
-    (error,) = seq(load_plan(config).kind(plan).describe(plan)["measures"])
-    assert "hierarchical CDF of cells and margins jointly" in text(obj(error)["error"])
+    (error,) = facts_as(load_plan(config).kind(plan).describe(plan), TableFacts).measures
+    assert "hierarchical CDF of cells and margins jointly" in error.error
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     answers = pd.read_csv(
         published.folder / "hours_by_sex_marital" / "answers.csv", keep_default_na=False
@@ -389,8 +391,8 @@ def test_a_small_epsilon_under_a_unit_plans_and_publishes(
     raw["dataset"]["columns"]["household"] = {"type": "string"}
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     (plan,) = load_plan(config).releases
-    (count, quantile) = seq(kind_of("table").describe(plan)["measures"])
-    assert num(obj(count)["expected_rmse"]) > 1e6 and num(obj(quantile)["expected_rmse"]) > 1e6
+    (count, quantile) = facts_as(kind_of("table").describe(plan), TableFacts).measures
+    assert count.expected_rmse > 1e6 and quantile.expected_rmse > 1e6
     published = publish_in_process(config, tmp_path / "ledger.sqlite", tmp_path / "out")
     (summary,) = published.summaries
     assert summary.result_as(TableResult).rows == 4  # two groups, count and one quantile

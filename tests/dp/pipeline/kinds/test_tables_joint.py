@@ -16,13 +16,14 @@ import pytest
 
 from dppub.dp.errors import ConfigError
 from dppub.dp.ledger import Ledger
+from dppub.dp.pipeline.kinds.plan_facts import facts_as
+from dppub.dp.pipeline.kinds.tables.facts import JointGroupFacts
 from dppub.dp.pipeline.kinds.tables.result import JointResult
 from dppub.dp.pipeline.plan import load_plan
 from dppub.dp.pipeline.registry import read_summary
 from tests.dp.pipeline.kinds.test_tables import _config
 from tests.dp.pipeline.published_run import publish_in_process
 from tests.dp.pipeline.test_release_schema import SCHEMA
-from tests.values import num, obj, seq
 
 GROUP: list[dict[str, Any]] = [
     {
@@ -71,10 +72,12 @@ def test_a_joint_group_is_measured_once_and_each_table_is_charged_its_own(
         ("by_marital", 0.25),
         ("by_sex", 0.25),
     ]
-    described = plan.kind(release).describe(release)
-    for table in map(obj, seq(described["tables"])):
-        for m in map(obj, seq(table["measures"])):  # never worse than measured alone
-            assert num(m["expected_rmse"]) <= num(m["separate_rmse"]) * (1 + 1e-9)  # exact
+    described = facts_as(plan.kind(release).describe(release), JointGroupFacts)
+    assert [t.name for t in described.tables] == ["by_sex_marital", "by_marital", "by_sex"]
+    for table in described.tables:
+        for m in table.facts.measures:  # never worse than measured alone
+            assert m.separate_rmse is not None
+            assert m.expected_rmse <= m.separate_rmse * (1 + 1e-9)  # exact
     shown = CliRunner().invoke(app, ["plan", str(config)])
     assert shown.exit_code == 0, shown.output
     assert "joint group of 3 tables measured once; the ledger charges each its own" in (
