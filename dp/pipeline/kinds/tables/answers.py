@@ -13,8 +13,6 @@ from pydantic import JsonValue
 from dppub.dp.pipeline.kinds.base import (
     JSON,
     ReleasePlan,
-    as_object,
-    as_str,
 )
 from dppub.dp.pipeline.kinds.release_file import PrivacyUnit
 from dppub.dp.pipeline.kinds.tables.joint_planning import joint_facts
@@ -22,6 +20,7 @@ from dppub.dp.pipeline.kinds.tables.planning import TableSpec, counted_rows, uni
 from dppub.dp.pipeline.kinds.tables.result import (
     INTERVAL_METHOD,
     SPLIT_RULE,
+    ComponentFacts,
     JointFacts,
     TableResult,
     rounding_note,
@@ -66,9 +65,9 @@ def publish_table(
         measures=tuple(label for m in design.measures for label in m.labels()),
         split={c.name: c.epsilon for c in (design if joint is None else joint).components},
         split_rule=SPLIT_RULE,
-        components=cast(
-            "dict[str, dict[str, JsonValue]]", released.facts
-        ),  # numbers and strings only
+        components={
+            name: ComponentFacts.model_validate(fact) for name, fact in released.facts.items()
+        },
         bounds={c: list(b) for c, b in design.bounds.items()},
         margins=design.margins,
         rounding=rounding_note(design, released.answers),
@@ -88,13 +87,11 @@ def publish_table(
     return result
 
 
-def table_sensitivity(released: TableRelease) -> float | None:
+def table_sensitivity(result: TableResult) -> float | None:
     """The one number that says a table's sensitivity: a one-component table's (else None:
     ``release.json`` has each component's)."""
-    facts = [as_object(cast(JSON, f)) for f in released.facts.values()]
-    if len(facts) == 1 and "missing" not in facts[0]:
-        return float(cast(float, facts[0]["sensitivity"]))
-    return None
+    facts = list(result.components.values())
+    return facts[0].sensitivity if len(facts) == 1 and facts[0].missing is None else None
 
 
 def write_answers(
@@ -122,11 +119,7 @@ def write_answers(
             f"epsilon {result.joint.epsilon:g} (its joint group's), delta "
             f"{cost.delta:g}: differential privacy. {result.joint.guarantee}"
         )
-    methods = [
-        f"{name}: {as_str(as_object(fact)['method'])}"
-        for name, fact in result.components.items()
-        if "method" in as_object(fact)
-    ]
+    methods = [f"{name}: {f.method}" for name, f in result.components.items() if f.method]
     method = "counts and sums: the Laplace mechanism (the matrix mechanism with margins)"
     notes = [
         ("Table", plan.name),

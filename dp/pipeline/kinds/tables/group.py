@@ -174,15 +174,11 @@ def execute_group(plan: ReleasePlan[GroupSpec], sums: GroupSums, out: Staging) -
         released = release_table(
             design, (), {}, {}, measured=(rows, component_facts(joint.components, rows))
         )
-        folder = f"{plan.name}/{table.name}"
-        tables.append(
-            JointTable(
-                name=table.name, table=publish_table(out, table, design, released, folder=folder)
-            )
-        )
-        sensitivity = table_sensitivity(released)  # the same components: the same for all
+        result = publish_table(out, table, design, released, folder=f"{plan.name}/{table.name}")
+        tables.append(JointTable(name=table.name, table=result))
+        sensitivity = table_sensitivity(result)  # the same components: the same for all
     joint = plan.spec.joint
-    result = JointResult(
+    group = JointResult(
         group=plan.name,
         epsilon=joint.epsilon,
         strategy=joint.strategy.name,
@@ -190,4 +186,4 @@ def execute_group(plan: ReleasePlan[GroupSpec], sums: GroupSums, out: Staging) -
         tables=tuple(tables),
         privacy_unit=tables[0].table.privacy_unit,
     )
-    return Executed(result=result, sensitivity=sensitivity)
+    return Executed(result=group, sensitivity=sensitivity)

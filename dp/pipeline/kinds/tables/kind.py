@@ -282,7 +282,7 @@ class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
                 design, exact.counts, exact.centred, exact.histograms, extra=exact.vectors()
             )
         result = publish_table(context.out, table, design, released, selection, folder=plan.name)
-        return Executed(result=result, sensitivity=table_sensitivity(released))
+        return Executed(result=result, sensitivity=table_sensitivity(result))
 
     def guarantee(self, summary: ReleaseSummary) -> str:
         if not isinstance(summary.result, JointResult):

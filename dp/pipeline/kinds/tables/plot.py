@@ -28,7 +28,7 @@ import pandas as pd
 
 from dppub.dp.pipeline.html.figures import INK, MUTED, label_inches, new_figure, to_svg
 from dppub.dp.pipeline.html.sections import INTERVAL_COLUMNS, Section, frame_table
-from dppub.dp.pipeline.kinds.base import ReleaseSummary, as_object
+from dppub.dp.pipeline.kinds.base import ReleaseSummary
 from dppub.dp.pipeline.kinds.tables.result import JointResult, TableResult
 
 if TYPE_CHECKING:
@@ -64,10 +64,7 @@ def _rank_bound(result: TableResult, measure: str) -> float | None:
     """The 95% rank bound ``release.json`` states for a quantile measure's column, if any."""
     column = measure.removeprefix("quantile(").split(",")[0].strip()
     fact = result.components.get(f"cdf({column})")
-    if fact is None:
-        return None
-    bound = as_object(fact).get("rank_error_95")
-    return float(bound) if isinstance(bound, int | float) else None
+    return None if fact is None else fact.rank_error_95
 
 
 def _caption(measure: str, keys: list[str], drawn: int, rows: int, rank: float | None) -> str:

@@ -51,6 +51,36 @@ class JointFacts(Stated):
     """What is proven of the group, and of this table alone, in words."""
 
 
+class MissingRowsFacts(Stated):
+    """A count and sum pair's rows missing its column: counted in parallel with the pair."""
+
+    rows: str
+    sensitivity: float
+    noise_scale: float
+
+
+class ComponentFacts(Stated):
+    """One measured component's public facts (``release.json``'s ``components``): what it ran
+    at and its noise; a quantile's CDF its method and rank error
+    (:func:`dp.tables.components.component_facts`, :mod:`dp.tables.table`)."""
+
+    epsilon: float
+    sensitivity: float
+    noise_scale: float
+    strategy: str | None = None
+    method: str | None = None
+    """A quantile's: how its values are read off."""
+    interval_covers: str | None = None
+    """A quantile's: what its interval covers."""
+    bins: int | None = None
+    """A quantile's grid."""
+    rank_std_error: float | None = None
+    """A hierarchical CDF's rank standard error."""
+    rank_error_95: float | None = None
+    """The exponential mechanism's: its rank is within this many rows, with probability 95%."""
+    missing: MissingRowsFacts | None = None
+
+
 class TableResult(Result):
     """A published table's public account: its ``release.json`` details. Its
     ``privacy_unit`` is the whole unit statement (:func:`dp.pipeline.units.unit_statement`)."""
@@ -66,8 +96,8 @@ class TableResult(Result):
     measures: tuple[str, ...]
     split: dict[str, float]
     split_rule: str
-    components: dict[str, dict[str, JsonValue]]
-    """Each measured component's epsilon, sensitivity and noise (numbers and strings)."""
+    components: dict[str, ComponentFacts]
+    """Each measured component's epsilon, sensitivity and noise."""
     bounds: dict[str, list[float]]
     margins: bool
     rounding: str

@@ -80,7 +80,17 @@ def test_an_exponential_quantile_figure_promises_no_interval_and_states_its_rank
             "ci_high": [np.nan, np.nan],
         }
     )
-    result = _result({"cdf(hours)": {"rank_error_95": 71.49, "method": "exponential mechanism"}})
+    result = _result(
+        {
+            "cdf(hours)": {
+                "epsilon": 1.0,
+                "sensitivity": 1.0,
+                "noise_scale": 1.0,
+                "rank_error_95": 71.49,
+                "method": "exponential mechanism",
+            }
+        }
+    )
     with style():
         fig, caption = measure_figure("t", "quantile(hours, 0.5)", rows, ["sex"], result)
     lines = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
