@@ -12,6 +12,7 @@ full-precision figures any run published are :func:`state_figures` of its state.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -161,8 +162,6 @@ def state_figures(spec: SeriesSpec, state: SeriesState) -> pd.DataFrame:
 
 def full_figures(spec: SeriesSpec, folder: Path) -> pd.DataFrame:
     """:func:`state_figures` of the ``state.json`` a run published in ``folder``."""
-    import hashlib
-
     text = (folder / "state.json").read_text()
     state = load_state(
         text,
