@@ -48,7 +48,8 @@ class SeriesState:
     """Every noisy row measured so far (``rows x columns``)."""
     published: FloatArray
     """The period values published so far (``(last + 1) x columns``; without revisions they
-    never change)."""
+    never change), at full precision: the published files show them rounded, and later
+    periods are estimated from these."""
 
     def to_json(self) -> str:
         """The canonical document (sorted keys, floats exactly as ``repr``)."""

@@ -5,9 +5,10 @@ Each run publishes the period due (or ``--period``) and any skipped before it: i
 strategy's rows those periods close, from the periods' rows read again from the source
 (:mod:`.series_scan`), estimates each period consistently with everything published before
 (:meth:`dp.series.SeriesRelease.figures`), and writes ``figures.csv`` (every figure due, with
-standard errors and 95% intervals) and ``state.json`` (the noisy measurements and published
-values: the only values kept between runs). The ledger row ``<series>[<period>]`` charges the
-increase of the series' loss (:mod:`.planning`) and seals the state (:mod:`.series_store`).
+standard errors and 95% intervals, rounded to the digits the noise supports) and ``state.json``
+(the noisy measurements and published values at full precision: the only values kept between
+runs). The ledger row ``<series>[<period>]`` charges the increase of the series' loss
+(:mod:`.planning`) and seals the state (:mod:`.series_store`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from dppub.dp.budget import PlannedCost
 from dppub.dp.errors import InputError
@@ -134,18 +134,14 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
     def execute(
         self, plan: ReleasePlan[SeriesSpec], exact: SeriesExact, context: ExecuteContext
     ) -> Executed:
-        from dppub.dp.pipeline.kinds.series.publishing import HISTORY, publish_run, read_figures
+        from dppub.dp.pipeline.kinds.series.publishing import publish_run, write_figures
 
-        spec, item = plan.spec, plan.spec.item
+        spec = plan.spec
         folder = context.out.release_dir(plan.name)
         state, frame = publish_run(spec, exact)
-        frame.to_csv(folder / "figures.csv", index=False, float_format="%.17g")
-        # Every figure published so far (public: earlier runs' files, sealed by the ledger);
-        # with revisions this run's figures are every period's newest estimate already.
-        earlier, history = spec.published.folder, frame
-        if not item.revisions and earlier is not None and (earlier / HISTORY).is_file():
-            history = pd.concat([read_figures(earlier / HISTORY), frame], ignore_index=True)
-        history.to_csv(folder / HISTORY, index=False, float_format="%.17g")
+        # The CSV files are rounded to the digits the noise supports; the state keeps full
+        # precision (the next run reads it, never the CSV files).
+        write_figures(folder, spec, frame)
         (folder / "state.json").write_text(state.to_json())
         # The staging area hashes the same files into the ledger's output_hash.
         save_copy(folder, spec.ledger, spec.dataset, spec.item.name)
@@ -191,7 +187,10 @@ class SeriesKind(ReleaseKind[SeriesModel, SeriesSpec, SeriesExact]):
             f"{r.strategy}, {'revised' if r.revisions else 'never revised'}); the series has "
             f"spent {r.loss:.4g} of its {'rho' if r.noise == 'gaussian' else 'epsilon'} "
             f"{r.budget:g}. This run's figures with standard errors and 95% intervals in "
-            "`figures.csv`, every figure published so far in `history.csv`."
+            "`figures.csv`, every figure published so far in `history.csv`, each rounded to "
+            "the digits its noise supports (two significant digits of its standard error, "
+            "counts to integers; `precision` in `release.json`); `state.json` keeps full "
+            "precision for the next period's estimates."
         ]
 
     def describe(self, plan: ReleasePlan[SeriesSpec]) -> SeriesFacts:

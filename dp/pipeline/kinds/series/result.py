@@ -4,6 +4,7 @@ strategy, the noise, what the series has cost so far and what this run charged).
 from __future__ import annotations
 
 from dppub.dp.pipeline.kinds.base import Result
+from dppub.dp.pipeline.kinds.series.publishing import PRECISION
 
 __all__ = ["SeriesResult"]
 
@@ -32,5 +33,7 @@ class SeriesResult(Result):
     """Everything published so far: epsilon (Laplace) or rho (Gaussian)."""
     figures: int
     state_digest: str
+    precision: str = PRECISION
+    """How many digits the published figures carry (post-processing, no privacy cost)."""
     # zcdp_rho (the base's): with Gaussian noise, the rho this run added (the zCDP total adds
     # these up), and accounting says how it converts.

@@ -8,7 +8,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pandas as pd
 import yaml
+
+from dppub.dp.pipeline.kinds.series.planning import SeriesSpec
+from dppub.dp.pipeline.kinds.series.publishing import full_figures, rounded_figures
+from dppub.dp.pipeline.plan import load_plan
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -50,3 +55,31 @@ def series_config(directory: Path, data: Path, *, name: str = "series.yaml", **s
     path = directory / name
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+def spec_of(config: Path, period: str) -> SeriesSpec:
+    """The plan of the config's series run for ``period`` (its mechanism, measures, groups)."""
+    (release,) = load_plan(config, period=period).releases
+    spec = release.spec
+    assert isinstance(spec, SeriesSpec)
+    return spec
+
+
+def read_text(path: Path) -> pd.DataFrame:
+    """A published CSV file with every cell as the text it holds."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def published_and_full(spec: SeriesSpec, folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``history.csv`` of the run published in ``folder`` as text, and the same figures at full
+    precision recomputed from its ``state.json``, both in one order (by published period,
+    period, figure, measure, group): the text must be the full figures rounded."""
+    keys = ["published", "period", "figure", "measure", "group"]
+    text = read_text(folder / "history.csv").sort_values(keys, kind="stable")
+    full = full_figures(spec, folder).sort_values(keys, kind="stable")
+    return text.reset_index(drop=True), full.reset_index(drop=True)
+
+
+def as_published(full: pd.DataFrame) -> pd.DataFrame:
+    """Full-precision figures of the example series as its CSV files write them."""
+    return rounded_figures(full, ("count",))
