@@ -28,16 +28,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dppub.dp.reference.empirical_privacy import AuditResult, audit
 from dppub.dp.regression.objective import OUTPUT_SHARE, OutputNoise, parameters, perturb_output
+from tests.empirical_privacy.twins import audit_twins, check_twins
 
 EPS = 25.0  # the output share (1 / 50) is then 0.5, a level the auditor resolves well
-
-
-def _check(real: AuditResult, twin: AuditResult, *, tight: float) -> None:
-    assert real.passed, real.summary()
-    assert real.eps_lb > tight * real.epsilon, real.summary()  # worst case, not a vacuous pass
-    assert not twin.passed, twin.summary()
 
 
 def _output_sampler(
@@ -67,21 +61,14 @@ def test_output_perturbation_passes_and_its_twin_is_rejected(p: int, tight: floa
     noise = parameters(p=p, epsilon=EPS).output
     assert noise.epsilon == pytest.approx(OUTPUT_SHARE * EPS) == pytest.approx(0.5)
     d, d_nb = _far_points(noise, np.ones(p))
-    real = audit(
-        _output_sampler(noise),
-        rng=np.random.default_rng(3),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=noise.epsilon,
-        samples=200_000,
-    )
     half = OutputNoise(sensitivity=noise.sensitivity / 2, epsilon=noise.epsilon, grid=noise.grid)
-    twin = audit(
+    real, twin = audit_twins(
+        _output_sampler(noise),
         _output_sampler(half),
-        rng=np.random.default_rng(3),
+        seed=3,
         dataset=d,
         neighbour=d_nb,
         epsilon=noise.epsilon,
         samples=200_000,
     )
-    _check(real, twin, tight=tight)
+    check_twins(real, twin, tight=tight)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from dppub.dp.axes import category_axis, numeric_axis
 from dppub.dp.mechanisms import laplace
-from dppub.dp.reference.empirical_privacy import audit
 from dppub.dp.reference.histogram import histogram
 from dppub.dp.schema import ColumnSpec
+from tests.empirical_privacy.twins import audit_twins
 
 AGE = ColumnSpec(name="age", type="int", bounds=(0, 9))
 INC = ColumnSpec(name="inc", type="float", bounds=(0, 100))
@@ -65,21 +65,8 @@ def test_noisy_histogram_passes_and_its_twin_is_rejected() -> None:
 
         return sampler
 
-    real = audit(
-        noisy(1.0),
-        rng=np.random.default_rng(3),
-        dataset=h,
-        neighbour=h_nb,
-        epsilon=1.0,
-        samples=20_000,
+    real, twin = audit_twins(
+        noisy(1.0), noisy(0.5), seed=3, dataset=h, neighbour=h_nb, epsilon=1.0, samples=20_000
     )
     assert real.passed and real.eps_lb > 0.8, real.summary()
-    twin = audit(
-        noisy(0.5),
-        rng=np.random.default_rng(3),
-        dataset=h,
-        neighbour=h_nb,
-        epsilon=1.0,
-        samples=20_000,
-    )
     assert not twin.passed, twin.summary()

@@ -22,7 +22,7 @@ import pytest
 import dppub.dp.matrix as mx
 from dppub.dp.matrix.exact import certified_sensitivity, exact_answers
 from dppub.dp.mechanisms import laplace
-from dppub.dp.reference.empirical_privacy import audit
+from tests.empirical_privacy.twins import audit_twins
 
 EPS = 1.0
 SEED = 2026
@@ -96,23 +96,15 @@ def test_answer_is_post_processing_of_the_measurement() -> None:
 def test_measurement_passes_and_its_twin_is_rejected(name: str) -> None:
     strategy = STRATEGIES[name]
     x, x_nb = _worst_pair(strategy)
-    real = audit(
+    real, twin = audit_twins(
         _measurement_sampler(strategy, sensitivity=strategy.sensitivity),
-        selection_samples=20_000,
-        rng=np.random.default_rng(SEED),
+        _measurement_sampler(strategy, sensitivity=strategy.sensitivity / 2.0),
+        seed=SEED,
         dataset=x,
         neighbour=x_nb,
         epsilon=EPS,
         samples=40_000,
+        selection_samples=20_000,
     )
     assert real.passed, real.summary()
-    twin = audit(
-        _measurement_sampler(strategy, sensitivity=strategy.sensitivity / 2.0),
-        selection_samples=20_000,
-        rng=np.random.default_rng(SEED),
-        dataset=x,
-        neighbour=x_nb,
-        epsilon=EPS,
-        samples=40_000,
-    )
     assert not twin.passed, twin.summary()

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from dppub.dp.mechanisms import gaussian, laplace, randomized_response
-from dppub.dp.reference.empirical_privacy import audit
+from tests.empirical_privacy.twins import audit_twins
 
 SEEDS = (11, 12, 13)
 EPS = 1.0
@@ -43,23 +43,17 @@ def _laplace(
 def test_laplace_scalar_passes_and_its_twin_is_rejected(seed: int) -> None:
     # Neighbours at distance exactly the sensitivity (a counting query, one record added).
     d, d_nb = np.array([3.0]), np.array([4.0])
-    real = audit(
+    # Twin: the same mechanism told half the sensitivity (noise scale halved).
+    real, twin = audit_twins(
         _laplace(sensitivity=1.0, epsilon=EPS),
+        _laplace(sensitivity=0.5, epsilon=EPS),
+        seed=seed,
         dataset=d,
         neighbour=d_nb,
         epsilon=EPS,
-        rng=np.random.default_rng(seed),
     )
     assert real.passed, real.summary()
     assert real.eps_lb > 0.85 * EPS, real.summary()  # the audit is tight, not vacuous
-    # Twin: the same mechanism told half the sensitivity (noise scale halved).
-    twin = audit(
-        _laplace(sensitivity=0.5, epsilon=EPS),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=EPS,
-        rng=np.random.default_rng(seed),
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -69,23 +63,16 @@ def test_laplace_vector_l1_sensitivity(seed: int) -> None:
     # loss adds up across coordinates, which the corner statistic detects.
     d = np.array([1.0, 2.0, 3.0])
     d_nb = d + np.array([0.5, -0.25, 0.25])
-    real = audit(
+    real, twin = audit_twins(
         _laplace(sensitivity=1.0, epsilon=EPS, dim=3),
+        _laplace(sensitivity=1.0, epsilon=2 * EPS, dim=3),
+        seed=seed,
         dataset=d,
         neighbour=d_nb,
         epsilon=EPS,
         samples=50_000,
-        rng=np.random.default_rng(seed),
     )
     assert real.passed, real.summary()
-    twin = audit(
-        _laplace(sensitivity=1.0, epsilon=2 * EPS, dim=3),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=EPS,
-        samples=50_000,
-        rng=np.random.default_rng(seed),
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -102,9 +89,10 @@ def _gaussian(*, l2_sensitivity: float) -> Callable[[float, int, np.random.Gener
 def test_gaussian_passes_and_its_twin_is_rejected(seed: int) -> None:
     # sigma is linear in the sensitivity, so halving the sensitivity halves the noise scale.
     # 500k samples: the twin's tail events near p ~ 3e-3 carry eps_lb ~ 1.4 > 1.
-    real = audit(
+    real, twin = audit_twins(
         _gaussian(l2_sensitivity=1.0),
-        rng=np.random.default_rng(seed),
+        _gaussian(l2_sensitivity=0.5),
+        seed=seed,
         dataset=0.0,
         neighbour=1.0,
         epsilon=EPS,
@@ -112,15 +100,6 @@ def test_gaussian_passes_and_its_twin_is_rejected(seed: int) -> None:
         samples=500_000,
     )
     assert real.passed, real.summary()
-    twin = audit(
-        _gaussian(l2_sensitivity=0.5),
-        rng=np.random.default_rng(seed),
-        dataset=0.0,
-        neighbour=1.0,
-        epsilon=EPS,
-        delta=DELTA,
-        samples=500_000,
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -135,11 +114,8 @@ def _rr(epsilon: float) -> Callable[[bool, int, np.random.Generator], np.ndarray
 def test_randomized_response_passes_and_its_twin_is_rejected(seed: int) -> None:
     # Local DP: one respondent's two possible bits are the neighbouring inputs. The event
     # {report = 1} has probability ratio exactly e^eps, so the real audit is tight.
-    real = audit(
-        _rr(EPS), dataset=True, neighbour=False, epsilon=EPS, rng=np.random.default_rng(seed)
+    real, twin = audit_twins(
+        _rr(EPS), _rr(2 * EPS), seed=seed, dataset=True, neighbour=False, epsilon=EPS
     )
     assert real.passed and real.eps_lb > 0.9 * EPS, real.summary()
-    twin = audit(
-        _rr(2 * EPS), dataset=True, neighbour=False, epsilon=EPS, rng=np.random.default_rng(seed)
-    )
     assert not twin.passed, twin.summary()

@@ -71,7 +71,7 @@ import dppub.dp.mechanisms
 from dppub.dp.calibration import gaussian_sigma
 from dppub.dp.mechanisms import gaussian, laplace
 from dppub.dp.reference import frame_regression as reference_module
-from dppub.dp.reference.empirical_privacy import AuditResult, audit, looped
+from dppub.dp.reference.empirical_privacy import audit, looped
 from dppub.dp.reference.frame_regression import (
     LinearRegression,
     LogisticRegression,
@@ -84,6 +84,7 @@ from dppub.dp.regression.linear import LinearFit
 from dppub.dp.regression.objective import CURVATURE_SHARE, OUTPUT_SHARE
 from dppub.dp.regression.sensitivity import BlockSensitivity, l2_sensitivity
 from dppub.dp.regression.trace import TraceFit
+from tests.empirical_privacy.twins import audit_twins, check_twins
 
 Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
@@ -124,12 +125,6 @@ def _attains(moved: float, sensitivity: float) -> None:
     to the float64 rounding allowance and the fixed-point quantisation of the row (< 1e-4)."""
     assert moved <= sensitivity
     assert moved == pytest.approx(sensitivity, rel=1e-4)
-
-
-def _check(real: AuditResult, twin: AuditResult, *, tight: float) -> None:
-    assert real.passed, real.summary()
-    assert real.eps_lb > tight * real.epsilon, real.summary()  # worst case, not a vacuous pass
-    assert not twin.passed, twin.summary()
 
 
 # --- 1. objective perturbation ---------------------------------------------------------------
@@ -192,9 +187,10 @@ def test_objective_perturbation_end_to_end(monkeypatch: pytest.MonkeyPatch) -> N
         "samples": 3_000,
         "selection_samples": 600,
     }
-    real = audit(looped(mechanism(OBJ_EPS)), rng=np.random.default_rng(21), **kwargs)
-    twin = audit(looped(mechanism(2 * OBJ_EPS)), rng=np.random.default_rng(21), **kwargs)
-    _check(real, twin, tight=0.4)  # seeds 0-3: real eps_lb 0.55-0.64, twin 1.35-1.41
+    real, twin = audit_twins(
+        looped(mechanism(OBJ_EPS)), looped(mechanism(2 * OBJ_EPS)), seed=21, **kwargs
+    )
+    check_twins(real, twin, tight=0.4)  # seeds 0-3: real eps_lb 0.55-0.64, twin 1.35-1.41
 
 
 # --- shared: replay a recorded Laplace / Gaussian call, vectorised ---------------------------
@@ -263,9 +259,10 @@ def _audit_laplace_parts(
             "epsilon": epsilon,
             "samples": 40_000,
         }
-        real = audit(_laplace_replay(sens, epsilon), rng=np.random.default_rng(seed), **kwargs)
-        twin = audit(_laplace_replay(sens / 2, epsilon), rng=np.random.default_rng(seed), **kwargs)
-        _check(real, twin, tight=0.7)
+        real, twin = audit_twins(
+            _laplace_replay(sens, epsilon), _laplace_replay(sens / 2, epsilon), seed=seed, **kwargs
+        )
+        check_twins(real, twin, tight=0.7)
 
 
 # --- 3. trace regression: one task's statistics ------------------------------------------------
@@ -326,9 +323,10 @@ def test_trace_task_release_passes_and_its_twin_is_rejected() -> None:
         "epsilon": TR_EPS,
         "samples": 60_000,
     }
-    real = audit(_laplace_replay(sens, eps), rng=np.random.default_rng(41), **kwargs)
-    twin = audit(_laplace_replay(sens, twin_eps), rng=np.random.default_rng(41), **kwargs)
-    _check(real, twin, tight=0.6)  # seeds 0-4: real 0.71-0.80, twin 1.59-1.72
+    real, twin = audit_twins(
+        _laplace_replay(sens, eps), _laplace_replay(sens, twin_eps), seed=41, **kwargs
+    )
+    check_twins(real, twin, tight=0.6)  # seeds 0-4: real 0.71-0.80, twin 1.59-1.72
 
 
 # --- 4. AdaSSP: three analytic-Gaussian releases ----------------------------------------------
@@ -394,11 +392,10 @@ def test_adassp_releases_pass_and_their_twins_are_rejected(
         "delta": kw["delta"],
         "samples": 500_000,
     }
-    real = audit(_gaussian_replay(kw), rng=np.random.default_rng(51), **kwargs)
     # Twin 1: fit told twice the epsilon (every share doubled, sigma less than halved).
     _, _, kw_twin = _adassp_calls(ADA_X, ADA_Y, epsilon=2 * ADA_EPS)[release]
-    twin = audit(_gaussian_replay(kw_twin), rng=np.random.default_rng(51), **kwargs)
-    _check(real, twin, tight=0.4)  # seeds 0-2: real 0.57-0.64 of eps, twin 1.24-1.36
+    real, twin = audit_twins(_gaussian_replay(kw), _gaussian_replay(kw_twin), seed=51, **kwargs)
+    check_twins(real, twin, tight=0.4)  # seeds 0-2: real 0.57-0.64 of eps, twin 1.24-1.36
     if ADA_RELEASES[release] == "lambda_min":
         return
     # Twin 2: the block sensitivities understated by 2x inside adassp_fit.

@@ -33,7 +33,7 @@ import pytest
 from dppub.dp.kmeans import COUNT_SENSITIVITY, sum_sensitivity
 from dppub.dp.mechanisms import laplace
 from dppub.dp.numerics.domains import FeatureDomain, TargetDomain
-from dppub.dp.reference.empirical_privacy import audit, looped
+from dppub.dp.reference.empirical_privacy import looped
 from dppub.dp.reference.frame_regression import sufficient_statistics
 from dppub.dp.regression.auto import INTERCEPT_SHARE
 from dppub.dp.regression.encoding import FeatureEncoding
@@ -41,6 +41,7 @@ from dppub.dp.regression.functional import SHRUNK_QUADRATIC_WEIGHT, functional_r
 from dppub.dp.regression.sensitivity import PARTS
 from dppub.dp.regression.statistics import Design, SufficientStatistics
 from dppub.dp.schema import ColumnSpec
+from tests.empirical_privacy.twins import audit_twins
 
 EPS = 1.0
 DESIGNS = {
@@ -89,9 +90,10 @@ def test_each_released_part_passes_and_its_twin_is_rejected(domain: str, part: s
     # to the adaptive split, which only moves epsilon_k, not the sensitivity).
     rel = functional_release(d, DESIGNS[domain], epsilon=EPS, rng=np.random.default_rng(0))
     sens = rel.sensitivity.part(part)
-    real = audit(
+    real, twin = audit_twins(
         _part_sampler(part, sensitivity=sens, epsilon=EPS),
-        rng=np.random.default_rng(7),
+        _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
+        seed=7,
         dataset=d,
         neighbour=d_nb,
         epsilon=EPS,
@@ -99,14 +101,6 @@ def test_each_released_part_passes_and_its_twin_is_rejected(domain: str, part: s
     )
     assert real.passed, real.summary()
     assert real.eps_lb > 0.7 * EPS, real.summary()  # the worst row attains the sensitivity
-    twin = audit(
-        _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
-        rng=np.random.default_rng(7),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=EPS,
-        samples=40_000,
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -138,25 +132,17 @@ def test_functional_release_end_to_end_passes_and_its_twin_is_rejected(weight: f
 
         return mech
 
-    real = audit(
+    real, twin = audit_twins(
         looped(release(EPS)),
-        selection_samples=1_000,
-        rng=np.random.default_rng(1),
+        looped(release(2 * EPS)),
+        seed=1,
         dataset=d,
         neighbour=d_nb,
         epsilon=EPS,
         samples=2_000,
+        selection_samples=1_000,
     )
     assert real.passed, real.summary()
-    twin = audit(
-        looped(release(2 * EPS)),
-        selection_samples=1_000,
-        rng=np.random.default_rng(1),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=EPS,
-        samples=2_000,
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -183,23 +169,16 @@ def test_kmeans_releases_pass_and_their_twins_are_rejected(release: str) -> None
 
         return draw
 
-    real = audit(
+    real, twin = audit_twins(
         sampler(1.0),
-        rng=np.random.default_rng(4),
+        sampler(0.5),
+        seed=4,
         dataset=rows,
         neighbour=worst,
         epsilon=eps_half,
         samples=40_000,
     )
     assert real.passed and real.eps_lb > 0.6 * eps_half, real.summary()
-    twin = audit(
-        sampler(0.5),
-        rng=np.random.default_rng(4),
-        dataset=rows,
-        neighbour=worst,
-        epsilon=eps_half,
-        samples=40_000,
-    )
     assert not twin.passed, twin.summary()
 
 
@@ -241,9 +220,10 @@ def test_one_hot_parts_at_the_auto_split_pass_and_their_twins_are_rejected(part:
     sens = rel.sensitivity.part(part)
     moved = np.abs(d_nb.parts()[part] - d.parts()[part]).sum()
     assert moved <= sens and moved == pytest.approx(sens, rel=1e-4)  # up to the allowance
-    real = audit(
+    real, twin = audit_twins(
         _part_sampler(part, sensitivity=sens, epsilon=EPS),
-        rng=np.random.default_rng(9),
+        _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
+        seed=9,
         dataset=d,
         neighbour=d_nb,
         epsilon=EPS,
@@ -251,12 +231,4 @@ def test_one_hot_parts_at_the_auto_split_pass_and_their_twins_are_rejected(part:
     )
     assert real.passed, real.summary()
     assert real.eps_lb > 0.7 * EPS, real.summary()
-    twin = audit(
-        _part_sampler(part, sensitivity=sens / 2.0, epsilon=EPS),
-        rng=np.random.default_rng(9),
-        dataset=d,
-        neighbour=d_nb,
-        epsilon=EPS,
-        samples=40_000,
-    )
     assert not twin.passed, twin.summary()
