@@ -10,8 +10,10 @@ from typing import Literal
 import numpy as np
 
 from dppub.dp import matrix
+from dppub.dp.pipeline.kinds.base import ReleasePlan
 from dppub.dp.pipeline.kinds.plan_facts import PlanFacts
 from dppub.dp.pipeline.kinds.release_file import Stated
+from dppub.dp.pipeline.kinds.tables.planning import TableSpec
 from dppub.dp.tables.quantiles import joint_rank_errors, quantile_method
 from dppub.dp.tables.table import TableDesign, table_strategy
 
@@ -22,6 +24,7 @@ __all__ = [
     "MeasureFacts",
     "TableFacts",
     "expected_errors",
+    "table_facts",
 ]
 
 
@@ -94,6 +97,20 @@ class JointGroupFacts(PlanFacts):
     strategy: str
     """The group's one measurement: its tables' strategies, stacked."""
     tables: tuple[JointTableFacts, ...]
+
+
+def table_facts(plan: ReleasePlan[TableSpec]) -> TableFacts:
+    """What ``dppub plan`` shows of one planned table."""
+    spec, where = plan.spec, plan.bounding.where
+    return TableFacts(
+        groups="private" if spec.keys == "private" else math.prod(a.size for a in spec.axes),
+        keys=spec.keys,
+        selection=None
+        if spec.selection is None
+        else KeySelectionFacts.model_validate(spec.selection.describe()),
+        where=None if where is None else where.text,
+        measures=expected_errors(spec.design),
+    )
 
 
 def expected_errors(design: TableDesign) -> tuple[MeasureFacts, ...]:

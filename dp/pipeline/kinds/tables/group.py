@@ -33,12 +33,7 @@ from dppub.dp.pipeline.kinds.base import (
     scan_one,
 )
 from dppub.dp.pipeline.kinds.tables.answers import publish_table, table_sensitivity
-from dppub.dp.pipeline.kinds.tables.facts import (
-    JointGroupFacts,
-    JointTableFacts,
-    TableFacts,
-    expected_errors,
-)
+from dppub.dp.pipeline.kinds.tables.facts import JointGroupFacts, JointTableFacts, table_facts
 from dppub.dp.pipeline.kinds.tables.joint_planning import group_guarantee, joint_costs
 from dppub.dp.pipeline.kinds.tables.planning import TableSpec, table_sums
 from dppub.dp.pipeline.kinds.tables.result import JointResult, JointTable
@@ -127,6 +122,7 @@ def describe_group(plan: ReleasePlan[GroupSpec]) -> JointGroupFacts:
     for k, table in enumerate(plan.spec.tables):
         together, alone = row_variances(joint, k)
         ratio = math.sqrt(float(np.mean(together)) / float(np.mean(alone)))
+        alone_facts = table_facts(table)
         measures = tuple(
             m.model_copy(
                 update={
@@ -135,13 +131,9 @@ def describe_group(plan: ReleasePlan[GroupSpec]) -> JointGroupFacts:
                     "separate_rmse": m.expected_rmse,
                 }
             )
-            for m in expected_errors(table.spec.design)
+            for m in alone_facts.measures
         )
-        facts = TableFacts(
-            groups=math.prod(a.size for a in table.spec.axes),
-            keys=table.spec.keys,
-            measures=measures,
-        )
+        facts = alone_facts.model_copy(update={"measures": measures})
         tables.append(JointTableFacts(name=table.name, epsilon=table.cost.epsilon, facts=facts))
     return JointGroupFacts(group=plan.name, strategy=joint.strategy.name, tables=tuple(tables))
 

@@ -57,12 +57,7 @@ from dppub.dp.pipeline.kinds.base import (
 )
 from dppub.dp.pipeline.kinds.previews import Preview, preview_lines
 from dppub.dp.pipeline.kinds.tables.answers import publish_table, table_sensitivity
-from dppub.dp.pipeline.kinds.tables.facts import (
-    JointGroupFacts,
-    KeySelectionFacts,
-    TableFacts,
-    expected_errors,
-)
+from dppub.dp.pipeline.kinds.tables.facts import JointGroupFacts, TableFacts, table_facts
 from dppub.dp.pipeline.kinds.tables.group import (
     TablesSpec,
     describe_group,
@@ -232,17 +227,7 @@ class TableKind(ReleaseKind[TableModel, TablesSpec, GroupSums | PrivateExact]):
     def describe(self, plan: ReleasePlan[TablesSpec]) -> TableFacts | JointGroupFacts:
         if is_group(plan):
             return describe_group(plan)
-        table = one_table(plan)
-        spec, where = table.spec, plan.bounding.where
-        return TableFacts(
-            groups="private" if spec.keys == "private" else math.prod(a.size for a in spec.axes),
-            keys=spec.keys,
-            selection=None
-            if spec.selection is None
-            else KeySelectionFacts.model_validate(spec.selection.describe()),
-            where=None if where is None else where.text,
-            measures=expected_errors(spec.design),
-        )
+        return table_facts(one_table(plan))
 
     def plan_text(self, facts: PlanFacts) -> str:
         if isinstance(facts, JointGroupFacts):
